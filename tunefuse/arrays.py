@@ -1,0 +1,168 @@
+"""What tunefuse reads off an array of any kind, without importing torch or CuPy.
+
+NumPy arrays, torch tensors, CuPy arrays, and anything with `__cuda_array_interface__` or
+`__dlpack__` are described by one `ArrayInfo`: dtype, sizes, strides in elements, device
+and data pointer.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+import numpy as np
+
+from tunefuse.dtypes import DataType, from_any_dtype
+from tunefuse.errors import InputMismatchError
+
+
+class Device(enum.Enum):
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+@dataclass(frozen=True, slots=True)
+class ArrayInfo:
+    dtype: DataType
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]  # in elements
+    device: Device
+    device_index: int
+    data_ptr: int
+    framework: str  # "numpy", "torch", "cupy", "cuda_array_interface", "dlpack"
+
+
+def framework_of(array: object) -> str:
+    module = type(array).__module__.split(".")[0]
+    if isinstance(array, np.ndarray):
+        return "numpy"
+    if module == "torch":
+        return "torch"
+    if module == "cupy":
+        return "cupy"
+    if hasattr(array, "__cuda_array_interface__"):
+        return "cuda_array_interface"
+    if hasattr(array, "__dlpack__"):
+        return "dlpack"
+    return "unknown"
+
+
+def is_array(value: object) -> bool:
+    return framework_of(value) != "unknown"
+
+
+def describe_array(array: object, *, name: str = "input") -> ArrayInfo:
+    """Describe an array; raises naming `name` when it is not an array tunefuse can read."""
+    framework = framework_of(array)
+    if framework == "numpy":
+        a: np.ndarray = array  # type: ignore[assignment]
+        dtype = from_any_dtype(a.dtype)
+        strides = tuple(s // a.itemsize for s in a.strides)
+        return ArrayInfo(dtype, tuple(a.shape), strides, Device.CPU, 0, a.ctypes.data, framework)
+    if framework == "torch":
+        t = array
+        dtype = from_any_dtype(t.dtype)  # type: ignore[attr-defined]
+        is_cuda = t.device.type == "cuda"  # type: ignore[attr-defined]
+        return ArrayInfo(
+            dtype,
+            tuple(int(s) for s in t.shape),  # type: ignore[attr-defined]
+            tuple(int(s) for s in t.stride()),  # type: ignore[attr-defined]
+            Device.CUDA if is_cuda else Device.CPU,
+            (t.device.index or 0) if is_cuda else 0,  # type: ignore[attr-defined]
+            int(t.data_ptr()),  # type: ignore[attr-defined]
+            framework,
+        )
+    if framework in ("cupy", "cuda_array_interface"):
+        iface = array.__cuda_array_interface__  # type: ignore[attr-defined]
+        dtype = from_any_dtype(np.dtype(iface["typestr"]))
+        shape = tuple(int(s) for s in iface["shape"])
+        itemsize = dtype.itemsize
+        if iface.get("strides") is None:
+            strides = contiguous_strides(shape)
+        else:
+            strides = tuple(int(s) // itemsize for s in iface["strides"])
+        device_index = int(getattr(getattr(array, "device", None), "id", 0) or 0)
+        return ArrayInfo(dtype, shape, strides, Device.CUDA, device_index, int(iface["data"][0]), framework)
+    if framework == "dlpack":
+        # Anything else speaking DLPack: NumPy can read host arrays; device arrays go
+        # through the runtime, which imports them with cuda.core.
+        device_type, device_index = array.__dlpack_device__()  # type: ignore[attr-defined]
+        if device_type == 1:  # kDLCPU
+            return describe_array(np.from_dlpack(array), name=name)
+        from tunefuse.runtime.interop import describe_dlpack_device_array
+
+        return describe_dlpack_device_array(array, int(device_index))
+    raise InputMismatchError(
+        f"{name}: expected an array (numpy, torch, CuPy, __cuda_array_interface__ or __dlpack__), "
+        f"got {type(array).__name__}"
+    )
+
+
+def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+def stride_order_of(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...] | None:
+    """nvFuser's stride_order: stride_order[d] is dim d's rank from the innermost (0); None
+    when that is row-major. Ties (size-1 dims) keep row-major order."""
+    rank = len(shape)
+    order = _inner_to_outer(shape, strides)
+    ranks = [0] * rank
+    for r, d in enumerate(order):
+        ranks[d] = r
+    row_major = [rank - 1 - d for d in range(rank)]
+    if ranks == row_major:
+        return None
+    return tuple(ranks)
+
+
+def contiguity_of(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[bool | None, ...]:
+    """nvFuser's contiguity: None for size-1 (broadcast) dims; True where a dim's stride is
+    the extent times the stride of the next-inner non-broadcast dim (1 for the innermost)."""
+    rank = len(shape)
+    order = _inner_to_outer(shape, strides)
+    result: list[bool | None] = [None] * rank
+    expected = 1
+    for d in order:
+        if shape[d] == 1:
+            continue
+        result[d] = strides[d] == expected
+        expected = strides[d] * shape[d]
+    return tuple(result)
+
+
+def _inner_to_outer(shape: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
+    """Dims from the innermost to the outermost by stride (ties: the later dim is inner).
+    A size-1 dim's stride means nothing: it sits where row-major order would put it."""
+    rank = len(shape)
+    effective = [0] * rank
+    for d in reversed(range(rank)):
+        if shape[d] == 1:
+            effective[d] = effective[d + 1] * max(shape[d + 1], 1) if d + 1 < rank else 1
+        else:
+            effective[d] = strides[d]
+    return sorted(range(rank), key=lambda d: (effective[d], -d))
+
+
+def to_numpy(array: object, *, name: str = "input") -> np.ndarray:
+    """A host copy (or view) of any array tunefuse accepts."""
+    framework = framework_of(array)
+    if framework == "numpy":
+        return array  # type: ignore[return-value]
+    if framework == "torch":
+        t = array.detach().cpu()  # type: ignore[attr-defined]
+        if str(t.dtype) == "torch.bfloat16":
+            return t.float().numpy().astype(DataType.BFloat16.numpy)
+        return t.numpy()
+    if framework == "cupy":
+        return array.get()  # type: ignore[attr-defined]
+    if hasattr(array, "numpy") and callable(array.numpy):
+        return np.asarray(array.numpy())
+    if framework == "dlpack":
+        return np.from_dlpack(array)
+    raise InputMismatchError(f"{name}: cannot read {type(array).__name__} on the host")

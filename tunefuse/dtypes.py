@@ -1,0 +1,177 @@
+"""Data types of fusion values and PyTorch's type-promotion rules.
+
+Half and bfloat16 are storage types: every op computes in float and rounds its result to the
+value's declared dtype, which is exactly what the generated CUDA does.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+
+import ml_dtypes
+import numpy as np
+
+from tunefuse.errors import DefinitionError
+
+
+class DataType(enum.Enum):
+    """Element type of a tensor or scalar. The value is the canonical (JSON) spelling."""
+
+    Double = "double"
+    Float = "float"
+    Half = "half"
+    BFloat16 = "bfloat16"
+    Int = "int64"
+    Int32 = "int32"
+    Bool = "bool"
+
+    # Category and width drive promotion: bool < integral < floating.
+    @property
+    def is_floating(self) -> bool:
+        return self in _FLOATING
+
+    @property
+    def is_integral(self) -> bool:
+        return self in (DataType.Int, DataType.Int32)
+
+    @property
+    def is_bool(self) -> bool:
+        return self is DataType.Bool
+
+    @property
+    def itemsize(self) -> int:
+        return _ITEMSIZE[self]
+
+    @property
+    def numpy(self) -> np.dtype:
+        """The NumPy dtype that stores this type (bfloat16 through ml-dtypes)."""
+        return _NUMPY[self]
+
+    @property
+    def compute(self) -> DataType:
+        """The type arithmetic happens in: float for half and bfloat16, else itself."""
+        return DataType.Float if self in (DataType.Half, DataType.BFloat16) else self
+
+    @property
+    def cuda(self) -> str:
+        """The C++ type name used by generated kernels (see codegen's preamble)."""
+        return _CUDA[self]
+
+    def __repr__(self) -> str:
+        return f"DataType.{self.name}"
+
+    @classmethod
+    def parse(cls, spelling: str) -> DataType:
+        try:
+            return cls(spelling)
+        except ValueError:
+            known = ", ".join(d.value for d in cls)
+            raise DefinitionError(f"unknown dtype {spelling!r}; expected one of {known}") from None
+
+
+_FLOATING = (DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16)
+_ITEMSIZE = {
+    DataType.Double: 8,
+    DataType.Float: 4,
+    DataType.Half: 2,
+    DataType.BFloat16: 2,
+    DataType.Int: 8,
+    DataType.Int32: 4,
+    DataType.Bool: 1,
+}
+_NUMPY = {
+    DataType.Double: np.dtype(np.float64),
+    DataType.Float: np.dtype(np.float32),
+    DataType.Half: np.dtype(np.float16),
+    DataType.BFloat16: np.dtype(ml_dtypes.bfloat16),
+    DataType.Int: np.dtype(np.int64),
+    DataType.Int32: np.dtype(np.int32),
+    DataType.Bool: np.dtype(np.bool_),
+}
+_CUDA = {
+    DataType.Double: "double",
+    DataType.Float: "float",
+    DataType.Half: "__half",
+    DataType.BFloat16: "__nv_bfloat16",
+    DataType.Int: "long long",
+    DataType.Int32: "int",
+    DataType.Bool: "bool",
+}
+_FROM_NUMPY = {v: k for k, v in _NUMPY.items()}
+
+
+def from_numpy_dtype(dtype: np.dtype | str) -> DataType:
+    """DataType of a NumPy (or ml-dtypes) dtype; raises naming the dtype when unsupported."""
+    dt = np.dtype(dtype)
+    try:
+        return _FROM_NUMPY[dt]
+    except KeyError:
+        raise DefinitionError(f"unsupported array dtype {dt}") from None
+
+
+_TORCH_NAMES = {
+    "torch.float64": DataType.Double,
+    "torch.float32": DataType.Float,
+    "torch.float16": DataType.Half,
+    "torch.bfloat16": DataType.BFloat16,
+    "torch.int64": DataType.Int,
+    "torch.int32": DataType.Int32,
+    "torch.bool": DataType.Bool,
+}
+
+
+def from_any_dtype(dtype: object) -> DataType:
+    """DataType of a NumPy, ml-dtypes, torch or CuPy dtype, without importing torch."""
+    if isinstance(dtype, DataType):
+        return dtype
+    name = str(dtype)
+    if name in _TORCH_NAMES:
+        return _TORCH_NAMES[name]
+    return from_numpy_dtype(dtype)  # type: ignore[arg-type]
+
+
+def python_scalar_dtype(value: object) -> DataType:
+    """nvFuser's mapping of Python scalars: bool -> Bool, int -> Int, float -> Double."""
+    if isinstance(value, (bool, np.bool_)):
+        return DataType.Bool
+    if isinstance(value, (int, np.integer)):
+        return DataType.Int
+    if isinstance(value, (float, np.floating)):
+        return DataType.Double
+    raise DefinitionError(f"unsupported scalar {value!r} of type {type(value).__name__}")
+
+
+def _category(dt: DataType) -> int:
+    return 2 if dt.is_floating else 1 if dt.is_integral else 0
+
+
+def _promote_pair(a: DataType, b: DataType) -> DataType:
+    if a is b:
+        return a
+    ca, cb = _category(a), _category(b)
+    if ca != cb:
+        return a if ca > cb else b
+    if {a, b} == {DataType.Half, DataType.BFloat16}:
+        return DataType.Float
+    return a if a.itemsize >= b.itemsize else b
+
+
+def promote_types(tensor_dtypes: Iterable[DataType], scalar_dtypes: Iterable[DataType] = ()) -> DataType:
+    """PyTorch's result type: scalars only count when they are of a higher category than
+    every tensor (a Double scalar times a Half tensor stays Half; a float scalar times an
+    Int tensor gives the default float type, Float)."""
+    tensors = list(tensor_dtypes)
+    scalars = list(scalar_dtypes)
+    if not tensors:
+        result = scalars[0]
+        for dt in scalars[1:]:
+            result = _promote_pair(result, dt)
+        return result
+    result = tensors[0]
+    for dt in tensors[1:]:
+        result = _promote_pair(result, dt)
+    top_scalar = max((_category(s) for s in scalars), default=-1)
+    if top_scalar > _category(result):
+        result = DataType.Float if top_scalar == 2 else DataType.Int
+    return result

@@ -1,0 +1,27 @@
+"""The errors tunefuse raises. Each names what was wrong: the op, the operand, the dimension."""
+
+from __future__ import annotations
+
+
+class TunefuseError(Exception):
+    """Base of every error tunefuse raises on purpose."""
+
+
+class DefinitionError(TunefuseError, ValueError):
+    """A fusion definition is malformed: bad op arguments, dtypes, dims."""
+
+
+class ShapeError(DefinitionError):
+    """Extents that cannot work: mismatched ranks, incompatible sizes, impossible reshapes."""
+
+
+class SerializationError(TunefuseError, ValueError):
+    """Fusion JSON that is malformed, of an unknown version, or inconsistent."""
+
+
+class InputMismatchError(TunefuseError, ValueError):
+    """Inputs given to a fusion do not match its definition."""
+
+
+class ExecutionError(TunefuseError, RuntimeError):
+    """A fusion could not run: no device, compile failure, launch failure."""

@@ -1,0 +1,519 @@
+"""`FusionDefinition`: the nvFuser-shaped way to write a fusion.
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        y = fd.ops.mul(x, fd.define_scalar(0.5))
+        fd.add_output(fd.ops.erf(y))
+    print(fd)                    # the definition as runnable Python
+    fd.execute([array])          # -> list of outputs (GPU)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Union
+
+import numpy as np
+
+from tunefuse.arrays import contiguity_of, describe_array, stride_order_of
+from tunefuse.dtypes import DataType, from_any_dtype, python_scalar_dtype
+from tunefuse.elementwise import ELEMENTWISE
+from tunefuse.errors import DefinitionError
+from tunefuse.infer import FusionBuilder
+from tunefuse.ir import Fusion, TensorType
+from tunefuse.ops import (
+    BroadcastAttrs,
+    BroadcastInDimAttrs,
+    CastAttrs,
+    ConstantAttrs,
+    Dim,
+    DimAttrs,
+    DimsAttrs,
+    FullAttrs,
+    IotaAttrs,
+    NoAttrs,
+    OpKind,
+    PadAttrs,
+    PermuteAttrs,
+    ReductionAttrs,
+    ScalarInputAttrs,
+    ScalarRef,
+    ShapeAttrs,
+    SliceAttrs,
+    TensorInputAttrs,
+)
+from tunefuse.shapes import normalize_dim, normalize_dims
+
+if TYPE_CHECKING:
+    from tunefuse.plan import Plan
+
+
+@dataclass(frozen=True, eq=False)
+class Value:
+    """A handle to a value of a definition being written (nvFuser's Tensor / Scalar)."""
+
+    fd: FusionDefinition
+    id: int
+
+    def __repr__(self) -> str:
+        return self.fd._builder_name(self.id)
+
+
+class Tensor(Value):
+    @property
+    def ndim(self) -> int:
+        return self.fd._tensor_type(self).rank
+
+    @property
+    def dtype(self) -> DataType:
+        return self.fd._tensor_type(self).dtype
+
+    def size(self, dim: int) -> Scalar:
+        """This tensor's extent along `dim`, as an Int scalar (for symbolic shapes)."""
+        return self.fd.ops.size(self, dim)
+
+    def shape(self) -> list[Scalar]:
+        return [self.size(d) for d in range(self.ndim)]
+
+    def __add__(self, other: Operand) -> Tensor:
+        return self.fd.ops.add(self, other)
+
+    def __radd__(self, other: Operand) -> Tensor:
+        return self.fd.ops.add(other, self)
+
+    def __sub__(self, other: Operand) -> Tensor:
+        return self.fd.ops.sub(self, other)
+
+    def __rsub__(self, other: Operand) -> Tensor:
+        return self.fd.ops.sub(other, self)
+
+    def __mul__(self, other: Operand) -> Tensor:
+        return self.fd.ops.mul(self, other)
+
+    def __rmul__(self, other: Operand) -> Tensor:
+        return self.fd.ops.mul(other, self)
+
+    def __truediv__(self, other: Operand) -> Tensor:
+        return self.fd.ops.div(self, other)
+
+    def __neg__(self) -> Tensor:
+        return self.fd.ops.neg(self)
+
+
+class Scalar(Value):
+    pass
+
+
+Operand = Union[Value, bool, int, float]
+
+
+class FusionDefinition:
+    """Build a fusion inside a `with` block; on exit it is frozen into `fd.fusion`."""
+
+    def __init__(self) -> None:
+        self._builder = FusionBuilder()
+        self._fusion: Fusion | None = None
+        self.ops = Ops(self)
+        self._runner = None
+
+    # -- context ---------------------------------------------------------------------------
+    def __enter__(self) -> FusionDefinition:
+        if self._fusion is not None:
+            raise DefinitionError("this FusionDefinition is already complete; make a new one")
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if exc_type is None:
+            self._fusion = self._builder.finish()
+
+    @property
+    def fusion(self) -> Fusion:
+        if self._fusion is None:
+            raise DefinitionError("the definition is not complete: leave the `with` block first")
+        return self._fusion
+
+    @classmethod
+    def from_fusion(cls, fusion: Fusion) -> FusionDefinition:
+        fd = cls()
+        fd._fusion = fusion
+        return fd
+
+    # -- inputs ----------------------------------------------------------------------------
+    def define_tensor(
+        self,
+        shape: Sequence[int] | None = None,
+        contiguity: Sequence[bool | None] | bool | None = None,
+        dtype: DataType = DataType.Float,
+        stride_order: Sequence[int] | None = None,
+        *,
+        symbolic_sizes: Sequence[int] | None = None,
+        contiguous: Sequence[bool | None] | bool | None = None,
+        sizes: Sequence[int] | None = None,
+        strides: Sequence[int] | None = None,
+        is_cpu: bool = False,
+    ) -> Tensor:
+        """Declare a tensor input. `shape`: -1 symbolic, 1 broadcast, n >= 0 static.
+        nvFuser's other spellings work too: `symbolic_sizes`/`contiguous` (legacy), and
+        concrete `sizes`/`strides`, which declare a symbolic tensor of that layout."""
+        self._check_open()
+        if is_cpu:
+            raise DefinitionError("define_tensor: CPU scalar tensors are not supported; use define_scalar")
+        if sizes is not None:
+            if shape is not None or symbolic_sizes is not None:
+                raise DefinitionError("define_tensor: give either sizes or shape, not both")
+            sizes = tuple(int(s) for s in sizes)
+            strides = tuple(int(s) for s in strides) if strides is not None else None
+            if strides is None or len(strides) != len(sizes):
+                raise DefinitionError("define_tensor: sizes needs strides of the same rank")
+            shape = tuple(1 if s == 1 else -1 for s in sizes)
+            contiguity = contiguity_of(sizes, strides)
+            stride_order = stride_order_of(sizes, strides)
+        if shape is None:
+            shape = symbolic_sizes
+        if contiguity is None:
+            contiguity = contiguous
+        if shape is None:
+            raise DefinitionError("define_tensor: shape is required")
+        shape = tuple(shape)
+        if isinstance(contiguity, bool):
+            contiguity = [contiguity] * len(shape)
+        if contiguity is None:
+            contiguity = [True] * len(shape)
+        contiguity = tuple(None if s == 1 else c for s, c in zip(shape, contiguity)) + tuple(
+            contiguity[len(shape):]
+        )
+        if stride_order is not None:
+            stride_order = tuple(stride_order)
+            if stride_order == tuple(range(len(shape) - 1, -1, -1)):
+                stride_order = None
+        attrs = TensorInputAttrs(shape, contiguity, dtype, stride_order)
+        return Tensor(self, self._add(OpKind.DEFINE_TENSOR, [], attrs)[0])
+
+    def define_scalar(self, value: Any = None, dtype: DataType | None = None) -> Scalar:
+        """`define_scalar(0.5)` is a constant; `define_scalar(dtype=DataType.Int)` an input."""
+        self._check_open()
+        if value is None:
+            if dtype is None:
+                raise DefinitionError("define_scalar: give a value (constant) or a dtype (input)")
+            return Scalar(self, self._add(OpKind.DEFINE_SCALAR, [], ScalarInputAttrs(dtype))[0])
+        return self._constant(value, dtype)
+
+    def define_constant(self, value: Any, dtype: DataType | None = None) -> Scalar:
+        """Legacy nvFuser spelling of `define_scalar(value)`."""
+        return self.define_scalar(value, dtype)
+
+    def from_array(self, array: object) -> Tensor:
+        """A tensor input laid out like `array` (numpy, torch, CuPy, ...): symbolic sizes,
+        size-1 dims as broadcast, contiguity and stride order from its strides."""
+        info = describe_array(array, name="from_array")
+        return self.define_tensor(sizes=info.shape, strides=info.strides, dtype=info.dtype)
+
+    def from_pytorch(self, tensor: object) -> Tensor:
+        """nvFuser's name for `from_array`."""
+        return self.from_array(tensor)
+
+    # -- outputs ---------------------------------------------------------------------------
+    def add_output(self, value: Value, alias_input: Value | None = None) -> None:
+        """Mark an output; with `alias_input=x` the result is written into input `x` in place
+        and not returned (as in nvFuser)."""
+        self._check_open()
+        self._builder.add_output(
+            self._operand_id(value, "add_output"),
+            None if alias_input is None else self._operand_id(alias_input, "add_output"),
+        )
+
+    # -- running ---------------------------------------------------------------------------
+    def plan(self, inputs: Sequence[object]) -> Plan:
+        """The executable plan for these inputs: segments, buffers and aliases."""
+        from tunefuse.plan import make_plan
+
+        return make_plan(self.fusion, inputs)
+
+    def execute(self, inputs: Sequence[object], out: Sequence[object] | None = None, **options: Any) -> list:
+        """Run the fusion on `inputs`; returns the outputs (those not written in place)."""
+        from tunefuse.runtime.executor import execute
+
+        return execute(self, inputs, out=out, **options)
+
+    def __str__(self) -> str:
+        if self._fusion is None:
+            return "<FusionDefinition being defined>"
+        return self._fusion.to_python()
+
+    __repr__ = __str__
+
+    # -- plumbing for Ops ------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._fusion is not None:
+            raise DefinitionError("the definition is complete; it cannot take more ops")
+
+    def _add(self, op: OpKind, inputs: Sequence[int], attrs: object) -> tuple[int, ...]:
+        self._check_open()
+        return self._builder.add(op, inputs, attrs)
+
+    def _constant(self, value: Any, dtype: DataType | None = None) -> Scalar:
+        dtype = dtype or python_scalar_dtype(value)
+        if dtype.is_bool:
+            value = bool(value)
+        elif dtype.is_integral:
+            if isinstance(value, float) and not value.is_integer():
+                raise DefinitionError(f"define_scalar: {value!r} is not an integer for dtype {dtype.value}")
+            value = int(value)
+        else:
+            value = float(value)
+        return Scalar(self, self._add(OpKind.CONSTANT, [], ConstantAttrs(value, dtype))[0])
+
+    def _operand_id(self, value: object, op: str) -> int:
+        if isinstance(value, Value):
+            if value.fd is not self:
+                raise DefinitionError(f"{op}: {value!r} belongs to another FusionDefinition")
+            return value.id
+        raise DefinitionError(f"{op}: expected a tensor or scalar of this definition, got {value!r}")
+
+    def _value_id(self, value: Operand, op: str) -> int:
+        """An operand's id; Python numbers become constants."""
+        if isinstance(value, Value):
+            return self._operand_id(value, op)
+        if isinstance(value, (bool, int, float)):
+            return self._constant(value).id
+        if isinstance(value, np.generic):
+            return self._constant(value.item()).id
+        raise DefinitionError(f"{op}: unsupported operand {value!r}")
+
+    def _tensor_type(self, t: Value) -> TensorType:
+        vt = self._builder.values[t.id]
+        assert isinstance(vt, TensorType)
+        return vt
+
+    def _builder_name(self, vid: int) -> str:
+        return ("T" if isinstance(self._builder.values[vid], TensorType) else "S") + str(vid)
+
+    def _wrap(self, vid: int) -> Value:
+        return Tensor(self, vid) if isinstance(self._builder.values[vid], TensorType) else Scalar(self, vid)
+
+
+def _shape_operands(fd: FusionDefinition, shape: Sequence[Any], first: int, op: str) -> tuple[list[int], tuple[Dim, ...]]:
+    """Split a shape of ints and Scalars into extra node inputs and Dim entries."""
+    if isinstance(shape, Value) or not isinstance(shape, (list, tuple)):
+        raise DefinitionError(f"{op}: shape must be a list of ints or scalars, got {shape!r}")
+    extra: list[int] = []
+    dims: list[Dim] = []
+    for entry in shape:
+        if isinstance(entry, Value):
+            extra.append(fd._operand_id(entry, op))
+            dims.append(ScalarRef(first + len(extra) - 1))
+        else:
+            try:
+                dims.append(int(entry))
+            except (TypeError, ValueError):
+                raise DefinitionError(f"{op}: shape entry {entry!r} is not an int or scalar") from None
+    return extra, tuple(dims)
+
+
+def _dims_arg(dims: int | Sequence[int] | None, rank: int) -> list[int]:
+    if dims is None:
+        return list(range(rank))
+    if isinstance(dims, int):
+        return [dims]
+    return list(dims)
+
+
+class Ops:
+    """`fd.ops`: every op of the definition language. Elementwise ops are made from the
+    elementwise table; the rest are written out."""
+
+    def __init__(self, fd: FusionDefinition) -> None:
+        self._fd = fd
+
+    def _one(self, op: OpKind, inputs: Sequence[int], attrs: object) -> Value:
+        return self._fd._wrap(self._fd._add(op, inputs, attrs)[0])
+
+    def _tensor(self, value: Value, op: str) -> int:
+        vid = self._fd._operand_id(value, op)
+        if not isinstance(self._fd._builder.values[vid], TensorType):
+            raise DefinitionError(f"{op}: {value!r} must be a tensor")
+        return vid
+
+    def _rank(self, vid: int) -> int:
+        vt = self._fd._builder.values[vid]
+        assert isinstance(vt, TensorType)
+        return vt.rank
+
+    def cast(self, value: Operand, dtype: DataType) -> Value:
+        dtype = from_any_dtype(dtype)
+        return self._one(OpKind.CAST, [self._fd._value_id(value, "cast")], CastAttrs(dtype))
+
+    # reductions
+    def _reduce(self, op: OpKind, arg: Value, dims: Any, keepdim: bool, correction: int = 0,
+                dtype: DataType | None = None) -> tuple[int, ...]:
+        vid = self._tensor(arg, op.value)
+        rank = self._rank(vid)
+        norm = normalize_dims(op.value, _dims_arg(dims, rank), rank)
+        attrs = ReductionAttrs(norm, bool(keepdim), int(correction), dtype)
+        return self._fd._add(op, [vid], attrs)
+
+    def sum(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.SUM, arg, dims, keepdim, dtype=dtype)[0])
+
+    def prod(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.PROD, arg, dims, keepdim, dtype=dtype)[0])
+
+    def max(self, arg: Value, dims: Any = None, keepdim: bool = False) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.MAX, arg, dims, keepdim)[0])
+
+    def min(self, arg: Value, dims: Any = None, keepdim: bool = False) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.MIN, arg, dims, keepdim)[0])
+
+    def mean(self, arg: Value, dims: Any = None, keepdim: bool = False) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.MEAN, arg, dims, keepdim)[0])
+
+    def var(self, arg: Value, dims: Any = None, correction: int = 1, keepdim: bool = False) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.VAR, arg, dims, keepdim, correction)[0])
+
+    def var_mean(self, arg: Value, dims: Any = None, correction: int = 1,
+                 keepdim: bool = False) -> tuple[Tensor, Tensor]:
+        var, mean = self._reduce(OpKind.VAR_MEAN, arg, dims, keepdim, correction)
+        return Tensor(self._fd, var), Tensor(self._fd, mean)
+
+    # views
+    def broadcast_in_dim(self, arg: Value, shape: Sequence[Any], broadcast_dims: Sequence[int]) -> Tensor:
+        vid = self._tensor(arg, "broadcast_in_dim")
+        extra, dims = _shape_operands(self._fd, shape, 1, "broadcast_in_dim")
+        bdims = tuple(normalize_dim("broadcast_in_dim", d, len(dims), what="broadcast dim") for d in broadcast_dims)
+        return self._one(OpKind.BROADCAST_IN_DIM, [vid, *extra], BroadcastInDimAttrs(dims, bdims))  # type: ignore[return-value]
+
+    def broadcast(self, arg: Value, is_broadcast_dim: Sequence[bool]) -> Tensor:
+        vid = self._tensor(arg, "broadcast")
+        return self._one(OpKind.BROADCAST, [vid], BroadcastAttrs(tuple(bool(b) for b in is_broadcast_dim)))  # type: ignore[return-value]
+
+    def expand(self, arg: Value, shape: Sequence[Any]) -> Tensor:
+        vid = self._tensor(arg, "expand")
+        extra, dims = _shape_operands(self._fd, shape, 1, "expand")
+        return self._one(OpKind.EXPAND, [vid, *extra], ShapeAttrs(dims))  # type: ignore[return-value]
+
+    def reshape(self, arg: Value, new_shape: Sequence[Any] | None = None, *,
+                original_shape: Sequence[int] | None = None, shape: Sequence[Any] | None = None) -> Tensor:
+        """Reshape to `new_shape` (ints, Int scalars, one -1). `original_shape`, nvFuser's
+        older spelling, is checked against the input's rank and static extents."""
+        vid = self._tensor(arg, "reshape")
+        if new_shape is None:
+            new_shape = shape
+        if new_shape is None:
+            raise DefinitionError("reshape: new_shape is required")
+        if original_shape is not None:
+            self._check_original_shape(vid, original_shape, "reshape")
+        extra, dims = _shape_operands(self._fd, new_shape, 1, "reshape")
+        return self._one(OpKind.RESHAPE, [vid, *extra], ShapeAttrs(dims))  # type: ignore[return-value]
+
+    def view(self, arg: Value, original_shape: Sequence[int] | None = None,
+             new_shape: Sequence[Any] | None = None) -> Tensor:
+        """Legacy nvFuser `view`: a reshape."""
+        return self.reshape(arg, new_shape, original_shape=original_shape)
+
+    def _check_original_shape(self, vid: int, original_shape: Sequence[int], op: str) -> None:
+        vt = self._fd._builder.values[vid]
+        assert isinstance(vt, TensorType)
+        if len(original_shape) != vt.rank:
+            raise DefinitionError(
+                f"{op}: original_shape {list(original_shape)} has rank {len(original_shape)} but "
+                f"T{vid} has rank {vt.rank}"
+            )
+        for d, (declared, actual) in enumerate(zip(original_shape, vt.shape)):
+            if isinstance(actual, int) and declared not in (-1, actual):
+                raise DefinitionError(
+                    f"{op}: original_shape dim {d} is {declared} but T{vid} has extent {actual}"
+                )
+
+    def permute(self, arg: Value, dims: Sequence[int]) -> Tensor:
+        vid = self._tensor(arg, "permute")
+        rank = self._rank(vid)
+        norm = tuple(normalize_dim("permute", d, rank) for d in dims)
+        return self._one(OpKind.PERMUTE, [vid], PermuteAttrs(norm))  # type: ignore[return-value]
+
+    def squeeze(self, arg: Value, dims: int | Sequence[int], original_shape: Sequence[int] | None = None) -> Tensor:
+        vid = self._tensor(arg, "squeeze")
+        rank = self._rank(vid)
+        if original_shape is not None:
+            self._check_original_shape(vid, original_shape, "squeeze")
+        norm = normalize_dims("squeeze", _dims_arg(dims, rank), rank)
+        return self._one(OpKind.SQUEEZE, [vid], DimsAttrs(norm))  # type: ignore[return-value]
+
+    def unsqueeze(self, arg: Value, dim: int) -> Tensor:
+        vid = self._tensor(arg, "unsqueeze")
+        norm = normalize_dim("unsqueeze", dim, self._rank(vid), insert=True)
+        return self._one(OpKind.UNSQUEEZE, [vid], DimAttrs(norm))  # type: ignore[return-value]
+
+    def slice(self, arg: Value, start_indices: Sequence[int], end_indices: Sequence[int],
+              strides: Sequence[int] | None = None) -> Tensor:
+        vid = self._tensor(arg, "slice")
+        if strides is None:
+            strides = [1] * len(start_indices)
+        attrs = SliceAttrs(tuple(int(s) for s in start_indices), tuple(int(e) for e in end_indices),
+                           tuple(int(s) for s in strides))
+        return self._one(OpKind.SLICE, [vid], attrs)  # type: ignore[return-value]
+
+    # copies
+    def pad(self, arg: Value, pad_widths: Sequence[int], value: Operand | None = None) -> Tensor:
+        vid = self._tensor(arg, "pad")
+        dtype = self._fd._builder.values[vid].dtype
+        fill = self._fd._value_id(value, "pad") if value is not None else self._fd._constant(0, dtype).id
+        return self._one(OpKind.PAD, [vid, fill], PadAttrs(tuple(int(w) for w in pad_widths)))  # type: ignore[return-value]
+
+    def cat(self, tensors: Sequence[Value], dim: int = 0) -> Tensor:
+        ids = [self._tensor(t, "cat") for t in tensors]
+        if not ids:
+            raise DefinitionError("cat: needs at least one tensor")
+        norm = normalize_dim("cat", dim, self._rank(ids[0]))
+        return self._one(OpKind.CAT, ids, DimAttrs(norm))  # type: ignore[return-value]
+
+    def set(self, arg: Value) -> Tensor:
+        return self._one(OpKind.SET, [self._tensor(arg, "set")], NoAttrs())  # type: ignore[return-value]
+
+    def segment_set(self, arg: Value) -> Tensor:
+        return self._one(OpKind.SEGMENT_SET, [self._tensor(arg, "segment_set")], NoAttrs())  # type: ignore[return-value]
+
+    # creation
+    def full(self, shape: Sequence[Any], fill_value: Operand, dtype: DataType) -> Tensor:
+        fill = self._fd._value_id(fill_value, "full")
+        extra, dims = _shape_operands(self._fd, shape, 1, "full")
+        return self._one(OpKind.FULL, [fill, *extra], FullAttrs(dims, dtype))  # type: ignore[return-value]
+
+    def zeros(self, shape: Sequence[Any], dtype: DataType = DataType.Float) -> Tensor:
+        return self.full(shape, self._fd._constant(0, dtype), dtype)
+
+    def ones(self, shape: Sequence[Any], dtype: DataType = DataType.Float) -> Tensor:
+        return self.full(shape, self._fd._constant(1, dtype), dtype)
+
+    def iota(self, length: Operand, start: Operand | None = None, step: Operand | None = None,
+             dtype: DataType = DataType.Int) -> Tensor:
+        ids = [
+            self._fd._value_id(length, "iota"),
+            self._fd._value_id(start if start is not None else self._fd._constant(0, dtype), "iota"),
+            self._fd._value_id(step if step is not None else self._fd._constant(1, dtype), "iota"),
+        ]
+        return self._one(OpKind.IOTA, ids, IotaAttrs(dtype))  # type: ignore[return-value]
+
+    def size(self, arg: Value, dim: int) -> Scalar:
+        vid = self._tensor(arg, "size")
+        return self._one(OpKind.SIZE, [vid], DimAttrs(normalize_dim("size", dim, self._rank(vid))))  # type: ignore[return-value]
+
+
+def _make_elementwise(op: OpKind):  # noqa: ANN202 - builds a method
+    arity = ELEMENTWISE[op].arity
+
+    def method(self: Ops, *operands: Operand) -> Value:
+        if op is OpKind.ADDCMUL and len(operands) == 3:
+            operands = (*operands, 1.0)
+        if len(operands) != arity:
+            raise DefinitionError(f"{op.value}: takes {arity} operands, got {len(operands)}")
+        ids = [self._fd._value_id(v, op.value) for v in operands]
+        return self._one(op, ids, NoAttrs())
+
+    method.__name__ = op.value
+    method.__doc__ = f"Elementwise {op.value} ({arity} operand{'s' if arity > 1 else ''})."
+    return method
+
+
+for _op in ELEMENTWISE:
+    setattr(Ops, _op.value, _make_elementwise(_op))

@@ -1,0 +1,132 @@
+"""The fusion IR: immutable, SSA, topologically ordered.
+
+A `Fusion` is a tuple of `Node`s. Each node has an `OpKind`, the ids of the values it reads,
+a frozen attrs payload with named fields, and the ids of the values it defines. Value ids
+are positions in `Fusion.values` and are assigned in definition order, so a fusion rebuilt
+from its JSON has exactly the same ids.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Union
+
+from tunefuse.dtypes import DataType
+from tunefuse.ops import OpKind, OpAttrs
+
+
+@dataclass(frozen=True, slots=True)
+class Sym:
+    """A symbolic extent, known only once inputs are given (`T0.1` is input T0's dim 1)."""
+
+    name: str
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+Extent = Union[int, Sym]
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    dtype: DataType
+    shape: tuple[Extent, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarType:
+    dtype: DataType
+
+
+ValueType = Union[TensorType, ScalarType]
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    op: OpKind
+    inputs: tuple[int, ...]
+    attrs: OpAttrs
+    outputs: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """A fusion output; `alias_input` is the input value it is written into in place."""
+
+    value: int
+    alias_input: int | None = None
+
+
+@dataclass(frozen=True)
+class Fusion:
+    nodes: tuple[Node, ...]
+    values: tuple[ValueType, ...]
+    outputs: tuple[OutputSpec, ...]
+
+    @property
+    def inputs(self) -> tuple[int, ...]:
+        """Value ids of the fusion's inputs (tensors and scalar inputs), in order."""
+        return tuple(n.outputs[0] for n in self.nodes if n.op.is_input)
+
+    def producer(self, value: int) -> Node:
+        return self._producers[value]
+
+    @cached_property
+    def _producers(self) -> dict[int, Node]:
+        return {out: node for node in self.nodes for out in node.outputs}
+
+    @cached_property
+    def uses(self) -> dict[int, tuple[Node, ...]]:
+        """Nodes reading each value, in definition order."""
+        table: dict[int, list[Node]] = {v: [] for v in range(len(self.values))}
+        for node in self.nodes:
+            for v in dict.fromkeys(node.inputs):
+                table[v].append(node)
+        return {v: tuple(ns) for v, ns in table.items()}
+
+    def is_tensor(self, value: int) -> bool:
+        return isinstance(self.values[value], TensorType)
+
+    def tensor_type(self, value: int) -> TensorType:
+        vt = self.values[value]
+        assert isinstance(vt, TensorType), f"value {value} is not a tensor"
+        return vt
+
+    def name(self, value: int) -> str:
+        """Printed name of a value: T<id> for tensors, S<id> for scalars (nvFuser's style)."""
+        return ("T" if self.is_tensor(value) else "S") + str(value)
+
+    @cached_property
+    def _json(self) -> str:
+        from tunefuse.serialize import fusion_to_json
+
+        return fusion_to_json(self)
+
+    def to_json(self) -> str:
+        return self._json
+
+    @staticmethod
+    def from_json(text: str) -> Fusion:
+        from tunefuse.serialize import fusion_from_json
+
+        return fusion_from_json(text)
+
+    @property
+    def fusion_id(self) -> str:
+        """sha256 of the canonical JSON: equal definitions share it."""
+        return hashlib.sha256(self.to_json().encode()).hexdigest()
+
+    def to_python(self) -> str:
+        from tunefuse.printer import fusion_to_python
+
+        return fusion_to_python(self)
+
+    def __str__(self) -> str:
+        return self.to_python()

@@ -1,0 +1,108 @@
+"""A fusion as runnable Python: `print(fd)` gives code that rebuilds the same fusion."""
+
+from __future__ import annotations
+
+import math
+
+from tunefuse.dtypes import DataType
+from tunefuse.ir import Fusion, Node
+from tunefuse.ops import GroupOp, OpKind, ScalarRef
+
+
+def _literal(value: object) -> str:
+    if isinstance(value, DataType):
+        return repr(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return 'float("nan")'
+        if math.isinf(value):
+            return 'float("inf")' if value > 0 else 'float("-inf")'
+        return repr(value)
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    return repr(value)
+
+
+def _shape(fusion: Fusion, node: Node, shape: tuple) -> str:
+    parts = [
+        fusion.name(node.inputs[e.index]) if isinstance(e, ScalarRef) else str(e) for e in shape
+    ]
+    return "[" + ", ".join(parts) + "]"
+
+
+def node_to_python(fusion: Fusion, node: Node) -> str:
+    """One line of Python that adds `node` to a FusionDefinition named `fd`."""
+    names = [fusion.name(v) for v in node.inputs]
+    lhs = ", ".join(fusion.name(v) for v in node.outputs)
+    a = node.attrs
+    op = node.op
+    if op is OpKind.DEFINE_TENSOR:
+        call = (
+            f"fd.define_tensor(shape={_literal(a.shape)}, contiguity={_literal(a.contiguity)}, "
+            f"dtype={a.dtype!r}, stride_order={_literal(a.stride_order)})"
+        )
+    elif op is OpKind.DEFINE_SCALAR:
+        call = f"fd.define_scalar(dtype={a.dtype!r})"
+    elif op is OpKind.CONSTANT:
+        call = f"fd.define_scalar({_literal(a.value)}, dtype={a.dtype!r})"
+    elif op.is_elementwise and op is not OpKind.CAST:
+        call = f"fd.ops.{op.value}({', '.join(names)})"
+    elif op is OpKind.CAST:
+        call = f"fd.ops.cast({names[0]}, dtype={a.dtype!r})"
+    elif op in GroupOp.REDUCTION:
+        extra = f", correction={a.correction}" if op in (OpKind.VAR, OpKind.VAR_MEAN) else ""
+        extra += f", dtype={a.dtype!r}" if a.dtype is not None else ""
+        call = f"fd.ops.{op.value}({names[0]}, dims={_literal(a.dims)}{extra}, keepdim={a.keepdim})"
+    elif op is OpKind.BROADCAST_IN_DIM:
+        call = (
+            f"fd.ops.broadcast_in_dim({names[0]}, shape={_shape(fusion, node, a.shape)}, "
+            f"broadcast_dims={_literal(a.broadcast_dims)})"
+        )
+    elif op is OpKind.BROADCAST:
+        call = f"fd.ops.broadcast({names[0]}, is_broadcast_dim={_literal(a.is_broadcast_dim)})"
+    elif op is OpKind.EXPAND:
+        call = f"fd.ops.expand({names[0]}, shape={_shape(fusion, node, a.shape)})"
+    elif op is OpKind.RESHAPE:
+        call = f"fd.ops.reshape({names[0]}, new_shape={_shape(fusion, node, a.shape)})"
+    elif op is OpKind.PERMUTE:
+        call = f"fd.ops.permute({names[0]}, dims={_literal(a.dims)})"
+    elif op is OpKind.SQUEEZE:
+        call = f"fd.ops.squeeze({names[0]}, dims={_literal(a.dims)})"
+    elif op in (OpKind.UNSQUEEZE, OpKind.SIZE):
+        call = f"fd.ops.{op.value}({names[0]}, dim={a.dim})"
+    elif op is OpKind.SLICE:
+        call = (
+            f"fd.ops.slice({names[0]}, start_indices={_literal(a.start_indices)}, "
+            f"end_indices={_literal(a.end_indices)}, strides={_literal(a.strides)})"
+        )
+    elif op is OpKind.PAD:
+        call = f"fd.ops.pad({names[0]}, pad_widths={_literal(a.pad_widths)}, value={names[1]})"
+    elif op is OpKind.CAT:
+        call = f"fd.ops.cat([{', '.join(names)}], dim={a.dim})"
+    elif op in GroupOp.COPY:
+        call = f"fd.ops.{op.value}({names[0]})"
+    elif op is OpKind.FULL:
+        call = (
+            f"fd.ops.full(shape={_shape(fusion, node, a.shape)}, fill_value={names[0]}, "
+            f"dtype={a.dtype!r})"
+        )
+    elif op is OpKind.IOTA:
+        call = f"fd.ops.iota({', '.join(names)}, dtype={a.dtype!r})"
+    else:  # pragma: no cover - every kind is listed above
+        raise AssertionError(f"no printer for {op}")
+    return f"{lhs} = {call}"
+
+
+def fusion_to_python(fusion: Fusion, name: str = "fusion_func") -> str:
+    lines = [
+        "from tunefuse import FusionDefinition, DataType",
+        "",
+        "",
+        f"def {name}(fd: FusionDefinition) -> None:",
+    ]
+    lines += ["    " + node_to_python(fusion, node) for node in fusion.nodes]
+    for out in fusion.outputs:
+        alias = f", alias_input={fusion.name(out.alias_input)}" if out.alias_input is not None else ""
+        lines.append(f"    fd.add_output({fusion.name(out.value)}{alias})")
+    lines += ["", "", "with FusionDefinition() as fd:", f"    {name}(fd)", ""]
+    return "\n".join(lines)

@@ -1,0 +1,207 @@
+"""A NumPy interpreter of any fusion: the ground truth for tests and for tuned kernels.
+
+Each op computes in its compute type (float for half and bfloat16) and rounds its result
+to the value's dtype, as the generated kernels do.
+
+    outputs = tunefuse.reference.run(fd.fusion, [x, y])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from tunefuse.arrays import is_array, to_numpy
+from tunefuse.dtypes import DataType
+from tunefuse.elementwise import ELEMENTWISE, elementwise_types
+from tunefuse.errors import InputMismatchError, ShapeError
+from tunefuse.ir import Fusion, Node, ScalarType, TensorType
+from tunefuse.ops import Dim, GroupOp, OpKind, ScalarRef
+from tunefuse.shapes import resolve_reshape_sizes
+
+Env = dict[int, np.ndarray]
+
+
+def _concrete_shape(node: Node, shape: Sequence[Dim], env: Env) -> tuple[int, ...]:
+    return tuple(int(env[node.inputs[e.index]]) if isinstance(e, ScalarRef) else e for e in shape)
+
+
+def _elementwise(fusion: Fusion, node: Node, env: Env) -> np.ndarray:
+    rule = ELEMENTWISE[node.op]
+    types = [fusion.values[v] for v in node.inputs]
+    tensor_dtypes = [t.dtype if isinstance(t, TensorType) else None for t in types]
+    scalar_dtypes = [t.dtype if isinstance(t, ScalarType) else None for t in types]
+    et = elementwise_types(node.op, tensor_dtypes, scalar_dtypes)
+    operands = []
+    for k, v in enumerate(node.inputs):
+        target = DataType.Bool if k < rule.first_promoted else et.operand
+        operands.append(np.asarray(env[v]).astype(target.numpy))
+    result = np.asarray(rule.numpy(*operands))
+    return result.astype(fusion.values[node.outputs[0]].dtype.numpy)
+
+
+def _reduction(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
+    a = node.attrs
+    x = env[node.inputs[0]]
+    out_dtype = fusion.values[node.outputs[0]].dtype
+    compute = out_dtype.compute if out_dtype.is_floating else DataType.Int
+    if x.dtype == DataType.Bool.numpy or out_dtype.is_integral:
+        xc = x.astype(np.int64)
+    else:
+        xc = x.astype(compute.numpy)
+    axis = a.dims
+    if node.op in (OpKind.MAX, OpKind.MIN) and any(x.shape[d] == 0 for d in axis):
+        raise ShapeError(f"{node.op.value}: cannot reduce an empty dim {list(axis)} of shape {list(x.shape)}")
+    fn: Callable[..., np.ndarray]
+    if node.op is OpKind.SUM:
+        outs = [np.sum(xc, axis=axis, keepdims=a.keepdim)]
+    elif node.op is OpKind.PROD:
+        outs = [np.prod(xc, axis=axis, keepdims=a.keepdim)]
+    elif node.op is OpKind.MAX:
+        outs = [np.max(xc, axis=axis, keepdims=a.keepdim)]
+    elif node.op is OpKind.MIN:
+        outs = [np.min(xc, axis=axis, keepdims=a.keepdim)]
+    elif node.op is OpKind.MEAN:
+        outs = [np.mean(xc, axis=axis, keepdims=a.keepdim)]
+    else:
+        count = int(np.prod([x.shape[d] for d in axis]))
+        mean = np.mean(xc, axis=axis, keepdims=True)
+        sq = np.sum((xc - mean) ** 2, axis=axis, keepdims=a.keepdim)
+        with np.errstate(all="ignore"):
+            var = sq / xc.dtype.type(max(count - a.correction, 0))
+        outs = [var] if node.op is OpKind.VAR else [var, mean if a.keepdim else np.squeeze(mean, axis)]
+    return [np.asarray(o).astype(fusion.values[v].dtype.numpy) for o, v in zip(outs, node.outputs)]
+
+
+def _pad(x: np.ndarray, widths: Sequence[int], value: np.ndarray) -> np.ndarray:
+    rank = x.ndim
+    pairs = [(0, 0)] * rank
+    for k in range(len(widths) // 2):
+        pairs[rank - 1 - k] = (widths[2 * k], widths[2 * k + 1])
+    crop = tuple(slice(max(-lo, 0), x.shape[d] - max(-hi, 0)) for d, (lo, hi) in enumerate(pairs))
+    x = x[crop]
+    grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
+    return np.pad(x, grow, constant_values=value.astype(x.dtype))
+
+
+def eval_node(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
+    """Evaluate one node given its operands in `env`; returns its outputs."""
+    a = node.attrs
+    op = node.op
+    ins = [env[v] for v in node.inputs]
+    out_type = fusion.values[node.outputs[0]]
+    if op is OpKind.CONSTANT:
+        return [np.asarray(a.value, dtype=a.dtype.numpy)]
+    if op in ELEMENTWISE:
+        return [_elementwise(fusion, node, env)]
+    if op is OpKind.CAST:
+        return [np.asarray(ins[0]).astype(a.dtype.numpy)]
+    if op in GroupOp.REDUCTION:
+        return _reduction(fusion, node, env)
+    x = ins[0] if ins else None
+    if op is OpKind.BROADCAST_IN_DIM:
+        shape = _concrete_shape(node, a.shape, env)
+        expanded = [1] * len(shape)
+        for in_dim, out_dim in enumerate(a.broadcast_dims):
+            expanded[out_dim] = x.shape[in_dim]
+        return [np.broadcast_to(x.reshape(expanded), shape)]
+    if op is OpKind.BROADCAST:
+        source = iter(x.shape)
+        return [x.reshape([1 if b else next(source) for b in a.is_broadcast_dim])]
+    if op is OpKind.EXPAND:
+        shape = _concrete_shape(node, a.shape, env)
+        shape = tuple(x.shape[d] if s == -1 else s for d, s in enumerate(shape))
+        return [np.broadcast_to(x, shape)]
+    if op is OpKind.RESHAPE:
+        new_shape = _concrete_shape(node, a.shape, env)
+        sizes = resolve_reshape_sizes(f"reshape (defining T{node.outputs[0]})", x.shape, new_shape)
+        return [x.reshape(sizes)]
+    if op is OpKind.PERMUTE:
+        return [np.transpose(x, a.dims)]
+    if op is OpKind.SQUEEZE:
+        for d in a.dims:
+            if x.shape[d] != 1:
+                raise ShapeError(
+                    f"squeeze (defining T{node.outputs[0]}): dim {d} of T{node.inputs[0]} has extent "
+                    f"{x.shape[d]}, not 1"
+                )
+        return [np.squeeze(x, axis=a.dims)]
+    if op is OpKind.UNSQUEEZE:
+        return [np.expand_dims(x, a.dim)]
+    if op is OpKind.SLICE:
+        index = tuple(slice(s, e, st) for s, e, st in zip(a.start_indices, a.end_indices, a.strides))
+        return [x[index]]
+    if op is OpKind.PAD:
+        return [_pad(x, a.pad_widths, np.asarray(ins[1]))]
+    if op is OpKind.CAT:
+        dtype = out_type.dtype.numpy
+        return [np.concatenate([t.astype(dtype) for t in ins], axis=a.dim)]
+    if op in GroupOp.COPY:
+        return [np.array(x, copy=True)]
+    if op is OpKind.FULL:
+        shape = _concrete_shape(node, a.shape, env)
+        return [np.full(shape, np.asarray(ins[0]).astype(a.dtype.numpy), dtype=a.dtype.numpy)]
+    if op is OpKind.IOTA:
+        length = int(ins[0])
+        if length < 0:
+            raise ShapeError(f"iota: length must be >= 0, got {length}")
+        compute = a.dtype.compute.numpy
+        start, step = np.asarray(ins[1]).astype(compute), np.asarray(ins[2]).astype(compute)
+        return [(start + step * np.arange(length, dtype=compute)).astype(a.dtype.numpy)]
+    if op is OpKind.SIZE:
+        return [np.asarray(x.shape[a.dim], dtype=np.int64)]
+    raise AssertionError(f"no reference for {op}")  # pragma: no cover
+
+
+def bind_inputs(fusion: Fusion, inputs: Sequence[object]) -> Env:
+    """Host values for the fusion's inputs, checked for count, dtype and rank."""
+    input_ids = fusion.inputs
+    if len(inputs) != len(input_ids):
+        raise InputMismatchError(f"the fusion takes {len(input_ids)} inputs, got {len(inputs)}")
+    env: Env = {}
+    for k, (vid, value) in enumerate(zip(input_ids, inputs)):
+        vt = fusion.values[vid]
+        name = f"input {k} ({fusion.name(vid)})"
+        if isinstance(vt, TensorType):
+            if not is_array(value):
+                raise InputMismatchError(f"{name}: expected a tensor, got {type(value).__name__}")
+            array = to_numpy(value, name=name)
+            if array.dtype != vt.dtype.numpy:
+                raise InputMismatchError(f"{name}: declared dtype {vt.dtype.value}, got {array.dtype}")
+            if array.ndim != vt.rank:
+                raise InputMismatchError(f"{name}: declared rank {vt.rank}, got {array.ndim}")
+            for d, (declared, actual) in enumerate(zip(vt.shape, array.shape)):
+                if isinstance(declared, int) and declared != actual:
+                    raise InputMismatchError(f"{name}: dim {d} declared {declared}, got {actual}")
+            env[vid] = array
+        else:
+            if is_array(value):
+                raise InputMismatchError(f"{name}: expected a scalar, got an array")
+            try:
+                env[vid] = np.asarray(value).astype(vt.dtype.numpy)
+            except (TypeError, ValueError):
+                raise InputMismatchError(f"{name}: {value!r} is not a {vt.dtype.value} scalar") from None
+    return env
+
+
+def run(fusion: Fusion, inputs: Sequence[object], *, include_aliased: bool = False) -> list[np.ndarray]:
+    """Evaluate `fusion` on `inputs` (arrays of any kind, Python scalars); returns the
+    outputs as NumPy arrays. Outputs written in place into an input (`alias_input`) are left
+    out, as execution leaves them out, unless `include_aliased`."""
+    from tunefuse.frontend import FusionDefinition
+
+    if isinstance(fusion, FusionDefinition):
+        fusion = fusion.fusion
+    env = bind_inputs(fusion, inputs)
+    with np.errstate(all="ignore"):
+        for node in fusion.nodes:
+            if node.op.is_input:
+                continue
+            for v, result in zip(node.outputs, eval_node(fusion, node, env)):
+                env[v] = result
+    return [
+        np.array(env[o.value], order="C", copy=True)
+        for o in fusion.outputs
+        if include_aliased or o.alias_input is None
+    ]
