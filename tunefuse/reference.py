@@ -8,7 +8,7 @@ to the value's dtype, as the generated kernels do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -50,28 +50,36 @@ def _reduction(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
         xc = x.astype(np.int64)
     else:
         xc = x.astype(compute.numpy)
-    axis = a.dims
-    if node.op in (OpKind.MAX, OpKind.MIN) and any(x.shape[d] == 0 for d in axis):
-        raise ShapeError(f"{node.op.value}: cannot reduce an empty dim {list(axis)} of shape {list(x.shape)}")
-    fn: Callable[..., np.ndarray]
-    if node.op is OpKind.SUM:
-        outs = [np.sum(xc, axis=axis, keepdims=a.keepdim)]
-    elif node.op is OpKind.PROD:
-        outs = [np.prod(xc, axis=axis, keepdims=a.keepdim)]
-    elif node.op is OpKind.MAX:
-        outs = [np.max(xc, axis=axis, keepdims=a.keepdim)]
-    elif node.op is OpKind.MIN:
-        outs = [np.min(xc, axis=axis, keepdims=a.keepdim)]
-    elif node.op is OpKind.MEAN:
-        outs = [np.mean(xc, axis=axis, keepdims=a.keepdim)]
-    else:
-        count = int(np.prod([x.shape[d] for d in axis]))
-        mean = np.mean(xc, axis=axis, keepdims=True)
-        sq = np.sum((xc - mean) ** 2, axis=axis, keepdims=a.keepdim)
-        with np.errstate(all="ignore"):
-            var = sq / xc.dtype.type(max(count - a.correction, 0))
-        outs = [var] if node.op is OpKind.VAR else [var, mean if a.keepdim else np.squeeze(mean, axis)]
+    if node.op in (OpKind.MAX, OpKind.MIN) and any(x.shape[d] == 0 for d in a.dims):
+        raise ShapeError(f"{node.op.value}: cannot reduce an empty dim {list(a.dims)} of shape {list(x.shape)}")
+    # Canonical order: reduced dims last, one row per output element, reduced along the row.
+    # Kernels and the plan interpreter reduce in this order too, so results compare exactly.
+    kept = [d for d in range(x.ndim) if d not in a.dims]
+    rows = np.ascontiguousarray(np.transpose(xc, kept + list(a.dims)))
+    rows = rows.reshape([x.shape[d] for d in kept] + [-1])
+    outs = reduce_rows(node.op, rows, a.correction)
+    shape = [1 if d in a.dims else x.shape[d] for d in range(x.ndim)] if a.keepdim else [x.shape[d] for d in kept]
+    outs = [o.reshape(shape) for o in outs]
     return [np.asarray(o).astype(fusion.values[v].dtype.numpy) for o, v in zip(outs, node.outputs)]
+
+
+def reduce_rows(op: OpKind, rows: np.ndarray, correction: int) -> list[np.ndarray]:
+    """Reduce the last axis of `rows` (C-contiguous): [result], or [var, mean] for var_mean."""
+    if op is OpKind.SUM:
+        return [rows.sum(axis=-1)]
+    if op is OpKind.PROD:
+        return [rows.prod(axis=-1)]
+    if op is OpKind.MAX:
+        return [rows.max(axis=-1)]
+    if op is OpKind.MIN:
+        return [rows.min(axis=-1)]
+    mean = rows.mean(axis=-1, keepdims=True)
+    if op is OpKind.MEAN:
+        return [mean[..., 0]]
+    count = rows.shape[-1]
+    with np.errstate(all="ignore"):
+        var = ((rows - mean) ** 2).sum(axis=-1) / rows.dtype.type(max(count - correction, 0))
+    return [var] if op is OpKind.VAR else [var, mean[..., 0]]
 
 
 def _pad(x: np.ndarray, widths: Sequence[int], value: np.ndarray) -> np.ndarray:

@@ -1,0 +1,143 @@
+"""What one kernel computes: expressions over an iteration space, loads and stores.
+
+A segment evaluates, for every point of its iteration space, expressions built from loads
+(a buffer read at an index-dependent offset), scalar arguments, constants, elementwise ops
+and reductions over the segment's reduction dims. Everything here is frozen and hashable:
+equal structure means equal generated code.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Union
+
+from tunefuse.dtypes import DataType
+from tunefuse.indexing import Affine
+from tunefuse.ops import OpKind
+
+
+@dataclass(frozen=True, slots=True)
+class ELoad:
+    load: int  # index into Segment.loads
+
+
+@dataclass(frozen=True, slots=True)
+class EScalar:
+    arg: int  # index into Segment.scalars
+
+
+@dataclass(frozen=True, slots=True)
+class EConst:
+    value: Union[bool, int, float]
+    dtype: DataType
+
+
+@dataclass(frozen=True, slots=True)
+class EIndex:
+    """The integer value of an index expression (iota)."""
+
+    index: Affine
+
+
+@dataclass(frozen=True, slots=True)
+class EOp:
+    """An elementwise op (or cast): operands converted to `operand_dtype`, computed in its
+    compute type, result rounded to `dtype`."""
+
+    op: OpKind
+    operands: tuple[Expr, ...]
+    dtype: DataType
+    operand_dtype: DataType
+
+
+@dataclass(frozen=True, slots=True)
+class EReduce:
+    """A reduction of `operand` over the segment's reduction dims. `op` is one of SUM, PROD,
+    MAX, MIN, MEAN, VAR, VAR_MEAN; `output` picks var (0) or mean (1) of VAR_MEAN."""
+
+    op: OpKind
+    operand: Expr
+    dtype: DataType
+    correction: int = 0
+    output: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class EGuard:
+    """`then` where every `lo <= index < hi` holds, else `other` (pad, cat)."""
+
+    conditions: tuple[tuple[Affine, int, int], ...]
+    then: Expr
+    other: Expr
+    dtype: DataType
+
+
+Expr = Union[ELoad, EScalar, EConst, EIndex, EOp, EReduce, EGuard]
+
+
+def expr_dtype(e: Expr, loads: tuple, scalars: tuple) -> DataType:
+    if isinstance(e, ELoad):
+        return loads[e.load].dtype
+    if isinstance(e, EScalar):
+        return scalars[e.arg].dtype
+    if isinstance(e, EIndex):
+        return DataType.Int
+    return e.dtype  # type: ignore[union-attr]
+
+
+class SchedulerKind(enum.Enum):
+    POINTWISE = "pointwise"
+    REDUCTION = "reduction"
+    NORMALIZATION = "normalization"
+    TRANSPOSE = "transpose"
+
+
+class BufferKind(enum.Enum):
+    INPUT = "input"
+    OUTPUT = "output"
+    INTERMEDIATE = "intermediate"
+
+
+@dataclass(frozen=True, slots=True)
+class Buffer:
+    """Memory a kernel reads or writes. Inputs are the caller's; outputs and intermediates
+    are allocated contiguously with `shape`."""
+
+    id: int
+    kind: BufferKind
+    dtype: DataType
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    value: int  # the fusion value it holds
+    input_index: int | None = None  # position among the fusion's inputs
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    buffer: int
+    dtype: DataType
+    offset: Affine  # element offset, over the segment's iteration variables
+
+
+@dataclass(frozen=True, slots=True)
+class Store:
+    buffer: int
+    dtype: DataType
+    offset: Affine
+    expr: Expr
+    value: int  # the fusion value stored
+    reduced: bool  # stored once per outer index (a reduction result)
+
+
+@dataclass(frozen=True, slots=True)
+class ScalarArg:
+    value: int  # fusion value id of the scalar (an input or host-computed)
+    dtype: DataType

@@ -1,0 +1,285 @@
+"""The executable plan of one call: concretize -> alias -> segment, in one flat function.
+
+    plan = fd.plan(inputs)
+    print(plan)          # buffers, kernels and why each boundary is where it is
+
+The executor consumes a Plan unchanged; the plan cache maps input signatures to plans.
+"""
+
+from __future__ import annotations
+
+import graphlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from tunefuse.alias import StridedView, strided_view, view_root
+from tunefuse.arrays import contiguous_strides
+from tunefuse.concretize import ConcretizationInfo, ConcreteFusion, concretize
+from tunefuse.errors import InputMismatchError
+from tunefuse.ir import Fusion, Node, ScalarType
+from tunefuse.kernel_ir import Buffer, BufferKind, Load, SchedulerKind, Store
+from tunefuse.indexing import Var, add, const, scale, var
+from tunefuse.ops import OpKind
+from tunefuse.segment import (
+    Segment,
+    StoreRequest,
+    _Materialize,
+    _SplitByShape,
+    _index_type,
+    build_segment,
+)
+from tunefuse.kernel_ir import ELoad
+from tunefuse.signature import BoundInputs, FusionInputs, bind_inputs
+
+
+@dataclass(frozen=True, slots=True)
+class OutputBinding:
+    """Fusion output `position`: a view of `buffer`. In-place outputs are not returned."""
+
+    position: int
+    value: int
+    buffer: int
+    view: StridedView
+    returned: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    fusion: Fusion
+    info: ConcretizationInfo
+    buffers: tuple[Buffer, ...]
+    segments: tuple[Segment, ...]
+    outputs: tuple[OutputBinding, ...]
+    host_scalar_nodes: tuple[Node, ...]  # scalar-only nodes the host evaluates per call
+    fixed_scalars: tuple[tuple[int, object], ...]  # constants and extents (size ops) of this plan
+
+    @property
+    def conc_key(self) -> str:
+        return self.info.conc_key
+
+    @property
+    def num_kernels(self) -> int:
+        return len(self.segments)
+
+    @property
+    def aliases(self) -> tuple[OutputBinding, ...]:
+        """Outputs that are views of an input buffer: they cost no kernel."""
+        return tuple(o for o in self.outputs if self.buffers[o.buffer].kind is BufferKind.INPUT and o.returned)
+
+    def __str__(self) -> str:
+        f = self.fusion
+        lines = [
+            f"Plan: fusion {f.fusion_id[:12]}, conc_key {self.conc_key[:12]}, "
+            f"{self.num_kernels} kernel{'s' if self.num_kernels != 1 else ''}",
+            "  buffers:",
+        ]
+        for b in self.buffers:
+            lines.append(
+                f"    b{b.id} {b.kind.value:<12} {f.name(b.value):<5} {b.dtype.value:<8} "
+                f"shape {list(b.shape)} strides {list(b.strides)}"
+            )
+        lines.append("  segments:")
+        for s in self.segments:
+            lines.append(
+                f"    {s.name}: {s.scheduler.value}, space {list(s.extents)}"
+                + (f" reducing dims {list(s.reduce_dims)}" if s.reduce_dims else "")
+                + f", {s.index_type} indexing"
+            )
+            lines.append(f"      computes {', '.join(f.name(v) for v in s.values) or 'nothing'}")
+            lines.append(f"      reads {', '.join(f'b{ld.buffer}[{ld.offset!r}]' for ld in s.loads) or 'nothing'}")
+            lines.append(f"      writes {', '.join(f'b{st.buffer}[{st.offset!r}] = {f.name(st.value)}' for st in s.stores)}")
+            lines.append(f"      why: {s.why}")
+            lines.append(f"      kernel_key {s.kernel_key[:16]}  shape_key {s.shape_key}")
+        lines.append("  outputs:")
+        for o in self.outputs:
+            kind = self.buffers[o.buffer].kind
+            note = "in place, not returned" if not o.returned else (
+                "alias of an input, no kernel" if kind is BufferKind.INPUT else "written by a kernel")
+            lines.append(f"    out{o.position} {f.name(o.value)} = b{o.buffer} {o.view!r}  ({note})")
+        return "\n".join(lines)
+
+
+class _Buffers:
+    def __init__(self) -> None:
+        self.items: list[Buffer] = []
+
+    def add(self, kind: BufferKind, cf: ConcreteFusion, value: int, strides: tuple[int, ...] | None = None,
+            input_index: int | None = None) -> Buffer:
+        shape = cf.shape(value)
+        buf = Buffer(len(self.items), kind, cf.fusion.values[value].dtype, shape,
+                     strides if strides is not None else contiguous_strides(shape), value, input_index)
+        self.items.append(buf)
+        return buf
+
+
+def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers) -> tuple[list[OutputBinding], list[StoreRequest], dict[int, Buffer]]:
+    """The alias pass: each output becomes a view of an input, a view of a kernel's
+    buffer, or a kernel's buffer itself; in-place outputs write into their input."""
+    f = cf.fusion
+    input_buffers: dict[int, Buffer] = {}
+    for position, vid in enumerate(f.inputs):
+        if not isinstance(f.values[vid], ScalarType):
+            sig = bound.signature[position]
+            input_buffers[vid] = buffers.add(BufferKind.INPUT, cf, vid, sig.strides, position)  # type: ignore[union-attr]
+    requests: dict[int, StoreRequest] = {}
+    bindings: list[OutputBinding] = []
+    for position, out in enumerate(f.outputs):
+        v = out.value
+        if out.alias_input is not None:
+            target = input_buffers[out.alias_input]
+            if cf.shape(v) != target.shape:
+                raise InputMismatchError(
+                    f"output {position} ({f.name(v)}) of shape {list(cf.shape(v))} cannot be written "
+                    f"in place into {f.name(out.alias_input)} of shape {list(target.shape)}"
+                )
+            req = StoreRequest(v, target.id, target.strides, f"writes {f.name(v)} in place into {f.name(out.alias_input)}")
+            requests[-1 - position] = req  # in-place stores are keyed apart: the value may be stored twice
+            bindings.append(OutputBinding(position, v, target.id, StridedView(target.shape, target.strides, 0), False))
+            continue
+        root = view_root(cf, v)
+        if root in input_buffers:
+            buf = input_buffers[root]
+            view = strided_view(cf, v, buf.strides)
+            if view is not None:
+                bindings.append(OutputBinding(position, v, buf.id, view, True))
+                continue
+            root = v  # the view needs index arithmetic: a kernel copies it
+        elif root != v and root not in requests:
+            if strided_view(cf, v) is None:
+                root = v
+        if root not in requests:
+            buf = buffers.add(BufferKind.OUTPUT, cf, root)
+            requests[root] = StoreRequest(root, buf.id, buf.strides, f"computes output {f.name(v)}")
+        buf = buffers.items[requests[root].buffer]
+        view = strided_view(cf, v) if root != v else StridedView(buf.shape, buf.strides, 0)
+        assert view is not None
+        bindings.append(OutputBinding(position, v, buf.id, view, True))
+    # segment_set: its result lives in memory between two kernels.
+    for node in f.nodes:
+        if node.op is OpKind.SEGMENT_SET and node.outputs[0] not in requests and f.uses[node.outputs[0]]:
+            buf = buffers.add(BufferKind.INTERMEDIATE, cf, node.outputs[0])
+            requests[node.outputs[0]] = StoreRequest(node.outputs[0], buf.id, buf.strides, "segment_set")
+    materialized = dict(input_buffers)
+    for key, req in requests.items():
+        if key >= 0:
+            materialized[req.value] = buffers.items[req.buffer]
+    return bindings, list(requests.values()), materialized
+
+
+def copy_segment(name: str, src: Buffer, dst: Buffer, value: int, why: str) -> Segment:
+    """A kernel that copies buffer `src` into `dst` (same shape, any strides)."""
+    extents = src.shape if src.shape else (1,)
+    vars_ = [var(Var(k, e)) for k, e in enumerate(extents)]
+    load_offset = add(const(0), *(scale(v, s) for v, s in zip(vars_, src.strides)))
+    store_offset = add(const(0), *(scale(v, s) for v, s in zip(vars_, dst.strides)))
+    loads = (Load(src.id, src.dtype, load_offset),)
+    stores = (Store(dst.id, dst.dtype, store_offset, ELoad(0), value, False),)
+    materialized = {src.value: src, -1: dst}
+    return Segment(name, SchedulerKind.POINTWISE, tuple(extents), (), loads, (), stores,
+                   _index_type(tuple(extents), loads, stores, materialized), (), why)
+
+
+def _segment(cf: ConcreteFusion, buffers: _Buffers, requests: list[StoreRequest],
+             materialized: dict[int, Buffer]) -> list[Segment]:
+    groups: list[list[StoreRequest]] = [list(requests)] if requests else []
+    built: list[tuple[list[StoreRequest], Segment]] = []
+    prefix = cf.fusion.fusion_id[:8]
+    while groups:
+        group = groups.pop(0)
+        try:
+            seg = build_segment(cf, materialized, group, "")
+        except _Materialize as m:
+            mine = [r for r in group if r.value == m.value]
+            if mine:
+                # The value is one this group stores: it becomes a kernel of its own.
+                rest = [r for r in group if r.value != m.value]
+                groups[:0] = [[StoreRequest(r.value, r.buffer, r.strides, f"{r.why} ({m.why})") for r in mine]]
+                if rest:
+                    groups.insert(1, rest)
+                continue
+            if m.value in materialized:  # pragma: no cover - would loop forever
+                raise AssertionError(f"T{m.value} is already materialized: {m.why}")
+            buf = buffers.add(BufferKind.INTERMEDIATE, cf, m.value)
+            materialized[m.value] = buf
+            groups.insert(0, group)
+            groups.insert(0, [StoreRequest(m.value, buf.id, buf.strides, m.why)])
+            continue
+        except _SplitByShape as s:
+            by_shape: dict[tuple[int, ...], list[StoreRequest]] = {}
+            for req in group:
+                by_shape.setdefault(cf.shape(req.value), []).append(req)
+            parts = list(by_shape.values())
+            if len(parts) == 1:  # pragma: no cover - a split always separates shapes
+                raise AssertionError(s.why)
+            for part in parts:
+                groups.append([StoreRequest(r.value, r.buffer, r.strides, f"{r.why} ({s.why})") for r in part])
+            continue
+        built.append((group, seg))
+    # Order kernels so that each runs after the kernels writing what it reads.
+    writers = {st.buffer: k for k, (_, seg) in enumerate(built) for st in seg.stores}
+    sorter: graphlib.TopologicalSorter = graphlib.TopologicalSorter()
+    for k, (_, seg) in enumerate(built):
+        sorter.add(k, *{writers[ld.buffer] for ld in seg.loads if ld.buffer in writers and writers[ld.buffer] != k})
+    order = list(sorter.static_order())
+    return [_renamed(built[k][1], f"{prefix}_seg{i}") for i, k in enumerate(order)]
+
+
+def _renamed(seg: Segment, name: str) -> Segment:
+    from dataclasses import replace
+
+    return replace(seg, name=name)
+
+
+def _make_inplace_safe(cf: ConcreteFusion, buffers: _Buffers, segments: list[Segment],
+                       bindings: list[OutputBinding]) -> list[Segment] | None:
+    """In-place outputs whose input is still read elsewhere (or at another index by the
+    writing kernel) are written to a temporary and copied in at the end: made safe."""
+    unsafe: list[tuple[int, Store]] = []
+    for k, seg in enumerate(segments):
+        for st in seg.stores:
+            if buffers.items[st.buffer].kind is not BufferKind.INPUT:
+                continue
+            for j, other in enumerate(segments):
+                for ld in other.loads:
+                    if ld.buffer == st.buffer and (j != k or ld.offset != st.offset):
+                        unsafe.append((k, st))
+                        break
+    return [] if not unsafe else [k for k, _ in unsafe]  # type: ignore[return-value]
+
+
+def plan_for(fusion: Fusion, bound: BoundInputs) -> Plan:
+    """The pipeline, one pass a line: concretize -> alias -> segment."""
+    cf = concretize(fusion, bound)
+    buffers = _Buffers()
+    bindings, requests, materialized = _bind_outputs(cf, bound, buffers)
+    segments = _segment(cf, buffers, requests, materialized)
+    if _make_inplace_safe(cf, buffers, segments, bindings):
+        # Re-plan with every in-place output written to a temporary, then copied in.
+        buffers = _Buffers()
+        bindings, requests, materialized = _bind_outputs(cf, bound, buffers)
+        copies = []
+        for i, req in enumerate(requests):
+            target = buffers.items[req.buffer]
+            if target.kind is BufferKind.INPUT:
+                temp = buffers.add(BufferKind.INTERMEDIATE, cf, req.value)
+                requests[i] = StoreRequest(req.value, temp.id, temp.strides, req.why + " (through a temporary)")
+                copies.append((temp, target, req.value))
+        segments = _segment(cf, buffers, requests, materialized)
+        for temp, target, value in copies:
+            segments.append(copy_segment(f"{fusion.fusion_id[:8]}_seg{len(segments)}", temp, target, value,
+                                         f"copies {fusion.name(value)} into input {fusion.name(target.value)} "
+                                         "after every read of it"))
+    host_nodes = tuple(
+        n for n in fusion.nodes
+        if not n.op.is_input and n.op not in (OpKind.CONSTANT, OpKind.SIZE)
+        and all(isinstance(fusion.values[v], ScalarType) for v in n.outputs)
+    )
+    fixed = tuple(
+        (n.outputs[0], cf.host_scalars[n.outputs[0]])
+        for n in fusion.nodes if n.op in (OpKind.CONSTANT, OpKind.SIZE)
+    )
+    return Plan(fusion, cf.info, tuple(buffers.items), tuple(segments), tuple(bindings), host_nodes, fixed)
+
+
+def make_plan(fusion: Fusion, inputs: Sequence[object]) -> Plan:
+    return plan_for(fusion, bind_inputs(fusion, inputs, FusionInputs(fusion)))

@@ -1,0 +1,505 @@
+"""Segmentation: split a concrete fusion into kernels, each runnable by one scheduler.
+
+Every value a kernel needs is computed by evaluating expressions at an index of the
+kernel's iteration space; movement ops only rewrite that index (see `indexing`), so a view
+anywhere in a fusion never forces a kernel boundary by itself. Boundaries come from what a
+single kernel cannot do: reductions over different spaces, a reduction result read at a
+different index than it was computed at, outputs of different shapes without a reduction
+to tie them, and `segment_set`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field, replace
+from functools import cached_property
+
+from tunefuse.concretize import ConcreteFusion
+from tunefuse.dtypes import DataType
+from tunefuse.elementwise import ELEMENTWISE, elementwise_types
+from tunefuse.indexing import (
+    ZERO,
+    Affine,
+    Index,
+    Var,
+    add,
+    const,
+    offset_of,
+    source_index,
+    var,
+)
+from tunefuse.ir import ScalarType, TensorType
+from tunefuse.kernel_ir import (
+    Buffer,
+    EConst,
+    EGuard,
+    EIndex,
+    ELoad,
+    EOp,
+    EReduce,
+    EScalar,
+    Expr,
+    Load,
+    ScalarArg,
+    SchedulerKind,
+    Store,
+)
+from tunefuse.ops import GroupOp, OpKind
+
+INT32_MAX = 2**31 - 1
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One kernel: its scheduler, iteration space (collapsed), loads, stores, scalars."""
+
+    name: str
+    scheduler: SchedulerKind
+    extents: tuple[int, ...]
+    reduce_dims: tuple[int, ...]
+    loads: tuple[Load, ...]
+    scalars: tuple[ScalarArg, ...]
+    stores: tuple[Store, ...]
+    index_type: str
+    values: tuple[int, ...]  # fusion values this kernel computes
+    why: str  # why this segment is separate from the others
+    buffer_dtypes: tuple[tuple[int, DataType], ...] = field(default=())
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for e in self.extents:
+            n *= e
+        return n
+
+    @cached_property
+    def structure(self) -> str:
+        """Everything that decides the generated code, sizes and strides left out."""
+        def pattern(offset: Affine) -> str:
+            if not offset.is_affine:
+                return "expr:" + repr(offset)
+            return "".join(
+                "z" if offset.coeff(Var(k, e)) == 0 or e == 1 else
+                "u" if offset.coeff(Var(k, e)) == 1 else "s"
+                for k, e in enumerate(self.extents)
+            )
+
+        loads = [(ld.dtype.value, pattern(ld.offset)) for ld in self.loads]
+        stores = [(st.dtype.value, pattern(st.offset), st.reduced, repr(st.expr)) for st in self.stores]
+        scalars = [s.dtype.value for s in self.scalars]
+        return repr((self.scheduler.value, len(self.extents), self.reduce_dims, loads, stores,
+                     scalars, self.index_type))
+
+    @cached_property
+    def kernel_key(self) -> str:
+        return hashlib.sha256(self.structure.encode()).hexdigest()
+
+    @property
+    def shape_key(self) -> str:
+        return "x".join(str(e) for e in self.extents)
+
+
+class _Materialize(Exception):
+    """The group cannot be one kernel unless `value` is materialized in a buffer first."""
+
+    def __init__(self, value: int, why: str) -> None:
+        super().__init__(why)
+        self.value = value
+        self.why = why
+
+
+class _SplitByShape(Exception):
+    def __init__(self, why: str) -> None:
+        super().__init__(why)
+        self.why = why
+
+
+@dataclass
+class StoreRequest:
+    """A value some kernel must write: where, and at which layout."""
+
+    value: int
+    buffer: int
+    strides: tuple[int, ...]
+    why: str
+
+
+class _SegmentBuilder:
+    """Builds one segment's expressions for a group of stored values."""
+
+    def __init__(self, cf: ConcreteFusion, materialized: dict[int, Buffer], group: list[StoreRequest]):
+        self.cf = cf
+        self.f = cf.fusion
+        self.materialized = materialized
+        self.group = group
+        self.stored_here = {r.value for r in group}
+        self.loads: list[Load] = []
+        self.load_ids: dict[tuple[int, Affine], int] = {}
+        self.scalars: list[ScalarArg] = []
+        self.scalar_ids: dict[int, int] = {}
+        self.memo: dict[tuple[int, Index], Expr] = {}
+        self.computed: set[int] = set()
+        self.space: tuple[int, ...] = ()
+        self.reduce_dims: tuple[int, ...] = ()
+        self.vars: tuple[Var, ...] = ()
+        self.has_nested_reduce = False
+        self.has_full_reduction_use = False
+
+    # -- the cone and the space ------------------------------------------------------------
+    def cone_reductions(self) -> list[int]:
+        seen: set[int] = set()
+        order: list[int] = []
+        stack = [r.value for r in self.group]
+        while stack:
+            v = stack.pop()
+            if v in seen or (v in self.materialized and v not in self.stored_here):
+                continue
+            seen.add(v)
+            node = self.f.producer(v)
+            if node.op in GroupOp.REDUCTION and node.outputs[0] not in order:
+                order.append(node.outputs[0])
+            stack.extend(node.inputs)
+        producers_order = {n.outputs[0]: i for i, n in enumerate(self.f.nodes)}
+        return sorted(order, key=lambda v: producers_order[v])
+
+    def choose_space(self) -> None:
+        reductions = self.cone_reductions()
+        if not reductions:
+            shapes = {self.cf.shape(r.value) for r in self.group}
+            if len(shapes) > 1:
+                raise _SplitByShape(f"outputs of different shapes {sorted(shapes)}")
+            self.space = shapes.pop()
+            self.reduce_dims = ()
+        else:
+            first = self.f.producer(reductions[0])
+            self.space = self.cf.shape(first.inputs[0])
+            self.reduce_dims = first.attrs.dims  # type: ignore[attr-defined]
+            for r in reductions[1:]:
+                node = self.f.producer(r)
+                if self.cf.shape(node.inputs[0]) != self.space or node.attrs.dims != self.reduce_dims:  # type: ignore[attr-defined]
+                    raise _Materialize(
+                        r, f"{node.op.value} T{r} reduces another space than T{reductions[0]}"
+                    )
+            reduced = {self.reduced_shape(True), self.reduced_shape(False)}
+            for req in self.group:
+                shape = self.cf.shape(req.value)
+                if shape != self.space and shape not in reduced:
+                    raise _SplitByShape(
+                        f"T{req.value} of shape {list(shape)} is neither the reduction's space "
+                        f"{list(self.space)} nor its result"
+                    )
+        self.vars = tuple(Var(k, e) for k, e in enumerate(self.space))
+
+    def reduced_shape(self, keepdim: bool) -> tuple[int, ...]:
+        if keepdim:
+            return tuple(1 if d in self.reduce_dims else e for d, e in enumerate(self.space))
+        return tuple(e for d, e in enumerate(self.space) if d not in self.reduce_dims)
+
+    def full_index(self) -> Index:
+        return tuple(var(v) for v in self.vars)
+
+    def outer_index(self, shape: tuple[int, ...]) -> Index:
+        """Index of a reduced-shape value at the current outer position."""
+        if len(shape) == len(self.space):
+            return tuple(ZERO if d in self.reduce_dims else var(self.vars[d]) for d in range(len(shape)))
+        return tuple(var(self.vars[d]) for d in range(len(self.space)) if d not in self.reduce_dims)
+
+    # -- expressions ----------------------------------------------------------------------
+    def load(self, value: int, index: Index) -> Expr:
+        buf = self.materialized[value]
+        offset = offset_of(index, buf.strides)
+        key = (buf.id, offset)
+        if key not in self.load_ids:
+            self.load_ids[key] = len(self.loads)
+            self.loads.append(Load(buf.id, buf.dtype, offset))
+        return ELoad(self.load_ids[key])
+
+    def scalar(self, value: int) -> Expr:
+        node = self.f.producer(value)
+        if node.op is OpKind.CONSTANT:
+            return EConst(node.attrs.value, node.attrs.dtype)  # type: ignore[attr-defined]
+        if value not in self.scalar_ids:
+            self.scalar_ids[value] = len(self.scalars)
+            self.scalars.append(ScalarArg(value, self.f.values[value].dtype))
+        return EScalar(self.scalar_ids[value])
+
+    def build(self, value: int, index: Index) -> Expr:
+        if isinstance(self.f.values[value], ScalarType):
+            return self.scalar(value)
+        key = (value, index)
+        if key in self.memo:
+            return self.memo[key]
+        if value in self.materialized and value not in self.stored_here:
+            expr = self.load(value, index)
+        else:
+            self.computed.add(value)
+            expr = self._compute(value, index)
+        self.memo[key] = expr
+        return expr
+
+    def _operand_index(self, operand: int, index: Index) -> Index:
+        shape = self.cf.shape(operand)
+        return tuple(ZERO if e == 1 else i for e, i in zip(shape, index))
+
+    def _compute(self, value: int, index: Index) -> Expr:
+        node = self.f.producer(value)
+        op, a = node.op, node.attrs
+        dtype: DataType = self.f.values[value].dtype
+        if op in ELEMENTWISE:
+            types = [self.f.values[v] for v in node.inputs]
+            et = elementwise_types(
+                op,
+                [t.dtype if isinstance(t, TensorType) else None for t in types],
+                [t.dtype if isinstance(t, ScalarType) else None for t in types],
+            )
+            operands = tuple(
+                self.build(v, self._operand_index(v, index)) if isinstance(t, TensorType) else self.scalar(v)
+                for v, t in zip(node.inputs, types)
+            )
+            return EOp(op, operands, dtype, et.operand)
+        if op is OpKind.CAST:
+            src = node.inputs[0]
+            return EOp(op, (self.build(src, index),), dtype, self.f.values[src].dtype)
+        if op in GroupOp.VIEW:
+            src = node.inputs[0]
+            reshape = self.cf.reshapes.get(value)
+            src_index = source_index(op, a, index, self.cf.shape(src), self.cf.shape(value), reshape)
+            return self.build(src, src_index)
+        if op in GroupOp.COPY:
+            return self.build(node.inputs[0], index)
+        if op is OpKind.FULL:
+            fill = self.scalar(node.inputs[0])
+            return EOp(OpKind.CAST, (fill,), dtype, self.f.values[node.inputs[0]].dtype)
+        if op is OpKind.IOTA:
+            start, step = (self.scalar(v) for v in node.inputs[1:3])
+            compute = dtype.compute
+            position = EOp(OpKind.CAST, (EIndex(index[0]),), compute, DataType.Int)
+            scaled = EOp(OpKind.MUL, (self._cast(step, compute), position), compute, compute)
+            return EOp(OpKind.ADD, (self._cast(start, compute), scaled), dtype, compute)
+        if op is OpKind.PAD:
+            return self._pad(node, index, dtype)
+        if op is OpKind.CAT:
+            return self._cat(node, index, dtype)
+        if op in GroupOp.REDUCTION:
+            return self._reduce(node, value, index, dtype)
+        raise AssertionError(f"cannot compute {op}")  # pragma: no cover
+
+    def _cast(self, e: Expr, dtype: DataType) -> Expr:
+        return EOp(OpKind.CAST, (e,), dtype, dtype)
+
+    def _pad(self, node, index: Index, dtype: DataType) -> Expr:  # noqa: ANN001
+        src = node.inputs[0]
+        src_shape = self.cf.shape(src)
+        rank = len(src_shape)
+        widths = node.attrs.pad_widths
+        src_index = list(index)
+        conditions = []
+        for k in range(len(widths) // 2):
+            d = rank - 1 - k
+            left = widths[2 * k]
+            src_index[d] = add(index[d], const(-left))
+            if widths[2 * k] > 0 or widths[2 * k + 1] > 0:
+                conditions.append((src_index[d], 0, src_shape[d]))
+        inner = self.build(src, tuple(src_index))
+        fill = EOp(OpKind.CAST, (self.scalar(node.inputs[1]),), dtype, self.f.values[node.inputs[1]].dtype)
+        return EGuard(tuple(conditions), inner, fill, dtype) if conditions else inner
+
+    def _cat(self, node, index: Index, dtype: DataType) -> Expr:  # noqa: ANN001
+        dim = node.attrs.dim
+        pieces = []
+        start = 0
+        for v in node.inputs:
+            extent = self.cf.shape(v)[dim]
+            shifted = list(index)
+            shifted[dim] = add(index[dim], const(-start))
+            src_dtype = self.f.values[v].dtype
+            e = self.build(v, tuple(shifted))
+            if src_dtype is not dtype:
+                e = EOp(OpKind.CAST, (e,), dtype, src_dtype)
+            pieces.append((shifted[dim], extent, e))
+            start += extent
+        expr = pieces[-1][2]
+        for position, extent, e in reversed(pieces[:-1]):
+            expr = EGuard(((position, -(2**62), extent),), e, expr, dtype)
+        return expr
+
+    def _reduce(self, node, value: int, index: Index, dtype: DataType) -> Expr:  # noqa: ANN001
+        a = node.attrs
+        src = node.inputs[0]
+        if self.cf.shape(src) != self.space or a.dims != self.reduce_dims:
+            raise _Materialize(value, f"{node.op.value} T{value} reduces another space")
+        expected = self.outer_index(self.cf.shape(value))
+        if tuple(index) != expected:
+            raise _Materialize(value, f"T{value} is read at another index than it is reduced at")
+        if self._inside_reduce:
+            self.has_nested_reduce = True
+        self._inside_reduce += 1
+        try:
+            operand = self.build(src, self.full_index())
+        finally:
+            self._inside_reduce -= 1
+        out = node.outputs.index(value)
+        return EReduce(node.op, operand, dtype, a.correction, out)
+
+    _inside_reduce = 0
+
+
+def _collapse(segment_extents: tuple[int, ...], reduce_dims: tuple[int, ...], offsets: list[Affine],
+              exprs_have_index: bool) -> tuple[list[list[int]], bool]:
+    """Groups of adjacent vars that can merge: for every offset, coeff[k] = coeff[k+1] *
+    extent[k+1], and both on the same side of the reduction. Extent-1 vars are dropped."""
+    rank = len(segment_extents)
+    keep = [k for k in range(rank) if segment_extents[k] != 1]
+    if not keep:
+        return [[0]] if rank else [[]], True
+    if exprs_have_index or not all(o.is_affine for o in offsets):
+        return [[k] for k in keep] if keep else [[0]], False
+    groups: list[list[int]] = [[keep[0]]]
+    for k in keep[1:]:
+        prev = groups[-1][-1]
+        same_side = (prev in reduce_dims) == (k in reduce_dims)
+        mergeable = same_side and all(
+            o.coeff(Var(prev, segment_extents[prev])) == o.coeff(Var(k, segment_extents[k])) * segment_extents[k]
+            for o in offsets
+        )
+        if mergeable:
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+    return groups, True
+
+
+def _rewrite(offset: Affine, groups: list[list[int]], extents: tuple[int, ...], new_extents: list[int]) -> Affine:
+    if not offset.is_affine:
+        return offset
+    terms = []
+    for j, group in enumerate(groups):
+        if not group:
+            continue
+        inner = group[-1]
+        c = offset.coeff(Var(inner, extents[inner]))
+        if c:
+            terms.append(Affine(((Var(j, new_extents[j]), c),), 0) if new_extents[j] != 1 else const(0))
+    return add(const(offset.const), *terms)
+
+
+def _has_index_expr(e: Expr) -> bool:
+    if isinstance(e, (EIndex, EGuard)):
+        return True
+    if isinstance(e, EOp):
+        return any(_has_index_expr(x) for x in e.operands)
+    if isinstance(e, EReduce):
+        return _has_index_expr(e.operand)
+    return False
+
+
+def _is_full_use(e: Expr, inside: bool = False) -> bool:
+    """True when a reduction result is combined at the full space (normalization)."""
+    if isinstance(e, EReduce):
+        return inside
+    if isinstance(e, EOp):
+        return any(_is_full_use(x, inside) for x in e.operands)
+    if isinstance(e, EGuard):
+        return _is_full_use(e.then, inside) or _is_full_use(e.other, inside)
+    return False
+
+
+def _contains_reduce(e: Expr) -> bool:
+    if isinstance(e, EReduce):
+        return True
+    if isinstance(e, EOp):
+        return any(_contains_reduce(x) for x in e.operands)
+    if isinstance(e, EGuard):
+        return _contains_reduce(e.then) or _contains_reduce(e.other)
+    return False
+
+
+def _classify(builder: _SegmentBuilder, stores: list[Store], loads: list[Load], extents: tuple[int, ...]) -> SchedulerKind:
+    if builder.reduce_dims:
+        full_store = any(not st.reduced for st in stores)
+        if full_store or builder.has_nested_reduce:
+            return SchedulerKind.NORMALIZATION
+        return SchedulerKind.REDUCTION
+    vars_ = [Var(k, e) for k, e in enumerate(extents)]
+
+    def order(offset: Affine) -> list[int]:
+        real = [(abs(offset.coeff(v)), v.k) for v in vars_ if offset.coeff(v) != 0 and v.extent != 1]
+        return [k for _, k in sorted(real)]
+
+    store_orders = [order(st.offset) for st in stores if st.offset.is_affine]
+    for ld in loads:
+        if not ld.offset.is_affine:
+            continue
+        lo = order(ld.offset)
+        for so in store_orders:
+            common = [k for k in so if k in lo]
+            if [k for k in lo if k in common] != common:
+                return SchedulerKind.TRANSPOSE
+    return SchedulerKind.POINTWISE
+
+
+def build_segment(cf: ConcreteFusion, materialized: dict[int, Buffer], group: list[StoreRequest],
+                  name: str) -> Segment:
+    b = _SegmentBuilder(cf, materialized, group)
+    b.choose_space()
+    stores: list[Store] = []
+    for req in group:
+        shape = cf.shape(req.value)
+        reduced = bool(b.reduce_dims) and shape != b.space
+        index = b.outer_index(shape) if reduced else b.full_index()
+        expr = b.build(req.value, index)
+        if isinstance(expr, ELoad) and req.value in materialized and req.value not in b.stored_here:
+            pass  # pragma: no cover - a stored value is always computed here
+        stores.append(Store(req.buffer, materialized[req.value].dtype if req.value in materialized
+                            else cf.fusion.values[req.value].dtype,
+                            offset_of(index, req.strides), expr, req.value, reduced))
+    exprs_have_index = any(_has_index_expr(st.expr) for st in stores)
+    offsets = [ld.offset for ld in b.loads] + [st.offset for st in stores]
+    groups, _ = _collapse(b.space, b.reduce_dims, offsets, exprs_have_index)
+    if groups == [[]]:
+        extents: tuple[int, ...] = ()
+        new_loads, new_stores, reduce_dims = b.loads, stores, ()
+    else:
+        new_extents = [1] * len(groups)
+        for j, g in enumerate(groups):
+            for k in g:
+                new_extents[j] *= b.space[k]
+        extents = tuple(new_extents)
+        if exprs_have_index or not all(o.is_affine for o in offsets):
+            # No collapse: keep the original variables (extent-1 ones included).
+            extents = b.space if b.space else (1,)
+            new_loads, new_stores = list(b.loads), stores
+            reduce_dims = b.reduce_dims
+        else:
+            new_loads = [replace(ld, offset=_rewrite(ld.offset, groups, b.space, new_extents)) for ld in b.loads]
+            new_stores = [replace(st, offset=_rewrite(st.offset, groups, b.space, new_extents)) for st in stores]
+            reduce_dims = tuple(j for j, g in enumerate(groups) if g and g[0] in b.reduce_dims)
+    index_type = _index_type(extents, new_loads, new_stores, materialized)
+    kind = _classify(b, new_stores, new_loads, extents)
+    why = "; ".join(dict.fromkeys(r.why for r in group))
+    return Segment(
+        name=name,
+        scheduler=kind,
+        extents=extents if extents else (1,),
+        reduce_dims=reduce_dims,
+        loads=tuple(new_loads),
+        scalars=tuple(b.scalars),
+        stores=tuple(new_stores),
+        index_type=index_type,
+        values=tuple(sorted(b.computed)),
+        why=why,
+    )
+
+
+def _index_type(extents, loads, stores, materialized) -> str:  # noqa: ANN001
+    numel = 1
+    for e in extents:
+        numel *= e
+    biggest = max((buf.numel for buf in materialized.values()), default=0)
+    if numel > INT32_MAX or biggest > INT32_MAX:
+        return "int64"
+    for offset in [ld.offset for ld in loads] + [st.offset for st in stores]:
+        lo, hi = offset.bounds()
+        if hi > INT32_MAX or lo < -INT32_MAX:
+            return "int64"
+    return "int32"
