@@ -224,11 +224,12 @@ class FusionDefinition:
         )
 
     # -- running ---------------------------------------------------------------------------
-    def plan(self, inputs: Sequence[object]) -> Plan:
-        """The executable plan for these inputs: segments, buffers and aliases."""
+    def plan(self, inputs: Sequence[object], out: Sequence[object] | None = None) -> Plan:
+        """The executable plan for these inputs (and preallocated outputs): kernels,
+        buffers and aliases. `print(fd.plan(inputs))` shows what will run and why."""
         from tunefuse.plan import make_plan
 
-        return make_plan(self.fusion, inputs)
+        return make_plan(self.fusion, inputs, out)
 
     def execute(self, inputs: Sequence[object], out: Sequence[object] | None = None, **options: Any) -> list:
         """Run the fusion on `inputs`; returns the outputs (those not written in place)."""

@@ -111,6 +111,7 @@ class Buffer:
     strides: tuple[int, ...]
     value: int  # the fusion value it holds
     input_index: int | None = None  # position among the fusion's inputs
+    out_index: int | None = None  # position in execute(out=[...]): a preallocated output
 
     @property
     def numel(self) -> int:

@@ -29,7 +29,8 @@ from tunefuse.segment import (
     build_segment,
 )
 from tunefuse.kernel_ir import ELoad
-from tunefuse.signature import BoundInputs, FusionInputs, bind_inputs
+from tunefuse.arrays import describe_array
+from tunefuse.signature import BoundInputs, FusionInputs, TensorSignature, alignment_class, bind_inputs
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,15 +105,52 @@ class _Buffers:
         self.items: list[Buffer] = []
 
     def add(self, kind: BufferKind, cf: ConcreteFusion, value: int, strides: tuple[int, ...] | None = None,
-            input_index: int | None = None) -> Buffer:
+            input_index: int | None = None, out_index: int | None = None) -> Buffer:
         shape = cf.shape(value)
         buf = Buffer(len(self.items), kind, cf.fusion.values[value].dtype, shape,
-                     strides if strides is not None else contiguous_strides(shape), value, input_index)
+                     strides if strides is not None else contiguous_strides(shape), value, input_index,
+                     out_index)
         self.items.append(buf)
         return buf
 
 
-def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers) -> tuple[list[OutputBinding], list[StoreRequest], dict[int, Buffer]]:
+def check_preallocated(cf: ConcreteFusion, bound: BoundInputs, out: Sequence[TensorSignature | None]) -> None:
+    """Each preallocated output must match its output's shape, dtype and device."""
+    f = cf.fusion
+    returned = [o for o in f.outputs if o.alias_input is None]
+    if len(out) != len(returned):
+        raise InputMismatchError(f"out= has {len(out)} buffers; the fusion returns {len(returned)} outputs")
+    devices = {s.device for s in bound.signature if isinstance(s, TensorSignature)}
+    for k, (spec, sig) in enumerate(zip(returned, out)):
+        if sig is None:
+            continue
+        name = f"out[{k}] (for {f.name(spec.value)})"
+        dtype = f.values[spec.value].dtype
+        if sig.dtype is not dtype:
+            raise InputMismatchError(f"{name}: dtype {sig.dtype.value}, the output is {dtype.value}")
+        if sig.shape != cf.shape(spec.value):
+            raise InputMismatchError(f"{name}: shape {list(sig.shape)}, the output is {list(cf.shape(spec.value))}")
+        if devices and sig.device not in devices:
+            raise InputMismatchError(f"{name}: on {sig.device.value}, the inputs are on {sorted(d.value for d in devices)}")
+        if len(sig.strides) != len(sig.shape) or (
+            sig.shape and min(sig.shape) > 0 and _overlaps(sig.shape, sig.strides)
+        ):
+            raise InputMismatchError(f"{name}: strides {list(sig.strides)} overlap; it cannot be written")
+
+
+def _overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
+    """True when two elements share memory (a broadcast or otherwise self-overlapping buffer)."""
+    dims = sorted((abs(st), e) for e, st in zip(shape, strides) if e > 1)
+    extent = 1
+    for stride, e in dims:
+        if stride < extent:
+            return True
+        extent = stride * (e - 1) + extent
+    return False
+
+
+def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
+                  out: Sequence[TensorSignature | None] = ()) -> tuple[list[OutputBinding], list[StoreRequest], dict[int, Buffer]]:
     """The alias pass: each output becomes a view of an input, a view of a kernel's
     buffer, or a kernel's buffer itself; in-place outputs write into their input."""
     f = cf.fusion
@@ -123,16 +161,26 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers) -> 
             input_buffers[vid] = buffers.add(BufferKind.INPUT, cf, vid, sig.strides, position)  # type: ignore[union-attr]
     requests: dict[int, StoreRequest] = {}
     bindings: list[OutputBinding] = []
-    for position, out in enumerate(f.outputs):
-        v = out.value
-        if out.alias_input is not None:
-            target = input_buffers[out.alias_input]
+    returned_index = 0
+    for position, spec in enumerate(f.outputs):
+        v = spec.value
+        prealloc = None
+        if spec.alias_input is None:
+            prealloc = out[returned_index] if returned_index < len(out) else None
+            returned_index += 1
+        if prealloc is not None:
+            buf = buffers.add(BufferKind.OUTPUT, cf, v, prealloc.strides, out_index=returned_index - 1)
+            requests[-1000 - position] = StoreRequest(v, buf.id, buf.strides, f"writes {f.name(v)} into out[{returned_index - 1}]")
+            bindings.append(OutputBinding(position, v, buf.id, StridedView(buf.shape, buf.strides, 0), True))
+            continue
+        if spec.alias_input is not None:
+            target = input_buffers[spec.alias_input]
             if cf.shape(v) != target.shape:
                 raise InputMismatchError(
                     f"output {position} ({f.name(v)}) of shape {list(cf.shape(v))} cannot be written "
-                    f"in place into {f.name(out.alias_input)} of shape {list(target.shape)}"
+                    f"in place into {f.name(spec.alias_input)} of shape {list(target.shape)}"
                 )
-            req = StoreRequest(v, target.id, target.strides, f"writes {f.name(v)} in place into {f.name(out.alias_input)}")
+            req = StoreRequest(v, target.id, target.strides, f"writes {f.name(v)} in place into {f.name(spec.alias_input)}")
             requests[-1 - position] = req  # in-place stores are keyed apart: the value may be stored twice
             bindings.append(OutputBinding(position, v, target.id, StridedView(target.shape, target.strides, 0), False))
             continue
@@ -158,7 +206,9 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers) -> 
     for node in f.nodes:
         if node.op is OpKind.SEGMENT_SET and node.outputs[0] not in requests and f.uses[node.outputs[0]]:
             buf = buffers.add(BufferKind.INTERMEDIATE, cf, node.outputs[0])
-            requests[node.outputs[0]] = StoreRequest(node.outputs[0], buf.id, buf.strides, "segment_set")
+            requests[node.outputs[0]] = StoreRequest(
+                node.outputs[0], buf.id, buf.strides, f"segment_set: {f.name(node.outputs[0])} is a kernel boundary",
+                own_kernel=True)
     materialized = dict(input_buffers)
     for key, req in requests.items():
         if key >= 0:
@@ -181,10 +231,15 @@ def copy_segment(name: str, src: Buffer, dst: Buffer, value: int, why: str) -> S
 
 def _segment(cf: ConcreteFusion, buffers: _Buffers, requests: list[StoreRequest],
              materialized: dict[int, Buffer]) -> list[Segment]:
-    groups: list[list[StoreRequest]] = [list(requests)] if requests else []
+    shared = [r for r in requests if not r.own_kernel]
+    groups: list[list[StoreRequest]] = ([shared] if shared else []) + [[r] for r in requests if r.own_kernel]
     built: list[tuple[list[StoreRequest], Segment]] = []
     prefix = cf.fusion.fusion_id[:8]
+    budget = 4 * (len(cf.fusion.nodes) + len(requests)) + 16
     while groups:
+        budget -= 1
+        if budget < 0:  # pragma: no cover - a bug, never an input's fault
+            raise AssertionError(f"segmentation does not converge: {groups}")
         group = groups.pop(0)
         try:
             seg = build_segment(cf, materialized, group, "")
@@ -247,16 +302,18 @@ def _make_inplace_safe(cf: ConcreteFusion, buffers: _Buffers, segments: list[Seg
     return [] if not unsafe else [k for k, _ in unsafe]  # type: ignore[return-value]
 
 
-def plan_for(fusion: Fusion, bound: BoundInputs) -> Plan:
+def plan_for(fusion: Fusion, bound: BoundInputs, out: Sequence[TensorSignature | None] = ()) -> Plan:
     """The pipeline, one pass a line: concretize -> alias -> segment."""
     cf = concretize(fusion, bound)
+    if out:
+        check_preallocated(cf, bound, out)
     buffers = _Buffers()
-    bindings, requests, materialized = _bind_outputs(cf, bound, buffers)
+    bindings, requests, materialized = _bind_outputs(cf, bound, buffers, out)
     segments = _segment(cf, buffers, requests, materialized)
     if _make_inplace_safe(cf, buffers, segments, bindings):
         # Re-plan with every in-place output written to a temporary, then copied in.
         buffers = _Buffers()
-        bindings, requests, materialized = _bind_outputs(cf, bound, buffers)
+        bindings, requests, materialized = _bind_outputs(cf, bound, buffers, out)
         copies = []
         for i, req in enumerate(requests):
             target = buffers.items[req.buffer]
@@ -281,5 +338,19 @@ def plan_for(fusion: Fusion, bound: BoundInputs) -> Plan:
     return Plan(fusion, cf.info, tuple(buffers.items), tuple(segments), tuple(bindings), host_nodes, fixed)
 
 
-def make_plan(fusion: Fusion, inputs: Sequence[object]) -> Plan:
-    return plan_for(fusion, bind_inputs(fusion, inputs, FusionInputs(fusion)))
+def out_signature(out: Sequence[object] | None) -> tuple[TensorSignature | None, ...]:
+    """Signatures of preallocated outputs (None where the caller left one to tunefuse)."""
+    if not out:
+        return ()
+    sigs = []
+    for k, o in enumerate(out):
+        if o is None:
+            sigs.append(None)
+            continue
+        info = describe_array(o, name=f"out[{k}]")
+        sigs.append(TensorSignature(info.dtype, info.shape, info.strides, alignment_class(info.data_ptr), info.device))
+    return tuple(sigs)
+
+
+def make_plan(fusion: Fusion, inputs: Sequence[object], out: Sequence[object] | None = None) -> Plan:
+    return plan_for(fusion, bind_inputs(fusion, inputs, FusionInputs(fusion)), out_signature(out))

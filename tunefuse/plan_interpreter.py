@@ -143,10 +143,9 @@ def _flat_memory(array: np.ndarray, strides: Sequence[int]) -> np.ndarray:
     return flat
 
 
-def run_plan(plan: Plan, inputs: Sequence[object]) -> list[np.ndarray]:
-    """Execute `plan` for `inputs` on the CPU; returns the outputs, as `fd.execute` would.
-    In-place outputs are written into the NumPy inputs' memory copies and returned last
-    (as `include_aliased` does for the reference)."""
+def run_plan(plan: Plan, inputs: Sequence[object], out: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:
+    """Execute `plan` for `inputs` on the CPU; returns the outputs, as `fd.execute` would,
+    followed by the in-place outputs' new values. Preallocated `out` arrays are written."""
     f = plan.fusion
     memory: dict[int, np.ndarray] = {}
     host: dict[int, object] = dict(plan.fixed_scalars)
@@ -156,6 +155,8 @@ def run_plan(plan: Plan, inputs: Sequence[object]) -> list[np.ndarray]:
     for buf in plan.buffers:
         if buf.input_index is not None:
             memory[buf.id] = _flat_memory(to_numpy(inputs[buf.input_index]), buf.strides)
+        elif buf.out_index is not None:
+            memory[buf.id] = _flat_memory(out[buf.out_index], buf.strides)  # type: ignore[index]
         else:
             memory[buf.id] = np.zeros(max(buf.numel, 1), dtype=buf.dtype.numpy)
     for node in plan.host_scalar_nodes:
@@ -167,15 +168,20 @@ def run_plan(plan: Plan, inputs: Sequence[object]) -> list[np.ndarray]:
             scalars = [host[s.value] for s in seg.scalars]
             _SegmentRun(seg, memory, scalars).run()
     results = []
-    for out in plan.outputs:
-        buf = plan.buffers[out.buffer]
+    for binding in plan.outputs:
+        buf = plan.buffers[binding.buffer]
         flat = memory[buf.id]
         view = np.lib.stride_tricks.as_strided(
-            flat[out.view.offset:], out.view.shape, tuple(s * flat.itemsize for s in out.view.strides)
+            flat[binding.view.offset:], binding.view.shape, tuple(s * flat.itemsize for s in binding.view.strides)
         )
-        results.append((out.returned, np.array(view, copy=True)))
+        result = np.array(view, copy=True)
+        if buf.out_index is not None:
+            target = out[buf.out_index]  # type: ignore[index]
+            target[...] = result
+            result = target
+        results.append((binding.returned, result))
     return [r for returned, r in results if returned] + [r for returned, r in results if not returned]
 
 
-def run_via_plan(fusion, inputs: Sequence[object]) -> list[np.ndarray]:  # noqa: ANN001
-    return run_plan(make_plan(fusion, inputs), inputs)
+def run_via_plan(fusion, inputs: Sequence[object], out: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:  # noqa: ANN001
+    return run_plan(make_plan(fusion, inputs, out), inputs, out)

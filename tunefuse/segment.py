@@ -122,6 +122,7 @@ class StoreRequest:
     buffer: int
     strides: tuple[int, ...]
     why: str
+    own_kernel: bool = False  # computed by a kernel of its own (segment_set)
 
 
 class _SegmentBuilder:
@@ -160,7 +161,9 @@ class _SegmentBuilder:
                 order.append(node.outputs[0])
             stack.extend(node.inputs)
         producers_order = {n.outputs[0]: i for i, n in enumerate(self.f.nodes)}
-        return sorted(order, key=lambda v: producers_order[v])
+        # Latest first: the reduction nearest the stored values decides the space, and
+        # earlier reductions over other spaces are materialized before it.
+        return sorted(order, key=lambda v: -producers_order[v])
 
     def choose_space(self) -> None:
         reductions = self.cone_reductions()

@@ -1,0 +1,351 @@
+"""Concretization, aliasing and segmentation (CPU): the plan of the seed fusions and more,
+and proof that running the plan kernel by kernel keeps the fusion's meaning."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from strategies import fusions
+from test_frontend import ROOT
+from tunefuse import DataType, FusionDefinition, InputMismatchError, ShapeError, reference
+from tunefuse.concretize import concretize
+from tunefuse.fusion_file import load_fusion_file
+from tunefuse.kernel_ir import BufferKind, SchedulerKind
+from tunefuse.plan_interpreter import run_plan, run_via_plan
+from tunefuse.signature import bind_inputs
+
+SEEDS = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
+
+
+def assert_plan_matches_reference(fd, inputs, out=None):
+    expected = reference.run(fd.fusion, inputs, include_aliased=True)
+    returned = [o for o in fd.fusion.outputs if o.alias_input is None]
+    order = [k for k, o in enumerate(fd.fusion.outputs) if o.alias_input is None] + [
+        k for k, o in enumerate(fd.fusion.outputs) if o.alias_input is not None]
+    got = run_via_plan(fd.fusion, inputs, out)
+    assert len(got) == len(expected)
+    for k, g in zip(order, got):
+        assert g.shape == expected[k].shape and g.dtype == expected[k].dtype
+        np.testing.assert_array_equal(g, expected[k])
+    return returned
+
+
+# -- the seeds -------------------------------------------------------------------------------
+
+def test_seed_gelu_with_bookend_views_is_one_pointwise_kernel(rng):
+    fd = SEEDS["gelu_with_views"].build()
+    x = np.zeros((8192, 3072), np.float32)
+    plan = fd.plan([x])
+    assert plan.num_kernels == 1
+    (seg,) = plan.segments
+    assert seg.scheduler is SchedulerKind.POINTWISE and seg.extents == (8192 * 3072,)
+    # The same kernel as GELU without views: same code, same shape.
+    plain = SEEDS["gelu_without_views"].build().plan([np.zeros((64, 128, 3072), np.float32)])
+    assert plain.segments[0].kernel_key == seg.kernel_key
+    assert plain.segments[0].shape_key == seg.shape_key
+
+
+def test_seed_gelu_second_output_is_an_alias_of_the_input():
+    fd = SEEDS["gelu_with_views_two_outputs"].build()
+    plan = fd.plan([np.zeros((8192, 3072), np.float32)])
+    assert plan.num_kernels == 1
+    t1 = plan.outputs[0]
+    assert plan.buffers[t1.buffer].kind is BufferKind.INPUT
+    assert t1.view.shape == (64, 128, 3072) and t1.view.strides == (128 * 3072, 3072, 1)
+    assert len(plan.aliases) == 1
+
+
+def test_seed_transpose_with_views_is_one_transpose_kernel():
+    plan = SEEDS["transpose_with_views"].build().plan([np.zeros((768, 128, 64), np.float32)])
+    assert [s.scheduler for s in plan.segments] == [SchedulerKind.TRANSPOSE]
+    assert plan.outputs[0].view.shape == (8192, 768)
+
+
+@pytest.mark.parametrize("name", [n for n in SEEDS if n.startswith("sequential")])
+def test_each_view_placement_of_the_sequential_study_is_one_kernel(name):
+    plan = SEEDS[name].build().plan([np.zeros((8192, 3072), np.float32)])
+    assert plan.num_kernels == 1
+    assert plan.segments[0].scheduler is SchedulerKind.POINTWISE
+    assert plan.segments[0].extents == (8192 * 3072,)
+
+
+@pytest.mark.parametrize("name", ["transpose_with_views", "reshape_2_10_40", "sequential_views_ABC",
+                                  "sequential_views_B", "sequential_views_"])
+def test_seed_plans_compute_exactly_the_reference(name, rng):
+    case = SEEDS[name]
+    assert_plan_matches_reference(case.build(), case.example_inputs(rng))
+
+
+# -- views only, in place, preallocated ---------------------------------------------------------
+
+def test_a_fusion_of_views_only_runs_no_kernel(rng):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1, -1])
+        y = fd.ops.permute(fd.ops.reshape(x, new_shape=[4, 6, -1]), dims=[2, 0, 1])
+        fd.add_output(y)
+        fd.add_output(fd.ops.slice(x, [0, 1, 0], [2, 3, 5], [1, 1, 2]))
+        fd.add_output(fd.ops.expand(fd.ops.unsqueeze(x, dim=0), shape=[3, -1, -1, -1]))
+    x = rng.standard_normal((2, 12, 5), dtype=np.float32)
+    plan = fd.plan([x])
+    assert plan.num_kernels == 0 and len(plan.aliases) == 3
+    assert plan.outputs[2].view.strides[0] == 0  # expand is a zero stride
+    assert_plan_matches_reference(fd, [x])
+
+
+def test_a_view_that_needs_index_arithmetic_is_copied(rng):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        fd.add_output(fd.ops.reshape(fd.ops.permute(x, dims=[1, 0]), new_shape=[-1]))
+    x = rng.standard_normal((3, 4), dtype=np.float32)
+    plan = fd.plan([x])
+    assert plan.num_kernels == 1 and not plan.aliases
+    assert_plan_matches_reference(fd, [x])
+
+
+def test_in_place_output_writes_into_its_input(rng):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        y = fd.ops.mul(x, 2.0)
+        fd.add_output(y, alias_input=x)
+        fd.add_output(fd.ops.exp(x))
+    x = rng.standard_normal((4, 5), dtype=np.float32)
+    plan = fd.plan([x])
+    assert plan.num_kernels == 1
+    inplace = [o for o in plan.outputs if not o.returned]
+    assert plan.buffers[inplace[0].buffer].kind is BufferKind.INPUT
+    assert_plan_matches_reference(fd, [x])
+
+
+def test_illegal_in_place_aliasing_is_made_safe(rng):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[4, 4])
+        fd.add_output(fd.ops.permute(fd.ops.neg(x), dims=[1, 0]), alias_input=x)
+    x = rng.standard_normal((4, 4), dtype=np.float32)
+    plan = fd.plan([x])
+    # Writing x transposed into x while reading it would race: a temporary and a copy.
+    assert plan.num_kernels == 2
+    assert "through a temporary" in plan.segments[0].why
+    assert "after every read" in plan.segments[1].why
+    assert_plan_matches_reference(fd, [x])
+
+
+def test_in_place_shape_mismatch_is_refused():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        fd.add_output(fd.ops.sum(x, dims=[1], keepdim=True), alias_input=x)
+    with pytest.raises(InputMismatchError, match="cannot be written in place into T0"):
+        fd.plan([np.zeros((3, 4), np.float32)])
+
+
+def test_preallocated_outputs_are_checked_and_written(rng):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        fd.add_output(fd.ops.relu(x))
+        fd.add_output(fd.ops.reshape(x, new_shape=[-1]))
+    x = rng.standard_normal((3, 4), dtype=np.float32)
+    out0 = np.zeros((4, 3), np.float32).T  # a transposed buffer: written through its strides
+    out1 = np.zeros(12, np.float32)
+    got = run_via_plan(fd.fusion, [x], [out0, out1])
+    assert got[0] is out0 and got[1] is out1
+    np.testing.assert_array_equal(out0, np.maximum(x, 0))
+    np.testing.assert_array_equal(out1, x.ravel())
+    with pytest.raises(InputMismatchError, match="out\\[0\\] \\(for T1\\): shape \\[4, 3\\]"):
+        fd.plan([x], out=[np.zeros((4, 3), np.float32), None])
+    with pytest.raises(InputMismatchError, match="dtype double"):
+        fd.plan([x], out=[np.zeros((3, 4)), None])
+    with pytest.raises(InputMismatchError, match="2 outputs"):
+        fd.plan([x], out=[None])
+    with pytest.raises(InputMismatchError, match="overlap"):
+        fd.plan([x], out=[np.broadcast_to(np.zeros(4, np.float32), (3, 4)), None])
+
+
+# -- normalization, reductions ----------------------------------------------------------------
+
+def softmax(fd):
+    x = fd.define_tensor(shape=[-1, -1])
+    m = fd.ops.max(x, dims=[1], keepdim=True)
+    e = fd.ops.exp(fd.ops.sub(x, m))
+    fd.add_output(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)))
+
+
+def layernorm(fd):
+    x = fd.define_tensor(shape=[-1, -1])
+    w = fd.define_tensor(shape=[-1])
+    b = fd.define_tensor(shape=[-1])
+    var, mean = fd.ops.var_mean(x, dims=[1], correction=0, keepdim=True)
+    y = fd.ops.mul(fd.ops.sub(x, mean), fd.ops.rsqrt(fd.ops.add(var, 1e-5)))
+    y = fd.ops.mul(y, fd.ops.broadcast_in_dim(w, shape=x.shape(), broadcast_dims=[1]))
+    fd.add_output(fd.ops.add(y, fd.ops.broadcast_in_dim(b, shape=x.shape(), broadcast_dims=[1])))
+
+
+def rmsnorm(fd):
+    x = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
+    w = fd.define_tensor(shape=[-1], dtype=DataType.BFloat16)
+    xf = fd.ops.cast(x, DataType.Float)
+    ms = fd.ops.mean(fd.ops.mul(xf, xf), dims=[1], keepdim=True)
+    y = fd.ops.mul(xf, fd.ops.rsqrt(fd.ops.add(ms, 1e-6)))
+    y = fd.ops.mul(y, fd.ops.broadcast_in_dim(fd.ops.cast(w, DataType.Float), shape=x.shape(), broadcast_dims=[1]))
+    fd.add_output(fd.ops.cast(y, DataType.BFloat16))
+
+
+@pytest.mark.parametrize("define, dtype", [(softmax, np.float32), (layernorm, np.float32),
+                                           (rmsnorm, DataType.BFloat16.numpy)])
+def test_normalizations_are_one_persistent_kernel(define, dtype, rng):
+    with FusionDefinition() as fd:
+        define(fd)
+    n_tensors = len([v for v in fd.fusion.inputs])
+    inputs = [rng.standard_normal((16, 40)).astype(dtype)] + [
+        rng.standard_normal(40).astype(dtype) for _ in range(n_tensors - 1)]
+    plan = fd.plan(inputs)
+    assert [s.scheduler for s in plan.segments] == [SchedulerKind.NORMALIZATION]
+    assert_plan_matches_reference(fd, inputs)
+
+
+def test_row_and_column_sums_are_reductions(rng):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        fd.add_output(fd.ops.sum(x, dims=[1]))
+        fd.add_output(fd.ops.sum(x, dims=[0]))
+    x = rng.standard_normal((30, 20), dtype=np.float32)
+    plan = fd.plan([x])
+    assert sorted(s.scheduler.value for s in plan.segments) == ["reduction", "reduction"]
+    assert {s.reduce_dims for s in plan.segments} == {(1,), (0,)}
+    assert_plan_matches_reference(fd, [x])
+
+
+def test_a_reduction_read_elsewhere_is_materialized(rng):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        s = fd.ops.sum(x, dims=[1])  # [N]
+        t = fd.ops.sum(fd.ops.broadcast_in_dim(s, shape=[4, 6], broadcast_dims=[0]), dims=[0])
+        fd.add_output(t)
+    x = rng.standard_normal((4, 5), dtype=np.float32)
+    plan = fd.plan([x])
+    assert plan.num_kernels == 2
+    assert any(b.kind is BufferKind.INTERMEDIATE for b in plan.buffers)
+    assert_plan_matches_reference(fd, [x])
+
+
+def test_segment_set_is_a_kernel_boundary(rng):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1])
+        fd.add_output(fd.ops.exp(fd.ops.segment_set(fd.ops.neg(x))))
+    x = rng.standard_normal(7, dtype=np.float32)
+    assert fd.plan([x]).num_kernels == 2
+    assert_plan_matches_reference(fd, [x])
+
+
+def test_pad_cat_iota_full_inside_kernels(rng):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        p = fd.ops.pad(x, [1, 2], 9.0)
+        c = fd.ops.cat([p, fd.ops.full([2, 8], 0.5, DataType.Float)], dim=0)
+        fd.add_output(fd.ops.add(c, fd.ops.broadcast_in_dim(fd.ops.iota(8, 0.0, 1.0, DataType.Float),
+                                                             shape=[5, 8], broadcast_dims=[1])))
+    x = rng.standard_normal((3, 5), dtype=np.float32)
+    assert fd.plan([x]).num_kernels == 1
+    assert_plan_matches_reference(fd, [x])
+
+
+def test_index_type_is_int64_only_when_needed():
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.neg(fd.define_tensor(shape=[-1])))
+    small = fd.plan([np.zeros(10, np.float32)]).segments[0]
+    assert small.index_type == "int32"
+    with FusionDefinition() as fd2:
+        x = fd2.define_tensor(shape=[-1, -1])
+        fd2.add_output(fd2.ops.neg(x))
+    # A transposed view of 2**31 + elements would need int64 offsets; check the rule directly.
+    from tunefuse.segment import _index_type
+    from tunefuse.indexing import Var, var, scale
+    big = scale(var(Var(0, 2**20)), 2**12)
+    assert _index_type((2**20,), [], [type("S", (), {"offset": big})()], {}) == "int64"
+
+
+# -- signatures and concretization ----------------------------------------------------------
+
+def test_input_checks_name_input_dim_declared_and_given():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, 1, 8], contiguity=[True, None, True])
+        fd.add_output(fd.ops.neg(x))
+    f = fd.fusion
+    with pytest.raises(InputMismatchError, match="input 0 \\(T0\\): dim 1 is declared broadcast \\(size 1\\), got size 3"):
+        bind_inputs(f, [np.zeros((2, 3, 8), np.float32)])
+    with pytest.raises(InputMismatchError, match="dim 2 declared size 8, got 9"):
+        bind_inputs(f, [np.zeros((2, 1, 9), np.float32)])
+    with pytest.raises(InputMismatchError, match="declared rank 3, got rank 2"):
+        bind_inputs(f, [np.zeros((2, 8), np.float32)])
+    with pytest.raises(InputMismatchError, match="declared dtype float, got half"):
+        bind_inputs(f, [np.zeros((2, 1, 8), np.float16)])
+    with pytest.raises(InputMismatchError, match="dim 0 is declared contiguous but its stride is 16"):
+        bind_inputs(f, [np.zeros((2, 1, 16), np.float32)[:, :, :8]])
+    with pytest.raises(InputMismatchError, match="declared stride order"):
+        bind_inputs(f, [np.zeros((8, 1, 2), np.float32).transpose(2, 1, 0)])
+    with pytest.raises(InputMismatchError, match="expected a tensor, got float"):
+        bind_inputs(f, [1.5])
+    bind_inputs(f, [np.zeros((2, 1, 8), np.float32)])
+
+
+def dynamic_reshape():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1, -1, -1])
+        n = fd.define_scalar(dtype=DataType.Int)
+        fd.add_output(fd.ops.reshape(x, new_shape=[8, n, -1, 9]))
+    return fd
+
+
+def conc(fd, *inputs):
+    return concretize(fd.fusion, bind_inputs(fd.fusion, list(inputs)))
+
+
+def test_same_decisions_share_conc_key_whatever_the_sizes():
+    fd = dynamic_reshape()
+    a = conc(fd, np.zeros((8, 15, 7, 9), np.float32), 3)  # merge(1) split -> [8, 3, 35, 9]
+    b = conc(fd, np.zeros((8, 21, 11, 9), np.float32), 3)  # same transforms, other sizes
+    assert a.info.conc_key == b.info.conc_key
+
+
+def test_a_scalar_that_changes_the_transforms_changes_conc_key():
+    """Seed 002's bug: only the scalar input changes, the reshape must not be reused."""
+    fd = dynamic_reshape()
+    x = np.zeros((8, 15, 7, 9), np.float32)
+    a, b = conc(fd, x, 3), conc(fd, x, 15)  # [8,3,35,9] (merge+split) vs [8,15,7,9] (keep)
+    assert a.info.conc_key != b.info.conc_key
+    assert a.reshapes != b.reshapes
+    pa, pb = fd.plan([x, 3]), fd.plan([x, 15])
+    assert pa.conc_key != pb.conc_key
+    np.testing.assert_array_equal(run_plan(pa, [x, 3])[0], x.reshape(8, 3, 35, 9))
+    np.testing.assert_array_equal(run_plan(pb, [x, 15])[0], x.reshape(8, 15, 7, 9))
+
+
+def test_broadcast_and_empty_extents_are_decisions():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        y = fd.define_tensor(shape=[-1, -1])
+        fd.add_output(fd.ops.add(x, y))
+    f = lambda a, b: conc(fd, np.zeros(a, np.float32), np.zeros(b, np.float32)).info.conc_key  # noqa: E731
+    assert f((3, 4), (3, 4)) == f((5, 6), (5, 6))
+    assert f((3, 4), (1, 4)) != f((3, 4), (3, 4))
+    assert f((0, 4), (0, 4)) != f((3, 4), (3, 4))
+    with pytest.raises(ShapeError, match="dim 0 of operand T1 has extent 2 but operand T0 has 3"):
+        conc(fd, np.zeros((3, 4), np.float32), np.zeros((2, 4), np.float32))
+
+
+def test_impossible_dynamic_reshape_is_a_clear_error():
+    fd = dynamic_reshape()
+    with pytest.raises(ShapeError, match="invalid for input of size"):
+        fd.plan([np.zeros((8, 15, 7, 9), np.float32), 4])
+
+
+def test_plan_prints_what_runs_and_why():
+    plan = SEEDS["gelu_with_views_two_outputs"].build().plan([np.zeros((8192, 3072), np.float32)])
+    text = str(plan)
+    assert "1 kernel" in text and "pointwise" in text and "alias of an input, no kernel" in text
+    assert "kernel_key" in text and "shape_key 25165824" in text
+
+
+@given(fusions(max_ops=6))
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def test_random_fusions_plan_equals_reference(case):
+    fd, inputs = case
+    assert_plan_matches_reference(fd, inputs)
