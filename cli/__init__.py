@@ -1,0 +1,1 @@
+"""The `tunefuse` command line (Typer): one module per command group."""

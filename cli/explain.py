@@ -1,0 +1,58 @@
+"""`tunefuse explain FILE.py`: the plan of each declared fusion for its example inputs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import typer
+from rich.console import Console
+
+from tunefuse.errors import TunefuseError
+from tunefuse.fusion_file import load_fusion_file
+
+
+def explain(
+    file: Annotated[Path, typer.Argument(help="A fusion file declaring FUSIONS (see tunefuse.fusion_file).")],
+    only: Annotated[str | None, typer.Option("--only", help="Explain only the fusion of this name.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of text.")] = False,
+) -> None:
+    """Print the plan (kernels, schedulers, aliases, keys) of each fusion in FILE."""
+    console = Console(soft_wrap=True)
+    try:
+        cases = load_fusion_file(file)
+    except TunefuseError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    if only is not None:
+        cases = [c for c in cases if c.name == only]
+        if not cases:
+            console.print(f"[red]error:[/red] no fusion named {only!r} in {file}")
+            raise typer.Exit(2)
+    for case in cases:
+        fd = case.build()
+        inputs = case.example_inputs(np.random.default_rng(0))
+        try:
+            plan = fd.plan(inputs)
+        except TunefuseError as e:
+            console.print(f"[red]{case.name}: {e}[/red]")
+            raise typer.Exit(1) from None
+        if as_json:
+            print(json.dumps({
+                "name": case.name,
+                "fusion_id": fd.fusion.fusion_id,
+                "conc_key": plan.conc_key,
+                "num_kernels": plan.num_kernels,
+                "segments": [
+                    {"name": s.name, "scheduler": s.scheduler.value, "extents": list(s.extents),
+                     "reduce_dims": list(s.reduce_dims), "kernel_key": s.kernel_key,
+                     "shape_key": s.shape_key, "index_type": s.index_type}
+                    for s in plan.segments
+                ],
+                "aliases": len(plan.aliases),
+            }))
+        else:
+            console.rule(f"[bold]{case.name}")
+            console.print(str(plan), highlight=False, markup=False)

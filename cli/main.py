@@ -1,0 +1,19 @@
+"""The `tunefuse` application: command groups are joined here."""
+
+from __future__ import annotations
+
+import typer
+
+from cli.explain import explain
+
+app = typer.Typer(help="tunefuse: fusions compiled to CUDA, tuned, cached.", no_args_is_help=True)
+app.command("explain")(explain)
+
+
+@app.callback()
+def _root() -> None:
+    """tunefuse: fusions compiled to CUDA with NVRTC, tuned with Optuna, cached in SQL."""
+
+
+def main() -> None:
+    app()
