@@ -92,8 +92,8 @@ _NUMPY = {
 _CUDA = {
     DataType.Double: "double",
     DataType.Float: "float",
-    DataType.Half: "__half",
-    DataType.BFloat16: "__nv_bfloat16",
+    DataType.Half: "tf_half",
+    DataType.BFloat16: "tf_bf16",
     DataType.Int: "long long",
     DataType.Int32: "int",
     DataType.Bool: "bool",

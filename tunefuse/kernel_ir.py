@@ -112,6 +112,7 @@ class Buffer:
     value: int  # the fusion value it holds
     input_index: int | None = None  # position among the fusion's inputs
     out_index: int | None = None  # position in execute(out=[...]): a preallocated output
+    alignment: int = 16  # bytes the data pointer is known to be aligned to (at most 16)
 
     @property
     def numel(self) -> int:

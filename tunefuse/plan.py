@@ -105,11 +105,11 @@ class _Buffers:
         self.items: list[Buffer] = []
 
     def add(self, kind: BufferKind, cf: ConcreteFusion, value: int, strides: tuple[int, ...] | None = None,
-            input_index: int | None = None, out_index: int | None = None) -> Buffer:
+            input_index: int | None = None, out_index: int | None = None, alignment: int = 16) -> Buffer:
         shape = cf.shape(value)
         buf = Buffer(len(self.items), kind, cf.fusion.values[value].dtype, shape,
                      strides if strides is not None else contiguous_strides(shape), value, input_index,
-                     out_index)
+                     out_index, alignment)
         self.items.append(buf)
         return buf
 
@@ -158,7 +158,8 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
     for position, vid in enumerate(f.inputs):
         if not isinstance(f.values[vid], ScalarType):
             sig = bound.signature[position]
-            input_buffers[vid] = buffers.add(BufferKind.INPUT, cf, vid, sig.strides, position)  # type: ignore[union-attr]
+            input_buffers[vid] = buffers.add(BufferKind.INPUT, cf, vid, sig.strides, position,  # type: ignore[union-attr]
+                                             alignment=sig.alignment)  # type: ignore[union-attr]
     requests: dict[int, StoreRequest] = {}
     bindings: list[OutputBinding] = []
     returned_index = 0
@@ -169,7 +170,8 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
             prealloc = out[returned_index] if returned_index < len(out) else None
             returned_index += 1
         if prealloc is not None:
-            buf = buffers.add(BufferKind.OUTPUT, cf, v, prealloc.strides, out_index=returned_index - 1)
+            buf = buffers.add(BufferKind.OUTPUT, cf, v, prealloc.strides, out_index=returned_index - 1,
+                              alignment=prealloc.alignment)
             requests[-1000 - position] = StoreRequest(v, buf.id, buf.strides, f"writes {f.name(v)} into out[{returned_index - 1}]")
             bindings.append(OutputBinding(position, v, buf.id, StridedView(buf.shape, buf.strides, 0), True))
             continue
@@ -226,7 +228,8 @@ def copy_segment(name: str, src: Buffer, dst: Buffer, value: int, why: str) -> S
     stores = (Store(dst.id, dst.dtype, store_offset, ELoad(0), value, False),)
     materialized = {src.value: src, -1: dst}
     return Segment(name, SchedulerKind.POINTWISE, tuple(extents), (), loads, (), stores,
-                   _index_type(tuple(extents), loads, stores, materialized), (), why)
+                   _index_type(tuple(extents), loads, stores, materialized), (), why,
+                   buffer_alignments=((src.id, src.alignment), (dst.id, dst.alignment)))
 
 
 def _segment(cf: ConcreteFusion, buffers: _Buffers, requests: list[StoreRequest],
@@ -242,7 +245,7 @@ def _segment(cf: ConcreteFusion, buffers: _Buffers, requests: list[StoreRequest]
             raise AssertionError(f"segmentation does not converge: {groups}")
         group = groups.pop(0)
         try:
-            seg = build_segment(cf, materialized, group, "")
+            seg = build_segment(cf, materialized, group, "", buffers.items)
         except _Materialize as m:
             mine = [r for r in group if r.value == m.value]
             if mine:

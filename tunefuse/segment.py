@@ -63,7 +63,17 @@ class Segment:
     index_type: str
     values: tuple[int, ...]  # fusion values this kernel computes
     why: str  # why this segment is separate from the others
-    buffer_dtypes: tuple[tuple[int, DataType], ...] = field(default=())
+    buffer_alignments: tuple[tuple[int, int], ...] = field(default=())  # (buffer id, bytes)
+
+    @property
+    def buffer_ids(self) -> tuple[int, ...]:
+        """Buffers this kernel touches, in first-use order: its pointer arguments."""
+        ids = [ld.buffer for ld in self.loads] + [st.buffer for st in self.stores]
+        return tuple(dict.fromkeys(ids))
+
+    @property
+    def stored_buffers(self) -> frozenset[int]:
+        return frozenset(st.buffer for st in self.stores)
 
     @property
     def numel(self) -> int:
@@ -88,7 +98,7 @@ class Segment:
         stores = [(st.dtype.value, pattern(st.offset), st.reduced, repr(st.expr)) for st in self.stores]
         scalars = [s.dtype.value for s in self.scalars]
         return repr((self.scheduler.value, len(self.extents), self.reduce_dims, loads, stores,
-                     scalars, self.index_type))
+                     scalars, self.index_type, self.buffer_alignments))
 
     @cached_property
     def kernel_key(self) -> str:
@@ -442,7 +452,7 @@ def _classify(builder: _SegmentBuilder, stores: list[Store], loads: list[Load], 
 
 
 def build_segment(cf: ConcreteFusion, materialized: dict[int, Buffer], group: list[StoreRequest],
-                  name: str) -> Segment:
+                  name: str, all_buffers: list[Buffer] | tuple[Buffer, ...] = ()) -> Segment:
     b = _SegmentBuilder(cf, materialized, group)
     b.choose_space()
     stores: list[Store] = []
@@ -491,6 +501,9 @@ def build_segment(cf: ConcreteFusion, materialized: dict[int, Buffer], group: li
         index_type=index_type,
         values=tuple(sorted(b.computed)),
         why=why,
+        buffer_alignments=tuple(sorted(
+            {(buf.id, buf.alignment) for buf in [*materialized.values(), *all_buffers]
+             if buf.id in {ld.buffer for ld in new_loads} | {st.buffer for st in new_stores}})),
     )
 
 

@@ -1,0 +1,77 @@
+"""Fusions shared by the compile tests, the GPU tests and the benchmarks."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from tunefuse import DataType, FusionDefinition
+
+
+def softmax(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    xf = fd.ops.cast(x, DataType.Float)
+    m = fd.ops.max(xf, dims=[1], keepdim=True)
+    e = fd.ops.exp(fd.ops.sub(xf, m))
+    fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
+
+
+def layernorm(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    w = fd.define_tensor(shape=[-1], dtype=dtype)
+    b = fd.define_tensor(shape=[-1], dtype=dtype)
+    xf = fd.ops.cast(x, DataType.Float)
+    var, mean = fd.ops.var_mean(xf, dims=[1], correction=0, keepdim=True)
+    y = fd.ops.mul(fd.ops.sub(xf, mean), fd.ops.rsqrt(fd.ops.add(var, 1e-5)))
+    y = fd.ops.mul(y, fd.ops.broadcast_in_dim(fd.ops.cast(w, DataType.Float), shape=x.shape(), broadcast_dims=[1]))
+    y = fd.ops.add(y, fd.ops.broadcast_in_dim(fd.ops.cast(b, DataType.Float), shape=x.shape(), broadcast_dims=[1]))
+    fd.add_output(fd.ops.cast(y, dtype))
+
+
+def rmsnorm(fd: FusionDefinition, dtype: DataType = DataType.BFloat16) -> None:
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    w = fd.define_tensor(shape=[-1], dtype=dtype)
+    xf = fd.ops.cast(x, DataType.Float)
+    ms = fd.ops.mean(fd.ops.mul(xf, xf), dims=[1], keepdim=True)
+    y = fd.ops.mul(xf, fd.ops.rsqrt(fd.ops.add(ms, 1e-6)))
+    y = fd.ops.mul(y, fd.ops.broadcast_in_dim(fd.ops.cast(w, DataType.Float), shape=x.shape(), broadcast_dims=[1]))
+    fd.add_output(fd.ops.cast(y, dtype))
+
+
+def bias_gelu(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    b = fd.define_tensor(shape=[-1], dtype=dtype)
+    y = fd.ops.add(fd.ops.cast(x, DataType.Float),
+                   fd.ops.broadcast_in_dim(fd.ops.cast(b, DataType.Float), shape=x.shape(), broadcast_dims=[1]))
+    fd.add_output(fd.ops.cast(fd.ops.gelu(y), dtype))
+
+
+def row_sum(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
+    fd.add_output(fd.ops.sum(fd.define_tensor(shape=[-1, -1], dtype=dtype), dims=[1]))
+
+
+def col_sum(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
+    fd.add_output(fd.ops.sum(fd.define_tensor(shape=[-1, -1], dtype=dtype), dims=[0]))
+
+
+def transpose2d(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    fd.add_output(fd.ops.set(fd.ops.permute(x, dims=[1, 0])))
+
+
+def build(define, dtype: DataType) -> FusionDefinition:  # noqa: ANN001
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    return fd
+
+
+def inputs_for(fd: FusionDefinition, rows: int, cols: int, rng: np.random.Generator) -> list[np.ndarray]:
+    out = []
+    for vid in fd.fusion.inputs:
+        t = fd.fusion.values[vid]
+        shape = (rows, cols) if t.rank == 2 else (cols,)
+        out.append(rng.standard_normal(shape).astype(t.dtype.numpy))
+    return out
+
+
+ZOO = {"softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm, "bias_gelu": bias_gelu,
+       "row_sum": row_sum, "col_sum": col_sum, "transpose2d": transpose2d}

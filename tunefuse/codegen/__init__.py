@@ -1,0 +1,66 @@
+"""CUDA C++ for a scheduled segment: `generate(segment, params, ...)` -> KernelSource.
+
+Kernels are named after their kernel_key, not their fusion, so that the same kernel in two
+fusions is one source and one binary; the plan printout maps segments to kernel names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tunefuse.codegen.expr import KernelArg, kernel_args
+from tunefuse.codegen.pointwise import emit_pointwise
+from tunefuse.codegen.preamble import PREAMBLE
+from tunefuse.codegen.reduction import emit_reduction
+from tunefuse.codegen.transpose import emit_transpose
+from tunefuse.device_info import DeviceInfo
+from tunefuse.dtypes import DataType
+from tunefuse.errors import ExecutionError
+from tunefuse.kernel_ir import SchedulerKind
+from tunefuse.schedulers import scheduler_for
+from tunefuse.segment import Segment
+
+CODEGEN_VERSION = "1"
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    name: str
+    source: str
+    args: tuple[KernelArg, ...]
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    shared_bytes: int
+    params: object
+
+
+def kernel_name(segment: Segment, params: object) -> str:
+    import hashlib
+
+    digest = hashlib.sha256((segment.kernel_key + repr(params)).encode()).hexdigest()[:16]
+    return f"tf_{segment.scheduler.value}_{digest}"
+
+
+def generate(segment: Segment, params: object, device: DeviceInfo, buffer_dtypes: dict[int, DataType]) -> KernelSource:
+    """The kernel for `segment` with `params`; raises when the params cannot run it."""
+    scheduler = scheduler_for(segment.scheduler)
+    why = scheduler.is_valid(segment, device, params)
+    if why is not None:
+        raise ExecutionError(f"{segment.name}: params {params} are invalid here: {why}")
+    name = kernel_name(segment, params)
+    args = kernel_args(segment, buffer_dtypes)
+    kind = segment.scheduler
+    if kind is SchedulerKind.POINTWISE:
+        body = emit_pointwise(segment, name, args, params)  # type: ignore[arg-type]
+    elif kind is SchedulerKind.TRANSPOSE:
+        if params.tile == 0:  # type: ignore[attr-defined]
+            body = emit_pointwise(segment, name, args, params.pointwise)  # type: ignore[attr-defined]
+        else:
+            body = emit_transpose(segment, name, args, params)  # type: ignore[arg-type]
+    else:
+        body = emit_reduction(segment, name, args, params, kind is SchedulerKind.NORMALIZATION)
+    grid, block, smem = scheduler.grid(segment, device, params)
+    if grid[2] > 65535:
+        grid = (grid[0], grid[1], 65535)
+    header = f"// tunefuse codegen {CODEGEN_VERSION}: {kind.value} kernel, params {params}\n"
+    return KernelSource(name, header + PREAMBLE + "\n" + body + "\n", tuple(args), grid, block, smem, params)

@@ -1,0 +1,238 @@
+"""Rendering a segment's expressions, offsets and arguments as CUDA C++.
+
+Sizes, strides and offsets are kernel arguments, so one binary serves every shape with the
+same kernel_key and params; only a unit stride (the innermost dim of a contiguous operand)
+and a zero stride (broadcast) are literal, as the kernel_key records them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tunefuse.codegen.math import CUDA_MATH
+from tunefuse.dtypes import DataType
+from tunefuse.indexing import Affine, Div, Mod, Var
+from tunefuse.kernel_ir import EConst, EGuard, EIndex, ELoad, EOp, EReduce, EScalar, Expr, expr_dtype
+from tunefuse.ops import OpKind
+from tunefuse.segment import Segment
+
+
+@dataclass(frozen=True, slots=True)
+class KernelArg:
+    """One kernel parameter: its C declaration and where its value comes from."""
+
+    name: str
+    ctype: str
+    kind: str  # "ptr", "extent", "offset", "coeff", "scalar"
+    ref: tuple  # ptr: (buffer,), extent: (var,), offset: (side, k), coeff: (side, k, var), scalar: (k,)
+
+
+def index_ctype(segment: Segment) -> str:
+    return "int" if segment.index_type == "int32" else "long long"
+
+
+def _offset_args(segment: Segment, side: str, k: int, offset: Affine) -> list[KernelArg]:
+    if not offset.is_affine:
+        return []
+    itype = index_ctype(segment)
+    args = [KernelArg(f"{side}{k}_o", itype, "offset", (side, k))]
+    for j, e in enumerate(segment.extents):
+        c = offset.coeff(Var(j, e))
+        if e != 1 and c not in (0, 1):
+            args.append(KernelArg(f"{side}{k}_s{j}", itype, "coeff", (side, k, j)))
+    return args
+
+
+def kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType]) -> list[KernelArg]:
+    """The parameters of a segment's kernel, in order."""
+    args: list[KernelArg] = []
+    stored = segment.stored_buffers
+    loaded = {ld.buffer for ld in segment.loads}
+    for b in segment.buffer_ids:
+        t = buffer_dtypes[b].cuda
+        if b in stored:
+            ctype = f"{t}*" if b in loaded else f"{t}* __restrict__"
+        else:
+            ctype = f"const {t}* __restrict__"
+        args.append(KernelArg(f"B{b}", ctype, "ptr", (b,)))
+    itype = index_ctype(segment)
+    args += [KernelArg(f"E{j}", itype, "extent", (j,)) for j in range(len(segment.extents))]
+    for k, ld in enumerate(segment.loads):
+        args += _offset_args(segment, "L", k, ld.offset)
+    for k, st in enumerate(segment.stores):
+        args += _offset_args(segment, "S", k, st.offset)
+    for k, sc in enumerate(segment.scalars):
+        args.append(KernelArg(f"s{k}", sc.dtype.compute.cuda, "scalar", (k,)))
+    return args
+
+
+def render_affine(offset: Affine, side: str, k: int, var_name: Callable[[int], str], itype: str) -> str:
+    """C for an offset: arguments for strides and the constant, literals for 1 and 0;
+    a non-affine offset (div/mod) renders its numbers literally."""
+    if offset.is_affine:
+        parts = [f"{side}{k}_o"]
+        for atom, c in offset.terms:
+            assert isinstance(atom, Var)
+            parts.append(var_name(atom.k) if c == 1 else f"{side}{k}_s{atom.k} * {var_name(atom.k)}")
+        return " + ".join(parts)
+    return render_literal_affine(offset, var_name, itype)
+
+
+def render_literal_affine(a: Affine, var_name: Callable[[int], str], itype: str) -> str:
+    parts = [f"({itype}){a.const}"]
+    for atom, c in a.terms:
+        if isinstance(atom, Var):
+            x = var_name(atom.k)
+        elif isinstance(atom, Div):
+            x = f"(({render_literal_affine(atom.x, var_name, itype)}) / ({itype}){atom.c})"
+        else:
+            assert isinstance(atom, Mod)
+            x = f"(({render_literal_affine(atom.x, var_name, itype)}) % ({itype}){atom.c})"
+        parts.append(x if c == 1 else f"({itype}){c} * {x}")
+    return " + ".join(parts)
+
+
+def literal(value: object, dtype: DataType) -> str:
+    if dtype.is_bool:
+        return "true" if value else "false"
+    if dtype.is_integral:
+        return f"{int(value)}LL" if dtype is DataType.Int else f"{int(value)}"
+    v = float(value)  # type: ignore[arg-type]
+    single = dtype is not DataType.Double
+    if math.isnan(v):
+        text = "__int_as_float(0x7fffffff)" if single else "__longlong_as_double(0x7ff8000000000000LL)"
+    elif math.isinf(v):
+        if single:
+            text = "__int_as_float(0x7f800000)" if v > 0 else "__int_as_float(0xff800000)"
+        else:
+            text = ("__longlong_as_double(0x7ff0000000000000LL)" if v > 0
+                    else "__longlong_as_double(0xfff0000000000000LL)")
+    else:
+        text = repr(v) + ("f" if single else "")
+        if "e" not in text and "." not in text:
+            text = text.replace("f", ".0f") if single else text + ".0"
+    if dtype in (DataType.Half, DataType.BFloat16):
+        return f"tf_cast<{dtype.cuda}>({text})"
+    return text
+
+
+class ExprRenderer:
+    """Emits SSA statements for expressions; each subexpression once per scope."""
+
+    def __init__(self, segment: Segment, load: Callable[[int], str], var_name: Callable[[int], str],
+                 reduce_value: Callable[[EReduce], str], indent: str = "  ", prefix: str = "t") -> None:
+        self.segment = segment
+        self.load = load
+        self.var_name = var_name
+        self.reduce_value = reduce_value
+        self.indent = indent
+        self.lines: list[str] = []
+        self.memo: dict[int, str] = {}
+        self.prefix = prefix
+        self.counter = [0]
+
+    def dtype(self, e: Expr) -> DataType:
+        return expr_dtype(e, self.segment.loads, self.segment.scalars)
+
+    def fresh(self) -> str:
+        self.counter[0] += 1
+        return f"{self.prefix}{self.counter[0]}"
+
+    def emit(self, line: str) -> None:
+        self.lines.append(self.indent + line)
+
+    def value(self, e: Expr) -> str:
+        key = id(e)
+        if key in self.memo:
+            return self.memo[key]
+        text = self._value(e)
+        self.memo[key] = text
+        return text
+
+    def _value(self, e: Expr) -> str:
+        if isinstance(e, ELoad):
+            return self.load(e.load)
+        if isinstance(e, EScalar):
+            sc = self.segment.scalars[e.arg]
+            return f"s{e.arg}" if sc.dtype.compute is sc.dtype else f"tf_cast<{sc.dtype.cuda}>(s{e.arg})"
+        if isinstance(e, EConst):
+            return literal(e.value, e.dtype)
+        if isinstance(e, EIndex):
+            name = self.fresh()
+            self.emit(f"const long long {name} = (long long)({render_literal_affine(e.index, self.var_name, 'long long')});")
+            return name
+        if isinstance(e, EReduce):
+            return self.reduce_value(e)
+        if isinstance(e, EOp):
+            return self._op(e)
+        if isinstance(e, EGuard):
+            return self._guard(e)
+        raise AssertionError(e)  # pragma: no cover
+
+    def _op(self, e: EOp) -> str:
+        name = self.fresh()
+        if e.op is OpKind.CAST:
+            self.emit(f"const {e.dtype.cuda} {name} = tf_cast<{e.dtype.cuda}>({self.value(e.operands[0])});")
+            return name
+        from tunefuse.elementwise import ELEMENTWISE
+
+        rule = ELEMENTWISE[e.op]
+        compute = e.operand_dtype.compute
+        operands = []
+        for k, x in enumerate(e.operands):
+            target = DataType.Bool if k < rule.first_promoted else compute
+            v = self.value(x)
+            operands.append(v if self.dtype(x) is target else f"tf_cast<{target.cuda}>({v})")
+        body = CUDA_MATH[e.op].format(*operands, T=compute.cuda)
+        result_t = DataType.Bool if e.dtype.is_bool else compute
+        if e.dtype is result_t:
+            self.emit(f"const {e.dtype.cuda} {name} = {body};")
+        else:
+            self.emit(f"const {e.dtype.cuda} {name} = tf_cast<{e.dtype.cuda}>(({result_t.cuda})({body}));")
+        return name
+
+    def _guard(self, e: EGuard) -> str:
+        name = self.fresh()
+        itype = "long long"
+        conds = " && ".join(
+            f"({render_literal_affine(idx, self.var_name, itype)} < {hi}LL)"
+            + (f" && ({render_literal_affine(idx, self.var_name, itype)} >= {lo}LL)" if lo > -(2**61) else "")
+            for idx, lo, hi in e.conditions
+        )
+        self.emit(f"{e.dtype.cuda} {name};")
+        self.emit(f"if ({conds}) {{")
+        self._branch(e.then, name, e.dtype)
+        self.emit("} else {")
+        self._branch(e.other, name, e.dtype)
+        self.emit("}")
+        return name
+
+    def _branch(self, e: Expr, target: str, dtype: DataType) -> None:
+        inner = ExprRenderer(self.segment, self.load, self.var_name, self.reduce_value, self.indent + "  ", self.prefix)
+        inner.counter = self.counter
+        inner.memo = dict(self.memo)
+        v = inner.value(e)
+        self.lines += inner.lines
+        cast = v if inner.dtype(e) is dtype else f"tf_cast<{dtype.cuda}>({v})"
+        self.lines.append(f"{self.indent}  {target} = {cast};")
+
+
+def kernel_signature(name: str, args: list[KernelArg], block: int) -> str:
+    params = ",\n    ".join(f"{a.ctype} {a.name}" for a in args)
+    return f'extern "C" __global__ void __launch_bounds__({block}) {name}(\n    {params})'
+
+
+def unravel_lines(target_vars: list[int], linear: str, extents_of: Callable[[int], str],
+                  var_name: Callable[[int], str], itype: str, indent: str) -> list[str]:
+    """C that splits `linear` into the given vars (row-major, last fastest)."""
+    lines = []
+    if not target_vars:
+        return lines
+    rem = f"{linear}_rem"
+    lines.append(f"{indent}{itype} {rem} = {linear};")
+    for j in reversed(target_vars[1:]):
+        lines.append(f"{indent}const {itype} {var_name(j)} = {rem} % {extents_of(j)}; {rem} /= {extents_of(j)};")
+    lines.append(f"{indent}const {itype} {var_name(target_vars[0])} = {rem};")
+    return lines

@@ -1,0 +1,168 @@
+"""The C++ every generated kernel starts with.
+
+No CUDA headers: `cuda_fp16.h` and `cuda_bf16.h` alone cost NVRTC over a second per
+program, so half and bfloat16 are two-byte storage structs converted with PTX `cvt` (as
+nvFuser does), and the few math overloads kernels need are defined here.
+"""
+
+PREAMBLE = r"""
+// ---- tunefuse preamble -------------------------------------------------------------
+struct __align__(2) tf_half { unsigned short x; };
+struct __align__(2) tf_bf16 { unsigned short x; };
+
+__device__ __forceinline__ float tf_h2f(tf_half h) {
+  float f; asm("{ cvt.f32.f16 %0, %1; }" : "=f"(f) : "h"(h.x)); return f;
+}
+__device__ __forceinline__ tf_half tf_f2h(float f) {
+  tf_half h; asm("{ cvt.rn.f16.f32 %0, %1; }" : "=h"(h.x) : "f"(f)); return h;
+}
+__device__ __forceinline__ float tf_b2f(tf_bf16 b) {
+  return __uint_as_float(((unsigned int)b.x) << 16);
+}
+__device__ __forceinline__ tf_bf16 tf_f2b(float f) {
+  tf_bf16 b; asm("{ cvt.rn.bf16.f32 %0, %1; }" : "=h"(b.x) : "f"(f)); return b;
+}
+
+template <typename To, typename From> struct TfCast {
+  static __device__ __forceinline__ To f(From v) { return static_cast<To>(v); }
+};
+template <typename From> struct TfCast<tf_half, From> {
+  static __device__ __forceinline__ tf_half f(From v) { return tf_f2h(static_cast<float>(v)); }
+};
+template <typename To> struct TfCast<To, tf_half> {
+  static __device__ __forceinline__ To f(tf_half v) { return static_cast<To>(tf_h2f(v)); }
+};
+template <typename From> struct TfCast<tf_bf16, From> {
+  static __device__ __forceinline__ tf_bf16 f(From v) { return tf_f2b(static_cast<float>(v)); }
+};
+template <typename To> struct TfCast<To, tf_bf16> {
+  static __device__ __forceinline__ To f(tf_bf16 v) { return static_cast<To>(tf_b2f(v)); }
+};
+template <> struct TfCast<tf_half, tf_half> {
+  static __device__ __forceinline__ tf_half f(tf_half v) { return v; }
+};
+template <> struct TfCast<tf_bf16, tf_bf16> {
+  static __device__ __forceinline__ tf_bf16 f(tf_bf16 v) { return v; }
+};
+template <> struct TfCast<tf_half, tf_bf16> {
+  static __device__ __forceinline__ tf_half f(tf_bf16 v) { return tf_f2h(tf_b2f(v)); }
+};
+template <> struct TfCast<tf_bf16, tf_half> {
+  static __device__ __forceinline__ tf_bf16 f(tf_half v) { return tf_f2b(tf_h2f(v)); }
+};
+template <> struct TfCast<bool, tf_half> {
+  static __device__ __forceinline__ bool f(tf_half v) { return tf_h2f(v) != 0.0f; }
+};
+template <> struct TfCast<bool, tf_bf16> {
+  static __device__ __forceinline__ bool f(tf_bf16 v) { return tf_b2f(v) != 0.0f; }
+};
+template <typename To, typename From> __device__ __forceinline__ To tf_cast(From v) {
+  return TfCast<To, From>::f(v);
+}
+
+#define TF_FLOAT_FN(name, ffn, dfn)                                              \
+  __device__ __forceinline__ float name(float x) { return ffn(x); }             \
+  __device__ __forceinline__ double name(double x) { return dfn(x); }
+TF_FLOAT_FN(tf_exp, expf, exp)
+TF_FLOAT_FN(tf_exp2, exp2f, exp2)
+TF_FLOAT_FN(tf_log, logf, log)
+TF_FLOAT_FN(tf_log2, log2f, log2)
+TF_FLOAT_FN(tf_log1p, log1pf, log1p)
+TF_FLOAT_FN(tf_expm1, expm1f, expm1)
+TF_FLOAT_FN(tf_sqrt, sqrtf, sqrt)
+TF_FLOAT_FN(tf_rsqrt, rsqrtf, rsqrt)
+TF_FLOAT_FN(tf_sin, sinf, sin)
+TF_FLOAT_FN(tf_cos, cosf, cos)
+TF_FLOAT_FN(tf_tan, tanf, tan)
+TF_FLOAT_FN(tf_tanh, tanhf, tanh)
+TF_FLOAT_FN(tf_erf, erff, erf)
+TF_FLOAT_FN(tf_erfc, erfcf, erfc)
+TF_FLOAT_FN(tf_floorf, floorf, floor)
+TF_FLOAT_FN(tf_ceilf, ceilf, ceil)
+TF_FLOAT_FN(tf_rintf, rintf, rint)
+TF_FLOAT_FN(tf_truncf, truncf, trunc)
+
+template <typename T> __device__ __forceinline__ T tf_floor(T x) { return x; }
+template <> __device__ __forceinline__ float tf_floor(float x) { return floorf(x); }
+template <> __device__ __forceinline__ double tf_floor(double x) { return floor(x); }
+template <typename T> __device__ __forceinline__ T tf_ceil(T x) { return x; }
+template <> __device__ __forceinline__ float tf_ceil(float x) { return ceilf(x); }
+template <> __device__ __forceinline__ double tf_ceil(double x) { return ceil(x); }
+template <typename T> __device__ __forceinline__ T tf_round(T x) { return x; }
+template <> __device__ __forceinline__ float tf_round(float x) { return rintf(x); }
+template <> __device__ __forceinline__ double tf_round(double x) { return rint(x); }
+template <typename T> __device__ __forceinline__ T tf_trunc(T x) { return x; }
+template <> __device__ __forceinline__ float tf_trunc(float x) { return truncf(x); }
+template <> __device__ __forceinline__ double tf_trunc(double x) { return trunc(x); }
+
+template <typename T> __device__ __forceinline__ T tf_abs(T x) { return x < T(0) ? -x : x; }
+template <> __device__ __forceinline__ float tf_abs(float x) { return fabsf(x); }
+template <> __device__ __forceinline__ double tf_abs(double x) { return fabs(x); }
+template <typename T> __device__ __forceinline__ T tf_sign(T x) {
+  return x > T(0) ? T(1) : (x < T(0) ? T(-1) : x);
+}
+template <typename T> __device__ __forceinline__ T tf_relu(T x) {
+  return x > T(0) ? x : (x != x ? x : T(0));
+}
+template <typename T> __device__ __forceinline__ T tf_sigmoid(T x) { return T(1) / (T(1) + tf_exp(-x)); }
+template <typename T> __device__ __forceinline__ T tf_silu(T x) { return x * tf_sigmoid(x); }
+template <typename T> __device__ __forceinline__ T tf_gelu(T x) {
+  return T(0.5) * x * (T(1) + tf_erf(x * T(0.70710678118654752440)));
+}
+template <typename T> __device__ __forceinline__ bool tf_isnan(T x) { return x != x; }
+template <typename T> __device__ __forceinline__ bool tf_isinf(T x) { return false; }
+template <> __device__ __forceinline__ bool tf_isinf(float x) { return isinf(x); }
+template <> __device__ __forceinline__ bool tf_isinf(double x) { return isinf(x); }
+template <typename T> __device__ __forceinline__ bool tf_isfinite(T x) { return true; }
+template <> __device__ __forceinline__ bool tf_isfinite(float x) { return isfinite(x); }
+template <> __device__ __forceinline__ bool tf_isfinite(double x) { return isfinite(x); }
+template <typename T> __device__ __forceinline__ T tf_bitwise_not(T x) { return ~x; }
+template <> __device__ __forceinline__ bool tf_bitwise_not(bool x) { return !x; }
+
+// NaN-propagating max/min, as torch.maximum / numpy.maximum.
+template <typename T> __device__ __forceinline__ T tf_max(T a, T b) {
+  return (a != a) ? a : ((b != b) ? b : (a > b ? a : b));
+}
+template <typename T> __device__ __forceinline__ T tf_min(T a, T b) {
+  return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
+}
+template <typename T> __device__ __forceinline__ T tf_fmod(T a, T b) { return b == T(0) ? T(0) : a % b; }
+template <> __device__ __forceinline__ float tf_fmod(float a, float b) { return fmodf(a, b); }
+template <> __device__ __forceinline__ double tf_fmod(double a, double b) { return fmod(a, b); }
+template <typename T> __device__ __forceinline__ T tf_remainder(T a, T b) {
+  T r = tf_fmod(a, b);
+  return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
+}
+template <typename T> __device__ __forceinline__ T tf_pow(T a, T b) {
+  T r = 1;
+  for (T e = b; e > 0; --e) r *= a;
+  return r;
+}
+template <> __device__ __forceinline__ float tf_pow(float a, float b) { return powf(a, b); }
+template <> __device__ __forceinline__ double tf_pow(double a, double b) { return pow(a, b); }
+__device__ __forceinline__ float tf_atan2(float a, float b) { return atan2f(a, b); }
+__device__ __forceinline__ double tf_atan2(double a, double b) { return atan2(a, b); }
+
+// Welford's running (mean, m2, count), merged across threads.
+template <typename T> struct TfWelford { T mean; T m2; T n; };
+template <typename T> __device__ __forceinline__ void tf_welford_add(TfWelford<T>& w, T x) {
+  w.n += T(1);
+  T d = x - w.mean;
+  w.mean += d / w.n;
+  w.m2 += d * (x - w.mean);
+}
+template <typename T> __device__ __forceinline__ TfWelford<T> tf_welford_merge(TfWelford<T> a, TfWelford<T> b) {
+  if (b.n == T(0)) return a;
+  if (a.n == T(0)) return b;
+  T n = a.n + b.n;
+  T d = b.mean - a.mean;
+  TfWelford<T> r;
+  r.n = n;
+  r.mean = a.mean + d * (b.n / n);
+  r.m2 = a.m2 + b.m2 + d * d * (a.n * b.n / n);
+  return r;
+}
+
+template <typename T, int N> struct __align__(sizeof(T) * N) TfVec { T v[N]; };
+// ---- end of preamble ---------------------------------------------------------------
+"""

@@ -1,0 +1,304 @@
+"""CUDA for reduction and normalization segments.
+
+One loop over output rows; for each row, one phase per reduction (in dependency order:
+softmax's sum needs its max), each phase a strided loop of the row's threads followed by a
+block reduction (warp shuffles, then shared memory); then the row's results are stored,
+and for a normalization the full-size outputs are computed from the reduced values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tunefuse.codegen.expr import ExprRenderer, KernelArg, index_ctype, kernel_signature, literal, render_affine
+from tunefuse.dtypes import DataType
+from tunefuse.indexing import Var
+from tunefuse.kernel_ir import EGuard, EOp, EReduce, Expr
+from tunefuse.ops import OpKind
+from tunefuse.segment import Segment
+
+
+@dataclass
+class _Accumulator:
+    family: str  # sum, prod, max, min, welford
+    operand: Expr
+    ctype: DataType
+    correction: int
+    index: int
+    reduces: list[EReduce]
+
+
+def _collect(e: Expr, out: list[EReduce], seen: set[int]) -> None:
+    if id(e) in seen:
+        return
+    seen.add(id(e))
+    if isinstance(e, EReduce):
+        _collect(e.operand, out, seen)
+        out.append(e)
+    elif isinstance(e, EOp):
+        for x in e.operands:
+            _collect(x, out, seen)
+    elif isinstance(e, EGuard):
+        _collect(e.then, out, seen)
+        _collect(e.other, out, seen)
+
+
+_FAMILY = {OpKind.SUM: "sum", OpKind.MEAN: "sum", OpKind.PROD: "prod", OpKind.MAX: "max",
+           OpKind.MIN: "min", OpKind.VAR: "welford", OpKind.VAR_MEAN: "welford"}
+
+
+def accumulators(segment: Segment) -> list[_Accumulator]:
+    """Distinct accumulators, operands before their users (post-order)."""
+    reduces: list[EReduce] = []
+    seen: set[int] = set()
+    for st in segment.stores:
+        _collect(st.expr, reduces, seen)
+    accs: list[_Accumulator] = []
+    by_key: dict[tuple, _Accumulator] = {}
+    for r in reduces:
+        family = _FAMILY[r.op]
+        key = (family, id(r.operand), r.correction if family == "welford" else 0)
+        if key not in by_key:
+            ctype = r.dtype.compute if r.dtype.is_floating else (
+                DataType.Int if family in ("sum", "prod") else r.dtype)
+            by_key[key] = _Accumulator(family, r.operand, ctype, r.correction, len(accs), [])
+            accs.append(by_key[key])
+        by_key[key].reduces.append(r)
+    return accs
+
+
+def _init(acc: _Accumulator) -> str:
+    t = acc.ctype
+    if acc.family == "sum":
+        return literal(0, t)
+    if acc.family == "prod":
+        return literal(1, t)
+    if acc.family == "welford":
+        return f"TfWelford<{t.cuda}>{{0, 0, 0}}"
+    big = {DataType.Int: "9223372036854775807LL", DataType.Int32: "2147483647"}
+    if t.is_floating:
+        inf = literal(float("inf"), t)
+        return f"-{inf}" if acc.family == "max" else inf
+    if t.is_bool:
+        return "false" if acc.family == "max" else "true"
+    return f"(-{big[t]} - 1)" if acc.family == "max" else big[t]
+
+
+def _combine(acc: _Accumulator, a: str, b: str) -> str:
+    t = acc.ctype.cuda
+    return {
+        "sum": f"({a} + {b})",
+        "prod": f"({a} * {b})",
+        "max": f"tf_max<{t}>({a}, {b})",
+        "min": f"tf_min<{t}>({a}, {b})",
+        "welford": f"tf_welford_merge<{t}>({a}, {b})",
+    }[acc.family]
+
+
+class _Emitter:
+    def __init__(self, segment: Segment, name: str, args: list[KernelArg], p, persistent: bool) -> None:  # noqa: ANN001
+        self.s = segment
+        self.name = name
+        self.args = args
+        self.p = p
+        self.persistent = persistent
+        self.itype = index_ctype(segment)
+        self.red = [j for j in range(len(segment.extents)) if j in segment.reduce_dims]
+        self.outer = [j for j in range(len(segment.extents)) if j not in segment.reduce_dims]
+        self.accs = accumulators(segment)
+        self.cache = persistent and getattr(p, "cache_row", False)
+        self.ept = getattr(p, "elements_per_thread", 1)
+        self.lines: list[str] = []
+        self.counter = [0]
+        self.cached_loads = [
+            k for k, ld in enumerate(segment.loads)
+            if self.cache and (not ld.offset.is_affine or any(
+                ld.offset.coeff(Var(j, segment.extents[j])) for j in self.red))
+        ]
+
+    def w(self, line: str) -> None:
+        self.lines.append(line)
+
+    def unravel(self, vars_: list[int], linear: str, indent: str) -> None:
+        if not vars_:
+            return
+        rem = f"{linear}_rem"
+        self.w(f"{indent}{self.itype} {rem} = {linear};")
+        for j in reversed(vars_[1:]):
+            self.w(f"{indent}const {self.itype} i{j} = {rem} % E{j}; {rem} /= E{j};")
+        self.w(f"{indent}const {self.itype} i{vars_[0]} = {rem};")
+
+    def load_inline(self, k: int) -> str:
+        ld = self.s.loads[k]
+        return f"B{ld.buffer}[{render_affine(ld.offset, 'L', k, lambda j: f'i{j}', self.itype)}]"
+
+    def renderer(self, indent: str, element_cached: bool) -> ExprRenderer:
+        def load(k: int) -> str:
+            if element_cached and k in self.cached_loads:
+                return f"cl{k}[e]"
+            return self.load_inline(k)
+
+        def reduce_value(e: EReduce) -> str:
+            for acc in self.accs:
+                for r in acc.reduces:
+                    if r is e or r == e:
+                        return f"red{acc.index}_{acc.reduces.index(r)}"
+            raise AssertionError("reduce not found")  # pragma: no cover
+
+        r = ExprRenderer(self.s, load, lambda j: f"i{j}", reduce_value, indent=indent, prefix="t")
+        r.counter = self.counter
+        return r
+
+    def element_loop(self, body, indent: str) -> None:  # noqa: ANN001 - body(indent, cached)
+        """Runs body for each of this thread's elements of the current row."""
+        tr_step = self.p.threads_r
+        if self.cache:
+            self.w(f"{indent}#pragma unroll")
+            self.w(f"{indent}for (int e = 0; e < {self.ept}; ++e) {{")
+            self.w(f"{indent}  const {self.itype} r = ({self.itype})tr + ({self.itype})e * {tr_step};")
+            self.w(f"{indent}  if (row_ok && r < n_red) {{")
+            self.unravel(self.red, "r", indent + "    ")
+            body(indent + "    ", True)
+            self.w(f"{indent}  }}")
+            self.w(f"{indent}}}")
+        else:
+            self.w(f"{indent}for ({self.itype} r = tr; row_ok && r < n_red; r += {tr_step}) {{")
+            self.unravel(self.red, "r", indent + "  ")
+            body(indent + "  ", False)
+            self.w(f"{indent}}}")
+
+    def block_reduce(self, acc: _Accumulator, indent: str) -> None:
+        t = acc.ctype.cuda
+        fields = ["mean", "m2", "n"] if acc.family == "welford" else [None]
+        tr_n = self.p.threads_r
+        rows = self.p.rows_per_block
+        shuffle = self.p.inner and tr_n >= 32
+        lanes = tr_n // 32 if shuffle else tr_n
+        a = f"acc{acc.index}"
+        if shuffle:
+            self.w(f"{indent}#pragma unroll")
+            self.w(f"{indent}for (int off = 16; off > 0; off >>= 1) {{")
+            if acc.family == "welford":
+                self.w(f"{indent}  TfWelford<{t}> other;")
+                for f_ in fields:
+                    self.w(f"{indent}  other.{f_} = __shfl_xor_sync(0xffffffffu, {a}.{f_}, off);")
+            else:
+                self.w(f"{indent}  const {t} other = __shfl_xor_sync(0xffffffffu, {a}, off);")
+            self.w(f"{indent}  {a} = {_combine(acc, a, 'other')};")
+            self.w(f"{indent}}}")
+        if lanes > 1 or not shuffle:
+            slot = "(tr >> 5)" if shuffle else "tr"
+            for f_ in fields:
+                sfx = f"_{f_}" if f_ else ""
+                self.w(f"{indent}__shared__ {t} sm{acc.index}{sfx}[{rows * lanes}];")
+            cond = "(tr & 31) == 0" if shuffle else "true"
+            self.w(f"{indent}if ({cond}) {{")
+            for f_ in fields:
+                sfx, dot = (f"_{f_}", f".{f_}") if f_ else ("", "")
+                self.w(f"{indent}  sm{acc.index}{sfx}[to * {lanes} + {slot}] = {a}{dot};")
+            self.w(f"{indent}}}")
+            self.w(f"{indent}__syncthreads();")
+            self.w(f"{indent}for (int s = {lanes // 2 if lanes > 1 else 0}; s > 0; s >>= 1) {{")
+            self.w(f"{indent}  if (({'(tr & 31) == 0 && ' if shuffle else ''}{slot} < s)) {{")
+            if acc.family == "welford":
+                self.w(f"{indent}    TfWelford<{t}> x{{sm{acc.index}_mean[to * {lanes} + {slot}], sm{acc.index}_m2[to * {lanes} + {slot}], sm{acc.index}_n[to * {lanes} + {slot}]}};")
+                self.w(f"{indent}    TfWelford<{t}> y{{sm{acc.index}_mean[to * {lanes} + {slot} + s], sm{acc.index}_m2[to * {lanes} + {slot} + s], sm{acc.index}_n[to * {lanes} + {slot} + s]}};")
+                self.w(f"{indent}    TfWelford<{t}> z = tf_welford_merge<{t}>(x, y);")
+                for f_ in fields:
+                    self.w(f"{indent}    sm{acc.index}_{f_}[to * {lanes} + {slot}] = z.{f_};")
+            else:
+                cell = f"sm{acc.index}[to * {lanes} + {slot}]"
+                self.w(f"{indent}    {cell} = {_combine(acc, cell, f'sm{acc.index}[to * {lanes} + {slot} + s]')};")
+            self.w(f"{indent}  }}")
+            self.w(f"{indent}  __syncthreads();")
+            self.w(f"{indent}}}")
+            for f_ in fields:
+                sfx, dot = (f"_{f_}", f".{f_}") if f_ else ("", "")
+                self.w(f"{indent}{a}{dot} = sm{acc.index}{sfx}[to * {lanes}];")
+            self.w(f"{indent}__syncthreads();")
+
+    def finalize(self, acc: _Accumulator, indent: str) -> None:
+        t = acc.ctype.cuda
+        a = f"acc{acc.index}"
+        for k, r in enumerate(acc.reduces):
+            if r.op in (OpKind.SUM, OpKind.PROD, OpKind.MAX, OpKind.MIN):
+                value = a
+            elif r.op is OpKind.MEAN:
+                value = f"({a} / ({t})n_red)"
+            elif r.op is OpKind.VAR_MEAN and r.output == 1:
+                value = f"{a}.mean"
+            else:
+                value = f"({a}.m2 / ({t})(n_red > {r.correction} ? n_red - {r.correction} : 0))"
+            self.w(f"{indent}const {r.dtype.cuda} red{acc.index}_{k} = tf_cast<{r.dtype.cuda}>(({t})({value}));")
+
+    def emit(self) -> str:
+        s, p, it = self.s, self.p, self.itype
+        block = p.threads_r * p.rows_per_block
+        self.w(kernel_signature(self.name, self.args, block) + " {")
+        n_out = " * ".join(f"({it})E{j}" for j in self.outer) or f"({it})1"
+        n_red = " * ".join(f"({it})E{j}" for j in self.red) or f"({it})1"
+        self.w(f"  const {it} n_out = {n_out};")
+        self.w(f"  const {it} n_red = {n_red};")
+        if p.inner:
+            self.w("  const int tr = threadIdx.x; const int to = threadIdx.y;")
+        else:
+            self.w("  const int to = threadIdx.x; const int tr = threadIdx.y;")
+        self.w(f"  for ({it} row_base = ({it})blockIdx.x * {p.rows_per_block}; row_base < n_out; row_base += ({it})gridDim.x * {p.rows_per_block}) {{")
+        self.w(f"    const {it} row = row_base + to;")
+        self.w("    const bool row_ok = row < n_out;")
+        self.w(f"    const {it} rowc = row_ok ? row : 0;")
+        self.unravel(self.outer, "rowc", "    ")
+        for k in self.cached_loads:
+            ld = s.loads[k]
+            self.w(f"    {ld.dtype.cuda} cl{k}[{self.ept}];")
+        if self.cached_loads:
+            def fill(indent: str, cached: bool) -> None:
+                for k in self.cached_loads:
+                    self.w(f"{indent}cl{k}[e] = {self.load_inline(k)};")
+            self.element_loop(fill, "    ")
+        for acc in self.accs:
+            self.w(f"    {'TfWelford<' + acc.ctype.cuda + '>' if acc.family == 'welford' else acc.ctype.cuda} acc{acc.index} = {_init(acc)};")
+
+            def accumulate(indent: str, cached: bool, acc=acc) -> None:  # noqa: ANN001
+                r = self.renderer(indent, cached)
+                v = r.value(acc.operand)
+                self.lines.extend(r.lines)
+                x = v if r.dtype(acc.operand) is acc.ctype else f"tf_cast<{acc.ctype.cuda}>({v})"
+                if acc.family == "welford":
+                    self.w(f"{indent}tf_welford_add<{acc.ctype.cuda}>(acc{acc.index}, {x});")
+                else:
+                    self.w(f"{indent}acc{acc.index} = {_combine(acc, f'acc{acc.index}', x)};")
+
+            self.element_loop(accumulate, "    ")
+            self.block_reduce(acc, "    ")
+            self.finalize(acc, "    ")
+        reduced = [(k, st) for k, st in enumerate(s.stores) if st.reduced]
+        full = [(k, st) for k, st in enumerate(s.stores) if not st.reduced]
+        if reduced:
+            self.w("    if (row_ok && tr == 0) {")
+            for j in self.red:
+                self.w(f"      const {it} i{j} = 0;")
+            r = self.renderer("      ", False)
+            for k, st in reduced:
+                v = r.value(st.expr)
+                cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
+                r.emit(f"B{st.buffer}[{render_affine(st.offset, 'S', k, lambda j: f'i{j}', it)}] = {cast};")
+            self.lines += r.lines
+            self.w("    }")
+        if full:
+            def store(indent: str, cached: bool) -> None:
+                r = self.renderer(indent, cached)
+                for k, st in full:
+                    v = r.value(st.expr)
+                    cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
+                    r.emit(f"B{st.buffer}[{render_affine(st.offset, 'S', k, lambda j: f'i{j}', it)}] = {cast};")
+                self.lines.extend(r.lines)
+
+            self.element_loop(store, "    ")
+        self.w("  }")
+        self.w("}")
+        return "\n".join(self.lines)
+
+
+def emit_reduction(segment: Segment, name: str, args: list[KernelArg], p, persistent: bool) -> str:  # noqa: ANN001
+    return _Emitter(segment, name, args, p, persistent).emit()

@@ -1,0 +1,70 @@
+"""NVRTC through `cuda.core.Program`: CUDA C++ -> cubin for an exact `sm_XX`.
+
+A pure function of (source, arch, options), memoized in-process; the persistent cache
+stores its output by the sha256 of the same triple.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import time
+from dataclasses import dataclass
+
+from tunefuse.errors import ExecutionError
+
+COMPILE_OPTIONS = ("-std=c++17", "--use_fast_math=false", "-default-device")
+
+
+class CompileError(ExecutionError):
+    """NVRTC rejected a generated kernel; carries the source and the log."""
+
+    def __init__(self, message: str, source: str, log: str) -> None:
+        super().__init__(f"{message}\n--- NVRTC log ---\n{log}\n--- source ---\n{source}")
+        self.source = source
+        self.log = log
+
+
+@dataclass(frozen=True)
+class CompiledKernel:
+    name: str
+    arch: str
+    cubin: bytes
+    nvrtc_version: str
+    options: tuple[str, ...]
+    compile_ms: float
+    log: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.cubin).hexdigest()
+
+
+@functools.cache
+def nvrtc_version() -> str:
+    from cuda.bindings import nvrtc
+
+    err, major, minor = nvrtc.nvrtcVersion()
+    return f"{major}.{minor}"
+
+
+def source_key(source: str, arch: str, options: tuple[str, ...] = ()) -> str:
+    """What a binary is stored under: everything that decides its bytes."""
+    text = "\0".join([source, arch, nvrtc_version(), *options])
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=4096)
+def compile_kernel(source: str, name: str, arch: str) -> CompiledKernel:
+    """Compile `source` for `arch` (e.g. "sm_90") to a cubin; raises CompileError."""
+    from cuda.core import Program, ProgramOptions
+
+    start = time.perf_counter()
+    options = ProgramOptions(arch=arch, std="c++17", use_fast_math=False)
+    try:
+        program = Program(source, "c++", options)
+        obj = program.compile("cubin", logs=None)
+    except Exception as e:  # noqa: BLE001 - NVRTC reports through exceptions with the log
+        raise CompileError(f"NVRTC could not compile kernel {name} for {arch}: {e}", source, str(e)) from None
+    elapsed = (time.perf_counter() - start) * 1000
+    return CompiledKernel(name, arch, bytes(obj.code), nvrtc_version(), COMPILE_OPTIONS, elapsed, "")

@@ -1,0 +1,1 @@
+"""Device, streams, arrays and the executor: everything that touches the GPU."""

@@ -1,0 +1,75 @@
+"""The CUDA device as tunefuse sees it: cuda.core's Device, its properties as DeviceInfo,
+loaded kernels, and allocation. Opened at the first execute, never at import."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+from tunefuse.device_info import DeviceInfo
+from tunefuse.errors import ExecutionError
+
+
+@dataclass(frozen=True)
+class _ForeignStream:
+    """A stream handle from another framework (torch), in cuda.core's protocol."""
+
+    handle: int
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self.handle)
+
+
+class Runtime:
+    def __init__(self, index: int) -> None:
+        try:
+            from cuda.core import Device
+
+            self.device = Device(index)
+            self.device.set_current()
+        except Exception as e:  # noqa: BLE001 - any driver failure means no usable GPU
+            raise ExecutionError(
+                f"no usable CUDA device {index}: {e}. tunefuse needs an NVIDIA GPU and a driver "
+                "for CUDA 12 or newer to execute fusions (plans and compilation work without one)"
+            ) from None
+        props = self.device.properties
+        cc = self.device.compute_capability
+        self.info = DeviceInfo(
+            name=self.device.name,
+            compute_capability=(int(cc.major), int(cc.minor)),
+            sm_count=int(props.multiprocessor_count),
+            max_threads_per_block=int(props.max_threads_per_block),
+            shared_per_block=int(props.max_shared_memory_per_block),
+            l2_bytes=int(getattr(props, "l2_cache_size", 50 * 1024 * 1024)),
+        )
+        self.default_stream = self.device.default_stream
+        self._kernels: dict[str, object] = {}
+        self._streams: dict[int, object] = {}
+
+    def kernel(self, name: str, cubin: bytes) -> object:
+        """The loaded kernel `name` from `cubin` (each module loaded once)."""
+        k = self._kernels.get(name)
+        if k is None:
+            from cuda.core import ObjectCode
+
+            k = ObjectCode.from_cubin(cubin).get_kernel(name)
+            self._kernels[name] = k
+        return k
+
+    def stream_for(self, handle: int | None) -> object:
+        """cuda.core Stream for a foreign handle (None: tunefuse's default stream)."""
+        if handle is None:
+            return self.default_stream
+        s = self._streams.get(handle)
+        if s is None:
+            s = self.device.create_stream(_ForeignStream(handle))
+            self._streams[handle] = s
+        return s
+
+    def allocate(self, nbytes: int, stream: object) -> object:
+        return self.device.allocate(max(nbytes, 1), stream=stream)
+
+
+@functools.cache
+def runtime(index: int = 0) -> Runtime:
+    return Runtime(index)

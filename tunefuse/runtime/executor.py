@@ -1,0 +1,323 @@
+"""The executor: signature -> plan (cached in memory) -> kernels -> launch.
+
+The repeat call is the hot path: one signature, one dict lookup, one launch per kernel,
+with every size and stride argument packed when the plan was made.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tunefuse.arrays import Device, framework_of
+from tunefuse.codegen import KernelSource, generate
+from tunefuse.compiler import compile_kernel
+from tunefuse.dtypes import DataType
+from tunefuse.errors import ExecutionError
+from tunefuse.kernel_ir import BufferKind
+from tunefuse.plan import Plan, out_signature, plan_for
+from tunefuse.reference import eval_node
+from tunefuse.runtime.device import Runtime, runtime
+from tunefuse.runtime.device_array import DeviceArray
+from tunefuse.runtime.transfer import host_to_device
+from tunefuse.schedulers import scheduler_for
+from tunefuse.segment import Segment
+from tunefuse.signature import FusionInputs, bind_inputs
+
+_NP_SCALAR = {
+    DataType.Double: np.float64, DataType.Float: np.float32, DataType.Int: np.int64,
+    DataType.Int32: np.int32, DataType.Bool: np.bool_,
+}
+
+
+@dataclass
+class LaunchRecipe:
+    segment: Segment
+    source: KernelSource
+    kernel: object
+    config: object
+    args: list  # static values; None where a pointer or scalar goes
+    pointer_slots: list[tuple[int, int]]  # (arg position, buffer id)
+    scalar_slots: list[tuple[int, int, Any]]  # (arg position, fusion value id, numpy type)
+    compile_ms: float
+    compiled: bool  # False when the binary came from a cache
+
+
+@dataclass
+class ExecutablePlan:
+    plan: Plan
+    recipes: list[LaunchRecipe]
+
+
+def _static_args(segment: Segment, source: KernelSource) -> tuple[list, list, list]:
+    itype = np.int32 if segment.index_type == "int32" else np.int64
+    values: list = []
+    pointers: list[tuple[int, int]] = []
+    scalars: list[tuple[int, int, Any]] = []
+    for pos, arg in enumerate(source.args):
+        if arg.kind == "ptr":
+            values.append(None)
+            pointers.append((pos, arg.ref[0]))
+        elif arg.kind == "extent":
+            values.append(itype(segment.extents[arg.ref[0]]))
+        elif arg.kind in ("offset", "coeff"):
+            side, k = arg.ref[0], arg.ref[1]
+            offset = segment.loads[k].offset if side == "L" else segment.stores[k].offset
+            if arg.kind == "offset":
+                values.append(itype(offset.const))
+            else:
+                from tunefuse.indexing import Var
+
+                j = arg.ref[2]
+                values.append(itype(offset.coeff(Var(j, segment.extents[j]))))
+        else:
+            sc = segment.scalars[arg.ref[0]]
+            values.append(None)
+            scalars.append((pos, sc.value, _NP_SCALAR[sc.dtype.compute]))
+    return values, pointers, scalars
+
+
+class Executor:
+    """Runs one fusion; keeps its plans by input signature."""
+
+    def __init__(self, fusion, params_source=None) -> None:  # noqa: ANN001
+        self.fusion = fusion
+        self.inputs = FusionInputs(fusion)
+        self.plans: dict[tuple, ExecutablePlan] = {}
+        self.params_source = params_source
+        self.lock = threading.Lock()
+        self.compiles = 0
+
+    # -- planning ----------------------------------------------------------------------
+    def prepare(self, plan: Plan, rt: Runtime) -> ExecutablePlan:
+        from cuda.core import LaunchConfig
+
+        dtypes = {b.id: b.dtype for b in plan.buffers}
+        recipes = []
+        for seg in plan.segments:
+            params = self.choose_params(seg, rt)
+            source = generate(seg, params, rt.info, dtypes)
+            compiled = compile_kernel(source.source, source.name, rt.info.arch)
+            self.compiles += 1
+            kernel = rt.kernel(source.name, compiled.cubin)
+            config = LaunchConfig(grid=source.grid, block=source.block, shmem_size=source.shared_bytes)
+            values, pointers, scalars = _static_args(seg, source)
+            recipes.append(LaunchRecipe(seg, source, kernel, config, values, pointers, scalars,
+                                        compiled.compile_ms, True))
+        return ExecutablePlan(plan, recipes)
+
+    def choose_params(self, segment: Segment, rt: Runtime) -> object:
+        scheduler = scheduler_for(segment.scheduler)
+        if self.params_source is not None:
+            params = self.params_source(segment, rt.info)
+            if params is not None and scheduler.is_valid(segment, rt.info, params) is None:
+                return params
+        return scheduler.default_params(segment, rt.info)
+
+    # -- running -----------------------------------------------------------------------
+    def run(self, inputs: Sequence[object], out: Sequence[object] | None = None) -> list:
+        bound = bind_inputs(self.fusion, inputs, self.inputs)
+        out_sig = out_signature(out)
+        key = (bound.signature, out_sig)
+        device_index = next((a.device_index for a in bound.arrays.values() if a.device is Device.CUDA), 0)
+        rt = runtime(device_index)
+        exe = self.plans.get(key)
+        if exe is None:
+            with self.lock:
+                exe = self.plans.get(key)
+                if exe is None:
+                    exe = self.prepare(plan_for(self.fusion, bound, out_sig), rt)
+                    self.plans[key] = exe
+        return _launch(exe, bound, inputs, out, rt)
+
+
+def _framework(inputs: Sequence[object]) -> str:
+    kinds = {framework_of(x) for x in inputs}
+    if "torch" in kinds:
+        return "torch"
+    if "cupy" in kinds:
+        return "cupy"
+    return "tunefuse"
+
+
+def _stream_handle(framework: str, device_index: int) -> int | None:
+    if framework == "torch":
+        import torch
+
+        return int(torch.cuda.current_stream(device_index).cuda_stream)
+    if framework == "cupy":
+        import cupy
+
+        return int(cupy.cuda.get_current_stream().ptr)
+    return None
+
+
+class _Allocation:
+    """A buffer's device memory and how to hand it back as an array."""
+
+    def __init__(self, ptr: int, owner: object) -> None:
+        self.ptr = ptr
+        self.owner = owner
+
+
+def _allocate(framework: str, nbytes: int, dtype: DataType, rt: Runtime, stream: object, device_index: int) -> _Allocation:
+    if framework == "torch":
+        import torch
+
+        t = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=f"cuda:{device_index}")
+        return _Allocation(int(t.data_ptr()), t)
+    if framework == "cupy":
+        import cupy
+
+        a = cupy.empty(max(nbytes, 1), dtype=cupy.uint8)
+        return _Allocation(int(a.data.ptr), a)
+    buf = rt.allocate(nbytes, stream)
+    return _Allocation(int(buf.handle), buf)  # type: ignore[attr-defined]
+
+
+def _as_array(framework: str, alloc: _Allocation, dtype: DataType, shape, strides, offset: int, stream) -> object:  # noqa: ANN001
+    if framework == "torch":
+        import torch
+
+        tdtype = {
+            DataType.Double: torch.float64, DataType.Float: torch.float32, DataType.Half: torch.float16,
+            DataType.BFloat16: torch.bfloat16, DataType.Int: torch.int64, DataType.Int32: torch.int32,
+            DataType.Bool: torch.bool,
+        }[dtype]
+        base = alloc.owner.view(tdtype) if isinstance(alloc.owner, torch.Tensor) and alloc.owner.dtype == torch.uint8 else alloc.owner
+        return torch.as_strided(base, tuple(shape), tuple(strides), offset)
+    if framework == "cupy" and dtype is not DataType.BFloat16:
+        import cupy
+
+        mem = alloc.owner.data if isinstance(alloc.owner, cupy.ndarray) else alloc.owner
+        return cupy.ndarray(tuple(shape), dtype=dtype.numpy, memptr=mem + offset * dtype.itemsize,
+                            strides=tuple(s * dtype.itemsize for s in strides))
+    return DeviceArray(alloc.owner, tuple(shape), dtype, tuple(strides), offset, stream)
+
+
+def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runtime) -> list:  # noqa: ANN001
+    from cuda.core import launch
+
+    plan = exe.plan
+    framework = _framework(inputs)
+    device_index = next((a.device_index for a in bound.arrays.values() if a.device is Device.CUDA), 0)
+    stream = rt.stream_for(_stream_handle(framework, device_index))
+    stream_handle = int(stream.handle)  # type: ignore[attr-defined]
+    host_inputs = all(a.device is Device.CPU for a in bound.arrays.values()) and bool(bound.arrays)
+    pointers: dict[int, int] = {}
+    allocations: dict[int, _Allocation] = {}
+    copy_back: list[tuple[int, np.ndarray]] = []
+    for buf in plan.buffers:
+        nbytes = buf.numel * buf.dtype.itemsize
+        if buf.kind is BufferKind.INPUT:
+            info = bound.arrays[buf.value]
+            if info.device is Device.CPU:
+                alloc = _allocate("tunefuse", nbytes, buf.dtype, rt, stream, device_index)
+                host_to_device(np.asarray(inputs[buf.input_index]), alloc.ptr, stream_handle)
+                allocations[buf.id] = alloc
+                pointers[buf.id] = alloc.ptr
+                if any(b.buffer == buf.id and not b.returned for b in plan.outputs):
+                    copy_back.append((buf.id, inputs[buf.input_index]))  # type: ignore[arg-type]
+            else:
+                pointers[buf.id] = info.data_ptr
+        elif buf.out_index is not None:
+            target = out[buf.out_index]  # type: ignore[index]
+            if isinstance(target, np.ndarray):
+                alloc = _allocate("tunefuse", nbytes, buf.dtype, rt, stream, device_index)
+                allocations[buf.id] = alloc
+                pointers[buf.id] = alloc.ptr
+                copy_back.append((buf.id, target))
+            else:
+                from tunefuse.arrays import describe_array
+
+                pointers[buf.id] = describe_array(target).data_ptr
+        else:
+            kind = framework if buf.kind is BufferKind.OUTPUT else "tunefuse"
+            alloc = _allocate(kind, nbytes, buf.dtype, rt, stream, device_index)
+            allocations[buf.id] = alloc
+            pointers[buf.id] = alloc.ptr
+    host = dict(plan.fixed_scalars)
+    host.update(bound.scalars)
+    for node in plan.host_scalar_nodes:
+        env = {v: np.asarray(host[v]) for v in node.inputs}
+        for v, r in zip(node.outputs, eval_node(plan.fusion, node, env)):
+            host[v] = r.item()
+    for recipe in exe.recipes:
+        if recipe.segment.numel == 0:
+            continue
+        args = list(recipe.args)
+        for pos, buffer_id in recipe.pointer_slots:
+            args[pos] = np.uint64(pointers[buffer_id])
+        for pos, value, np_type in recipe.scalar_slots:
+            args[pos] = np_type(host[value])
+        try:
+            launch(stream, recipe.config, recipe.kernel, *args)
+        except Exception as e:  # noqa: BLE001
+            raise ExecutionError(f"launch of {recipe.source.name} ({recipe.segment.name}) failed: {e}") from e
+    results = []
+    for binding in plan.outputs:
+        if not binding.returned:
+            continue
+        buf = plan.buffers[binding.buffer]
+        if buf.out_index is not None:
+            results.append(out[buf.out_index])  # type: ignore[index]
+            continue
+        if buf.kind is BufferKind.INPUT and bound.arrays[buf.value].device is not Device.CPU:
+            alloc = _Allocation(pointers[buf.id], inputs[buf.input_index])
+            results.append(_alias_of_input(inputs[buf.input_index], binding.view, buf.dtype))
+            continue
+        alloc = allocations[buf.id]
+        fw = framework if buf.kind is BufferKind.OUTPUT else "tunefuse"
+        results.append(_as_array(fw, alloc, buf.dtype, binding.view.shape, binding.view.strides, binding.view.offset, stream))
+    if copy_back or host_inputs:
+        stream.sync()  # type: ignore[attr-defined]
+    for buffer_id, target in copy_back:
+        buf = plan.buffers[buffer_id]
+        data = DeviceArray(allocations[buffer_id].owner, buf.shape, buf.dtype, buf.strides).numpy()
+        target[...] = data
+    if host_inputs:
+        results = [r if isinstance(r, np.ndarray) else r.numpy() if hasattr(r, "numpy") else r for r in results]
+    return results
+
+
+def _alias_of_input(array: object, view, dtype: DataType) -> object:  # noqa: ANN001
+    """An output that is a view of a device input: a view of the caller's own array."""
+    fw = framework_of(array)
+    if fw == "torch":
+        import torch
+
+        return torch.as_strided(array, tuple(view.shape), tuple(view.strides),
+                                array.storage_offset() + view.offset)  # type: ignore[attr-defined]
+    if fw == "cupy" and dtype is not DataType.BFloat16:
+        import cupy
+
+        return cupy.ndarray(tuple(view.shape), dtype=dtype.numpy,
+                            memptr=array.data + view.offset * dtype.itemsize,  # type: ignore[attr-defined]
+                            strides=tuple(s * dtype.itemsize for s in view.strides))
+    info_ptr = array.__cuda_array_interface__["data"][0]  # type: ignore[attr-defined]
+    return DeviceArray(_RawOwner(info_ptr, array), tuple(view.shape), dtype, tuple(view.strides), view.offset)
+
+
+class _RawOwner:
+    """A raw pointer that keeps its owner alive (for DeviceArray views of foreign memory)."""
+
+    def __init__(self, ptr: int, owner: object) -> None:
+        self.handle = ptr
+        self.owner = owner
+
+
+
+def execute(fd, inputs: Sequence[object], out: Sequence[object] | None = None, **options: Any) -> list:  # noqa: ANN001
+    """`fd.execute(inputs, out=None)`: run the fusion, return its outputs."""
+    if options:
+        unknown = sorted(options)
+        raise ExecutionError(f"execute: unknown options {unknown}")
+    executor = fd._runner
+    if executor is None:
+        executor = Executor(fd.fusion)
+        fd._runner = executor
+    return executor.run(inputs, out)

@@ -1,0 +1,56 @@
+"""Pointwise scheduler: a grid-stride loop over the collapsed iteration space, each thread
+taking `unroll` groups of `vector` consecutive innermost elements."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import optuna
+
+from tunefuse.device_info import DeviceInfo
+from tunefuse.schedulers.common import max_vector
+from tunefuse.segment import Segment
+
+
+@dataclass(frozen=True, slots=True)
+class Params:
+    block_size: int = 128
+    vector: int = 1
+    unroll: int = 1
+    blocks_per_sm: int = 8  # grid cap in waves: blocks_per_sm * SM count
+
+
+def default_params(segment: Segment, device: DeviceInfo) -> Params:
+    vector = max_vector(segment)
+    # 16-byte accesses when allowed; enough blocks to fill the GPU several times.
+    numel = segment.numel
+    unroll = 2 if numel // max(vector, 1) >= device.sm_count * 2048 * 4 else 1
+    return Params(block_size=128, vector=vector, unroll=unroll, blocks_per_sm=16)
+
+
+def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
+    """None when `p` can run `segment` correctly on `device`, else why not."""
+    if p.block_size not in (32, 64, 128, 256, 512, 1024) or p.block_size > device.max_threads_per_block:
+        return f"block_size {p.block_size}"
+    if p.vector < 1 or max_vector(segment) % p.vector:
+        return f"vector {p.vector} (at most {max_vector(segment)} here)"
+    if p.unroll not in (1, 2, 4, 8) or p.blocks_per_sm < 1:
+        return "unroll / blocks_per_sm"
+    return None
+
+
+def search_space(segment: Segment, device: DeviceInfo) -> dict[str, optuna.distributions.BaseDistribution]:
+    vectors = [v for v in (1, 2, 4, 8, 16) if max_vector(segment) % v == 0]
+    return {
+        "block_size": optuna.distributions.CategoricalDistribution([64, 128, 256, 512, 1024]),
+        "vector": optuna.distributions.CategoricalDistribution(vectors),
+        "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
+        "blocks_per_sm": optuna.distributions.CategoricalDistribution([2, 4, 8, 16, 32]),
+    }
+
+
+def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    groups = segment.numel // p.vector
+    per_block = p.block_size * p.unroll
+    blocks = max(1, min(-(-groups // per_block), p.blocks_per_sm * device.sm_count))
+    return (blocks, 1, 1), (p.block_size, 1, 1), 0

@@ -1,0 +1,87 @@
+"""Reduction scheduler: each output row is reduced by `threads_r` cooperating threads
+(shared-memory tree, warp shuffles for the last 32 lanes), `rows_per_block` rows a block.
+
+`inner` layouts put the cooperating threads along threadIdx.x (reduced dims contiguous);
+`outer` layouts put the outputs along threadIdx.x (reduced dims strided, e.g. column sums)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import optuna
+
+from tunefuse.device_info import DeviceInfo
+from tunefuse.schedulers.common import coeff
+from tunefuse.segment import Segment
+
+
+@dataclass(frozen=True, slots=True)
+class Params:
+    threads_r: int = 128
+    rows_per_block: int = 1
+    inner: bool = True
+    blocks_per_sm: int = 32
+
+
+def reduced_is_contiguous(segment: Segment) -> bool:
+    """True when the loads are unit-stride along the innermost reduced dim."""
+    if not segment.reduce_dims:
+        return False
+    r = segment.reduce_dims[-1]
+    units = [coeff(ld.offset, segment, r) == 1 for ld in segment.loads if ld.offset.is_affine]
+    return bool(units) and any(units)
+
+
+def sizes(segment: Segment) -> tuple[int, int]:
+    n_out = n_red = 1
+    for j, e in enumerate(segment.extents):
+        if j in segment.reduce_dims:
+            n_red *= e
+        else:
+            n_out *= e
+    return n_out, n_red
+
+
+def default_params(segment: Segment, device: DeviceInfo) -> Params:
+    n_out, n_red = sizes(segment)
+    if reduced_is_contiguous(segment):
+        threads_r = 32
+        while threads_r < 512 and threads_r * 8 < n_red:
+            threads_r *= 2
+        rows = max(1, min(256 // threads_r, 8))
+        return Params(threads_r, rows, True, 32)
+    # Strided reductions: outputs along x for coalescing, a few threads along the reduction.
+    threads_r = 1
+    while threads_r < 16 and threads_r * 64 < n_red and n_out < device.sm_count * 256:
+        threads_r *= 2
+    return Params(threads_r, 32 if n_out >= 32 else 8, False, 32)
+
+
+def block_threads(p: Params) -> int:
+    return p.threads_r * p.rows_per_block
+
+
+def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
+    if p.threads_r < 1 or p.threads_r & (p.threads_r - 1):
+        return f"threads_r {p.threads_r} is not a power of two"
+    if p.rows_per_block < 1 or block_threads(p) > device.max_threads_per_block or block_threads(p) < 1:
+        return f"{block_threads(p)} threads a block"
+    if p.inner and p.threads_r < 32 and p.threads_r * p.rows_per_block % 32 and p.rows_per_block > 1:
+        return "rows of an inner reduction must fill warps"
+    return None
+
+
+def search_space(segment: Segment, device: DeviceInfo) -> dict[str, optuna.distributions.BaseDistribution]:
+    return {
+        "threads_r": optuna.distributions.CategoricalDistribution([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]),
+        "rows_per_block": optuna.distributions.CategoricalDistribution([1, 2, 4, 8, 16, 32, 64]),
+        "inner": optuna.distributions.CategoricalDistribution([True, False]),
+        "blocks_per_sm": optuna.distributions.CategoricalDistribution([4, 8, 16, 32, 64]),
+    }
+
+
+def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    n_out, _ = sizes(segment)
+    blocks = max(1, min(-(-n_out // p.rows_per_block), p.blocks_per_sm * device.sm_count))
+    block = (p.threads_r, p.rows_per_block, 1) if p.inner else (p.rows_per_block, p.threads_r, 1)
+    return (blocks, 1, 1), block, 0
