@@ -165,6 +165,7 @@ class _Allocation:
 
 
 def _allocate(framework: str, nbytes: int, dtype: DataType, rt: Runtime, stream: object, device_index: int) -> _Allocation:
+    nbytes = max(nbytes, dtype.itemsize)  # empty tensors still get a valid (typed) pointer
     if framework == "torch":
         import torch
 
