@@ -54,6 +54,11 @@ class FusionInputs:
         self.input_ids = fusion.inputs
 
     @cached_property
+    def shape_scalar_positions(self) -> frozenset[int]:
+        """Positions (in the input list) of the scalar inputs that decide shapes."""
+        return frozenset(k for k, vid in enumerate(self.input_ids) if vid in self.shape_scalars)
+
+    @cached_property
     def shape_scalars(self) -> frozenset[int]:
         """Scalar inputs whose value reaches a shape entry (through scalar arithmetic too)."""
         f = self.fusion

@@ -24,7 +24,7 @@ class _Accumulator:
     operand: Expr
     ctype: DataType
     correction: int
-    index: int
+    index: int | str
     reduces: list[EReduce]
 
 
@@ -108,6 +108,13 @@ class _Emitter:
         self.accs = accumulators(segment)
         self.cache = persistent and getattr(p, "cache_row", False)
         self.ept = getattr(p, "elements_per_thread", 1)
+        self.vec = getattr(p, "vector", 1)
+        last = len(segment.extents) - 1
+        self.vec_loads = {
+            k for k, ld in enumerate(segment.loads)
+            if self.vec > 1 and ld.offset.is_affine and last in self.red
+            and ld.offset.coeff(Var(last, segment.extents[last])) == 1
+        }
         self.lines: list[str] = []
         self.counter = [0]
         self.cached_loads = [
@@ -132,10 +139,12 @@ class _Emitter:
         ld = self.s.loads[k]
         return f"B{ld.buffer}[{render_affine(ld.offset, 'L', k, lambda j: f'i{j}', self.itype)}]"
 
-    def renderer(self, indent: str, element_cached: bool) -> ExprRenderer:
+    def renderer(self, indent: str, element_cached: bool, in_vector: bool = False) -> ExprRenderer:
         def load(k: int) -> str:
             if element_cached and k in self.cached_loads:
                 return f"cl{k}[e]"
+            if in_vector and k in self.vec_loads:
+                return f"vl{k}.v[v]"
             return self.load_inline(k)
 
         def reduce_value(e: EReduce) -> str:
@@ -149,23 +158,59 @@ class _Emitter:
         r.counter = self.counter
         return r
 
-    def element_loop(self, body, indent: str) -> None:  # noqa: ANN001 - body(indent, cached)
-        """Runs body for each of this thread's elements of the current row."""
-        tr_step = self.p.threads_r
+    def element_loop(self, body, indent: str) -> None:  # noqa: ANN001 - body(indent, cached, in_vector)
+        """Runs body for each of this thread's elements of the current row. Element e of a
+        thread is r = (e / V) * (TR * V) + tr * V + e % V: V consecutive elements a load."""
+        tr_n, vec, it = self.p.threads_r, self.vec, self.itype
         if self.cache:
             self.w(f"{indent}#pragma unroll")
             self.w(f"{indent}for (int e = 0; e < {self.ept}; ++e) {{")
-            self.w(f"{indent}  const {self.itype} r = ({self.itype})tr + ({self.itype})e * {tr_step};")
+            self.w(f"{indent}  const {it} r = ({it})(e / {vec}) * {tr_n * vec} + ({it})tr * {vec} + (e % {vec});")
             self.w(f"{indent}  if (row_ok && r < n_red) {{")
             self.unravel(self.red, "r", indent + "    ")
-            body(indent + "    ", True)
+            body(indent + "    ", True, False)
             self.w(f"{indent}  }}")
             self.w(f"{indent}}}")
-        else:
-            self.w(f"{indent}for ({self.itype} r = tr; row_ok && r < n_red; r += {tr_step}) {{")
-            self.unravel(self.red, "r", indent + "  ")
-            body(indent + "  ", False)
+            return
+        self.w(f"{indent}for ({it} base = ({it})tr * {vec}; row_ok && base < n_red; base += {tr_n * vec}) {{")
+        if self.vec_loads:
+            self.unravel(self.red, "base", indent + "  ")
+            for k in sorted(self.vec_loads):
+                ld = self.s.loads[k]
+                self.w(f"{indent}  const TfVec<{ld.dtype.cuda}, {vec}> vl{k} = "
+                       f"*reinterpret_cast<const TfVec<{ld.dtype.cuda}, {vec}>*>(&{self.load_inline(k)});")
+        self.w(f"{indent}  #pragma unroll")
+        self.w(f"{indent}  for (int v = 0; v < {vec}; ++v) {{")
+        self.w(f"{indent}    const {it} r = base + v;")
+        self.unravel(self.red, "r", indent + "    ")
+        body(indent + "    ", False, True)
+        self.w(f"{indent}  }}")
+        self.w(f"{indent}}}")
+
+    def fill_cache(self, indent: str) -> None:
+        """Loads every row-dependent input of this thread's elements into registers."""
+        tr_n, vec, it = self.p.threads_r, self.vec, self.itype
+        vector_cached = [k for k in self.cached_loads if k in self.vec_loads]
+        scalar_cached = [k for k in self.cached_loads if k not in self.vec_loads]
+        if vector_cached:
+            self.w(f"{indent}#pragma unroll")
+            self.w(f"{indent}for (int c = 0; c < {self.ept // vec}; ++c) {{")
+            self.w(f"{indent}  const {it} r = ({it})c * {tr_n * vec} + ({it})tr * {vec};")
+            self.w(f"{indent}  if (row_ok && r < n_red) {{")
+            self.unravel(self.red, "r", indent + "    ")
+            for k in vector_cached:
+                ld = self.s.loads[k]
+                self.w(f"{indent}    const TfVec<{ld.dtype.cuda}, {vec}> x{k} = "
+                       f"*reinterpret_cast<const TfVec<{ld.dtype.cuda}, {vec}>*>(&{self.load_inline(k)});")
+                self.w(f"{indent}    #pragma unroll")
+                self.w(f"{indent}    for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = x{k}.v[v];")
+            self.w(f"{indent}  }}")
             self.w(f"{indent}}}")
+        if scalar_cached:
+            def fill(ind: str, cached: bool, in_vector: bool) -> None:
+                for k in scalar_cached:
+                    self.w(f"{ind}cl{k}[e] = {self.load_inline(k)};")
+            self.element_loop(fill, indent)
 
     def block_reduce(self, acc: _Accumulator, indent: str) -> None:
         t = acc.ctype.cuda
@@ -217,6 +262,36 @@ class _Emitter:
                 self.w(f"{indent}{a}{dot} = sm{acc.index}{sfx}[to * {lanes}];")
             self.w(f"{indent}__syncthreads();")
 
+    def operand(self, acc: _Accumulator, indent: str, cached: bool, in_vector: bool) -> str:
+        r = self.renderer(indent, cached, in_vector)
+        v = r.value(acc.operand)
+        self.lines.extend(r.lines)
+        return v if r.dtype(acc.operand) is acc.ctype else f"tf_cast<{acc.ctype.cuda}>({v})"
+
+    def two_pass_variance(self, acc: _Accumulator, indent: str) -> None:
+        """With the row in registers, mean first and then squared deviations: as exact as
+        the reference's two passes, and no division per element (Welford's)."""
+        t = acc.ctype.cuda
+        total = _Accumulator("sum", acc.operand, acc.ctype, 0, f"{acc.index}s", [])
+        squares = _Accumulator("sum", acc.operand, acc.ctype, 0, f"{acc.index}q", [])
+        self.w(f"{indent}{t} acc{total.index} = {_init(total)};")
+
+        def add_value(ind: str, cached: bool, in_vector: bool) -> None:
+            self.w(f"{ind}acc{total.index} += {self.operand(acc, ind, cached, in_vector)};")
+
+        self.element_loop(add_value, indent)
+        self.block_reduce(total, indent)
+        self.w(f"{indent}const {t} mean{acc.index} = acc{total.index} / ({t})n_red;")
+        self.w(f"{indent}{t} acc{squares.index} = {_init(squares)};")
+
+        def add_square(ind: str, cached: bool, in_vector: bool) -> None:
+            x = self.operand(acc, ind, cached, in_vector)
+            self.w(f"{ind}{{ const {t} d = {x} - mean{acc.index}; acc{squares.index} += d * d; }}")
+
+        self.element_loop(add_square, indent)
+        self.block_reduce(squares, indent)
+        self.w(f"{indent}TfWelford<{t}> acc{acc.index}{{mean{acc.index}, acc{squares.index}, ({t})n_red}};")
+
     def finalize(self, acc: _Accumulator, indent: str) -> None:
         t = acc.ctype.cuda
         a = f"acc{acc.index}"
@@ -252,18 +327,18 @@ class _Emitter:
             ld = s.loads[k]
             self.w(f"    {ld.dtype.cuda} cl{k}[{self.ept}];")
         if self.cached_loads:
-            def fill(indent: str, cached: bool) -> None:
-                for k in self.cached_loads:
-                    self.w(f"{indent}cl{k}[e] = {self.load_inline(k)};")
-            self.element_loop(fill, "    ")
+            for k in self.cached_loads:
+                self.w(f"    for (int e = 0; e < {self.ept}; ++e) cl{k}[e] = {s.loads[k].dtype.cuda}{{}};")
+            self.fill_cache("    ")
         for acc in self.accs:
+            if acc.family == "welford" and self.cache:
+                self.two_pass_variance(acc, "    ")
+                self.finalize(acc, "    ")
+                continue
             self.w(f"    {'TfWelford<' + acc.ctype.cuda + '>' if acc.family == 'welford' else acc.ctype.cuda} acc{acc.index} = {_init(acc)};")
 
-            def accumulate(indent: str, cached: bool, acc=acc) -> None:  # noqa: ANN001
-                r = self.renderer(indent, cached)
-                v = r.value(acc.operand)
-                self.lines.extend(r.lines)
-                x = v if r.dtype(acc.operand) is acc.ctype else f"tf_cast<{acc.ctype.cuda}>({v})"
+            def accumulate(indent: str, cached: bool, in_vector: bool, acc=acc) -> None:  # noqa: ANN001
+                x = self.operand(acc, indent, cached, in_vector)
                 if acc.family == "welford":
                     self.w(f"{indent}tf_welford_add<{acc.ctype.cuda}>(acc{acc.index}, {x});")
                 else:
@@ -286,8 +361,8 @@ class _Emitter:
             self.lines += r.lines
             self.w("    }")
         if full:
-            def store(indent: str, cached: bool) -> None:
-                r = self.renderer(indent, cached)
+            def store(indent: str, cached: bool, in_vector: bool) -> None:
+                r = self.renderer(indent, cached, in_vector)
                 for k, st in full:
                     v = r.value(st.expr)
                     cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"

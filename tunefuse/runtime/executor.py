@@ -91,6 +91,10 @@ class Executor:
         self.params_source = params_source
         self.lock = threading.Lock()
         self.compiles = 0
+        # The hot path: a key read straight off torch tensors -> a launcher with every
+        # check already passed for exactly that key.
+        self.fast: dict[tuple, TorchLauncher] = {}
+        self._last_key: tuple | None = None
 
     # -- planning ----------------------------------------------------------------------
     def prepare(self, plan: Plan, rt: Runtime) -> ExecutablePlan:
@@ -120,6 +124,20 @@ class Executor:
 
     # -- running -----------------------------------------------------------------------
     def run(self, inputs: Sequence[object], out: Sequence[object] | None = None) -> list:
+        if out is None:
+            key = _torch_key(inputs, self.inputs)
+            if key is not None:
+                fast = self.fast.get(key)
+                if fast is not None:
+                    return fast(inputs)
+                result = self._run_checked(inputs, out)
+                exe = self.plans.get(self._last_key)  # type: ignore[arg-type]
+                if exe is not None:
+                    self.fast[key] = TorchLauncher(exe, inputs, self.inputs)
+                return result
+        return self._run_checked(inputs, out)
+
+    def _run_checked(self, inputs: Sequence[object], out: Sequence[object] | None) -> list:
         bound = bind_inputs(self.fusion, inputs, self.inputs)
         out_sig = out_signature(out)
         key = (bound.signature, out_sig)
@@ -132,6 +150,7 @@ class Executor:
                 if exe is None:
                     exe = self.prepare(plan_for(self.fusion, bound, out_sig), rt)
                     self.plans[key] = exe
+        self._last_key = key
         return _launch(exe, bound, inputs, out, rt)
 
 
@@ -322,3 +341,93 @@ def execute(fd, inputs: Sequence[object], out: Sequence[object] | None = None, *
         executor = Executor(fd.fusion)
         fd._runner = executor
     return executor.run(inputs, out)
+
+
+def _torch_key(inputs: Sequence[object], fusion_inputs: FusionInputs) -> tuple | None:
+    """What decides the plan, read cheaply off CUDA torch tensors and Python scalars; None
+    when some input is of another kind (the checked path handles those)."""
+    parts: list = []
+    shape_scalars = fusion_inputs.shape_scalar_positions
+    for k, x in enumerate(inputs):
+        if type(x).__module__ == "torch" or type(x).__name__ in ("Tensor", "Parameter"):
+            if not getattr(x, "is_cuda", False):
+                return None
+            parts.append((x.dtype, x.shape, x.stride(), x.data_ptr() & 15, x.get_device()))
+        elif isinstance(x, (bool, int, float)):
+            parts.append((type(x), x if k in shape_scalars else None))
+        else:
+            return None
+    return tuple(parts)
+
+
+class TorchLauncher:
+    """The cache-hit path for torch inputs: pointers in, kernels launched, views out."""
+
+    def __init__(self, exe: ExecutablePlan, inputs: Sequence[object], fusion_inputs: FusionInputs) -> None:
+        import torch
+
+        plan = exe.plan
+        self.exe = exe
+        self.device_index = inputs[next(i for i, x in enumerate(inputs) if hasattr(x, "is_cuda"))].device.index or 0
+        self.rt = runtime(self.device_index)
+        self.device = torch.device("cuda", self.device_index)
+        position = {vid: k for k, vid in enumerate(plan.fusion.inputs)}
+        self.n_buffers = len(plan.buffers)
+        self.input_slots = [(b.id, b.input_index) for b in plan.buffers if b.kind is BufferKind.INPUT]
+        torch_dtype = {
+            DataType.Double: torch.float64, DataType.Float: torch.float32, DataType.Half: torch.float16,
+            DataType.BFloat16: torch.bfloat16, DataType.Int: torch.int64, DataType.Int32: torch.int32,
+            DataType.Bool: torch.bool,
+        }
+        self.alloc_slots = [(b.id, max(b.numel, 1), torch_dtype[b.dtype]) for b in plan.buffers
+                            if b.kind is not BufferKind.INPUT]
+        self.scalar_slots = [(vid, position[vid]) for vid in plan.fusion.inputs
+                             if not plan.fusion.is_tensor(vid)]
+        self.fixed = dict(plan.fixed_scalars)
+        self.host_nodes = plan.host_scalar_nodes
+        self.recipes = [r for r in exe.recipes if r.segment.numel > 0]
+        self.results = []
+        for binding in plan.outputs:
+            if not binding.returned:
+                continue
+            buf = plan.buffers[binding.buffer]
+            source = ("input", buf.input_index) if buf.kind is BufferKind.INPUT else ("buffer", buf.id)
+            self.results.append((source, tuple(binding.view.shape), tuple(binding.view.strides), binding.view.offset))
+
+    def __call__(self, inputs: Sequence[object]) -> list:
+        import torch
+        from cuda.core import launch
+
+        stream = self.rt.stream_for(torch.cuda.current_stream(self.device).cuda_stream)
+        pointers = [0] * self.n_buffers
+        tensors: list = [None] * self.n_buffers
+        for bid, pos in self.input_slots:
+            pointers[bid] = inputs[pos].data_ptr()  # type: ignore[attr-defined]
+        for bid, numel, dtype in self.alloc_slots:
+            t = torch.empty(numel, dtype=dtype, device=self.device)
+            tensors[bid] = t
+            pointers[bid] = t.data_ptr()
+        host = None
+        if self.scalar_slots or self.host_nodes:
+            host = dict(self.fixed)
+            for vid, pos in self.scalar_slots:
+                host[vid] = inputs[pos]
+            for node in self.host_nodes:
+                env = {v: np.asarray(host[v]) for v in node.inputs}
+                for v, r in zip(node.outputs, eval_node(self.exe.plan.fusion, node, env)):
+                    host[v] = r.item()
+        for recipe in self.recipes:
+            args = list(recipe.args)
+            for pos, bid in recipe.pointer_slots:
+                args[pos] = np.uint64(pointers[bid])
+            for pos, value, np_type in recipe.scalar_slots:
+                args[pos] = np_type(host[value])  # type: ignore[index]
+            launch(stream, recipe.config, recipe.kernel, *args)
+        out = []
+        for (kind, ref), shape, strides, offset in self.results:
+            if kind == "input":
+                base = inputs[ref]
+                out.append(torch.as_strided(base, shape, strides, base.storage_offset() + offset))  # type: ignore[attr-defined]
+            else:
+                out.append(torch.as_strided(tensors[ref], shape, strides, offset))
+        return out
