@@ -4,6 +4,7 @@ NVRTC, tuned with Optuna, cached in SQL.
     from tunefuse import FusionDefinition, DataType
 """
 
+from tunefuse.cache import Cache
 from tunefuse.dtypes import DataType
 from tunefuse.errors import (
     DefinitionError,
@@ -19,6 +20,7 @@ from tunefuse.ir import Fusion
 __version__ = "0.1.0"
 
 __all__ = [
+    "Cache",
     "DataType",
     "DefinitionError",
     "ExecutionError",

@@ -54,6 +54,17 @@ def source_key(source: str, arch: str, options: tuple[str, ...] = ()) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+@dataclass
+class CompileStats:
+    """NVRTC work done by this process (the cache's job is to keep it at zero)."""
+
+    count: int = 0
+    total_ms: float = 0.0
+
+
+STATS = CompileStats()
+
+
 @functools.lru_cache(maxsize=4096)
 def compile_kernel(source: str, name: str, arch: str) -> CompiledKernel:
     """Compile `source` for `arch` (e.g. "sm_90") to a cubin; raises CompileError."""
@@ -67,4 +78,6 @@ def compile_kernel(source: str, name: str, arch: str) -> CompiledKernel:
     except Exception as e:  # noqa: BLE001 - NVRTC reports through exceptions with the log
         raise CompileError(f"NVRTC could not compile kernel {name} for {arch}: {e}", source, str(e)) from None
     elapsed = (time.perf_counter() - start) * 1000
+    STATS.count += 1
+    STATS.total_ms += elapsed
     return CompiledKernel(name, arch, bytes(obj.code), nvrtc_version(), COMPILE_OPTIONS, elapsed, "")

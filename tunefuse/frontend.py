@@ -45,6 +45,8 @@ from tunefuse.ops import (
 )
 from tunefuse.shapes import normalize_dim, normalize_dims
 
+from tunefuse.cache import DEFAULT as _DEFAULT_CACHE
+
 if TYPE_CHECKING:
     from tunefuse.plan import Plan
 
@@ -115,7 +117,8 @@ class FusionDefinition:
         self._builder = FusionBuilder()
         self._fusion: Fusion | None = None
         self.ops = Ops(self)
-        self._runner = None
+        self._runner = None  # the executor of the last execute()
+        self._runners: dict = {}  # one executor per cache
 
     # -- context ---------------------------------------------------------------------------
     def __enter__(self) -> FusionDefinition:
@@ -231,11 +234,14 @@ class FusionDefinition:
 
         return make_plan(self.fusion, inputs, out)
 
-    def execute(self, inputs: Sequence[object], out: Sequence[object] | None = None, **options: Any) -> list:
-        """Run the fusion on `inputs`; returns the outputs (those not written in place)."""
+    def execute(self, inputs: Sequence[object], out: Sequence[object] | None = None, *,
+                cache: Any = _DEFAULT_CACHE, **options: Any) -> list:
+        """Run the fusion on `inputs`; returns the outputs (those not written in place).
+        Pre-tuned kernels come from the persistent cache (`cache=None`: none; a
+        `tunefuse.Cache` or URL: that one; default: TUNEFUSE_CACHE_URL or the SQLite file)."""
         from tunefuse.runtime.executor import execute
 
-        return execute(self, inputs, out=out, **options)
+        return execute(self, inputs, out=out, cache=cache, **options)
 
     def __str__(self) -> str:
         if self._fusion is None:

@@ -46,6 +46,19 @@ class Runtime:
         self._kernels: dict[str, object] = {}
         self._streams: dict[int, object] = {}
 
+    @functools.cached_property
+    def env(self):  # noqa: ANN201 - cache_db.Env
+        """What a cached result must have been measured on to be used here."""
+        from cache_db.store import Env
+        from cuda.bindings import driver
+
+        from tunefuse.codegen import CODEGEN_VERSION
+        from tunefuse.compiler import nvrtc_version
+
+        _, version = driver.cuDriverGetVersion()
+        cc = self.info.compute_capability
+        return Env(f"{cc[0]}.{cc[1]}", self.info.name, nvrtc_version(), str(version), CODEGEN_VERSION)
+
     def kernel(self, name: str, cubin: bytes) -> object:
         """The loaded kernel `name` from `cubin` (each module loaded once)."""
         k = self._kernels.get(name)

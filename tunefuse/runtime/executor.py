@@ -84,8 +84,10 @@ def _static_args(segment: Segment, source: KernelSource) -> tuple[list, list, li
 class Executor:
     """Runs one fusion; keeps its plans by input signature."""
 
-    def __init__(self, fusion, params_source=None) -> None:  # noqa: ANN001
+    def __init__(self, fusion, params_source=None, cache=None, name: str | None = None) -> None:  # noqa: ANN001
         self.fusion = fusion
+        self.cache = cache  # tunefuse.cache.Cache or None
+        self.name = name
         self.inputs = FusionInputs(fusion)
         self.plans: dict[tuple, ExecutablePlan] = {}
         self.params_source = params_source
@@ -97,30 +99,76 @@ class Executor:
         self._last_key: tuple | None = None
 
     # -- planning ----------------------------------------------------------------------
-    def prepare(self, plan: Plan, rt: Runtime) -> ExecutablePlan:
+    def prepare(self, plan: Plan, rt: Runtime, bound=None) -> ExecutablePlan:  # noqa: ANN001
+        """Params and a binary for every kernel: tuned ones from the cache, else the nearest
+        tuned shape's, else the default heuristic; binaries from the cache, else NVRTC
+        (and then stored). A missing tuned record queues a tuning job."""
         from cuda.core import LaunchConfig
 
+        from tunefuse.compiler import COMPILE_OPTIONS, CompiledKernel, source_key
+
         dtypes = {b.id: b.dtype for b in plan.buffers}
+        store = self.cache.store if self.cache is not None else None
+        env = rt.env if store is not None else None
         recipes = []
-        for seg in plan.segments:
-            params = self.choose_params(seg, rt)
+        fusion_stored = False
+        for index, seg in enumerate(plan.segments):
+            params, tuned = self.choose_params(seg, rt, store, env)
             source = generate(seg, params, rt.info, dtypes)
-            compiled = compile_kernel(source.source, source.name, rt.info.arch)
-            self.compiles += 1
+            code_key = source_key(source.source, rt.info.arch, COMPILE_OPTIONS)
+            cached = self.cache.guard(lambda: store.get_binary(code_key), None) if store is not None else None
+            if cached is not None and cached[1] == source.name:
+                compiled = CompiledKernel(source.name, rt.info.arch, cached[0], "", COMPILE_OPTIONS, 0.0, "")
+                from_cache = True
+            else:
+                compiled = compile_kernel(source.source, source.name, rt.info.arch)
+                self.compiles += 1
+                from_cache = False
+                if store is not None:
+                    self.cache.guard(lambda: store.put_binary(code_key, compiled.cubin, source.name,
+                                                              rt.info.arch, compiled.nvrtc_version), None)
+            if store is not None and not tuned and bound is not None:
+                if not fusion_stored:
+                    self.cache.guard(lambda: store.put_fusion(self.fusion.fusion_id, self.fusion.to_json(), self.name), None)
+                    fusion_stored = True
+                from tunefuse.cache import signature_json
+
+                self.cache.guard(lambda: store.enqueue(self.fusion.fusion_id, index, seg.kernel_key, seg.shape_key,
+                                                       env, signature_json(bound.signature)), False)
             kernel = rt.kernel(source.name, compiled.cubin)
             config = LaunchConfig(grid=source.grid, block=source.block, shmem_size=source.shared_bytes)
             values, pointers, scalars = _static_args(seg, source)
             recipes.append(LaunchRecipe(seg, source, kernel, config, values, pointers, scalars,
-                                        compiled.compile_ms, True))
+                                        compiled.compile_ms, not from_cache))
         return ExecutablePlan(plan, recipes)
 
-    def choose_params(self, segment: Segment, rt: Runtime) -> object:
+    def choose_params(self, segment: Segment, rt: Runtime, store=None, env=None) -> tuple[object, bool]:  # noqa: ANN001
+        """(params, tuned): an explicit source, then the cache's exact record, then its
+        nearest tuned shape, then the default heuristic; invalid params are never used."""
+        from tunefuse.schedulers import params_from_dict
+
         scheduler = scheduler_for(segment.scheduler)
+
+        def usable(params: object | None) -> bool:
+            return params is not None and scheduler.is_valid(segment, rt.info, params) is None
+
         if self.params_source is not None:
             params = self.params_source(segment, rt.info)
-            if params is not None and scheduler.is_valid(segment, rt.info, params) is None:
-                return params
-        return scheduler.default_params(segment, rt.info)
+            if usable(params):
+                return params, True
+        if store is not None:
+            record = self.cache.guard(lambda: store.lookup(segment.kernel_key, segment.shape_key, env), None)
+            if record is not None:
+                params = params_from_dict(segment.scheduler, record.params)
+                if usable(params):
+                    self.cache.guard(lambda: store.record_hit(segment.kernel_key, segment.shape_key, env), None)
+                    return params, True
+            near = self.cache.guard(lambda: store.nearest(segment.kernel_key, segment.shape_key, env), None)
+            if near is not None:
+                params = params_from_dict(segment.scheduler, near.params)
+                if usable(params):
+                    return params, False
+        return scheduler.default_params(segment, rt.info), False
 
     # -- running -----------------------------------------------------------------------
     def run(self, inputs: Sequence[object], out: Sequence[object] | None = None) -> list:
@@ -148,7 +196,7 @@ class Executor:
             with self.lock:
                 exe = self.plans.get(key)
                 if exe is None:
-                    exe = self.prepare(plan_for(self.fusion, bound, out_sig), rt)
+                    exe = self.prepare(plan_for(self.fusion, bound, out_sig), rt, bound)
                     self.plans[key] = exe
         self._last_key = key
         return _launch(exe, bound, inputs, out, rt)
@@ -331,15 +379,24 @@ class _RawOwner:
 
 
 
-def execute(fd, inputs: Sequence[object], out: Sequence[object] | None = None, **options: Any) -> list:  # noqa: ANN001
-    """`fd.execute(inputs, out=None)`: run the fusion, return its outputs."""
+def execute(fd, inputs: Sequence[object], out: Sequence[object] | None = None, cache: Any = None,
+            **options: Any) -> list:  # noqa: ANN001
+    """`fd.execute(inputs, out=None, cache=<default>)`: run the fusion, return its outputs.
+    `cache=None` runs without the persistent cache; a `tunefuse.Cache` or a URL picks one."""
+    from tunefuse.cache import resolve
+
     if options:
         unknown = sorted(options)
         raise ExecutionError(f"execute: unknown options {unknown}")
-    executor = fd._runner
+    resolved = resolve(cache)
+    runners = fd._runners
+    executor = runners.get(id(resolved))
     if executor is None:
-        executor = Executor(fd.fusion)
-        fd._runner = executor
+        executor = Executor(fd.fusion, cache=resolved)
+        runners[id(resolved)] = executor
+        if resolved is not None:
+            runners[("keep", id(resolved))] = resolved  # keep the id stable while the runner lives
+    fd._runner = executor
     return executor.run(inputs, out)
 
 

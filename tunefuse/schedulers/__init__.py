@@ -16,3 +16,30 @@ SCHEDULERS = {
 
 def scheduler_for(kind: SchedulerKind):  # noqa: ANN201 - a scheduler module
     return SCHEDULERS[kind]
+
+
+def params_to_dict(params: object) -> dict:
+    import dataclasses
+
+    return dataclasses.asdict(params)  # type: ignore[call-overload]
+
+
+def params_from_dict(kind: SchedulerKind, data: dict) -> object | None:
+    """Params of `kind` from stored JSON; None when they do not fit this tunefuse's Params
+    (a record from another codegen version is then ignored, never misread)."""
+    import dataclasses
+
+    module = SCHEDULERS[kind]
+    fields = {f.name: f for f in dataclasses.fields(module.Params)}
+    if not isinstance(data, dict) or set(data) - set(fields):
+        return None
+    values = dict(data)
+    if kind is SchedulerKind.TRANSPOSE and isinstance(values.get("pointwise"), dict):
+        inner = params_from_dict(SchedulerKind.POINTWISE, values["pointwise"])
+        if inner is None:
+            return None
+        values["pointwise"] = inner
+    try:
+        return module.Params(**values)
+    except TypeError:
+        return None

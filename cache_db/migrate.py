@@ -1,0 +1,44 @@
+"""Alembic, driven from code: the cache migrates itself when opened."""
+
+from __future__ import annotations
+
+import pathlib
+
+from alembic import command
+from alembic.config import Config
+from sqlalchemy.engine import Connection, Engine
+
+MIGRATIONS = pathlib.Path(__file__).resolve().parent / "migrations"
+
+
+def alembic_config(url: str | None = None) -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", str(MIGRATIONS))
+    if url:
+        cfg.set_main_option("sqlalchemy.url", url)
+    return cfg
+
+
+def upgrade(engine: Engine) -> None:
+    """Bring the database to the newest revision (a no-op when it is there)."""
+    with engine.begin() as connection:
+        upgrade_connection(connection)
+
+
+def upgrade_connection(connection: Connection) -> None:
+    cfg = alembic_config()
+    cfg.attributes["connection"] = connection
+    command.upgrade(cfg, "head")
+
+
+def current_revision(engine: Engine) -> str | None:
+    from alembic.runtime.migration import MigrationContext
+
+    with engine.connect() as connection:
+        return MigrationContext.configure(connection).get_current_revision()
+
+
+def head_revision() -> str:
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()  # type: ignore[return-value]

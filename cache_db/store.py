@@ -1,0 +1,483 @@
+"""The cache's API: records, binaries, jobs. Every write is one transaction.
+
+    store = CacheStore.open()                       # TUNEFUSE_CACHE_URL or the SQLite default
+    rec = store.lookup(kernel_key, shape_key, env)  # exact, same env only
+    near = store.nearest(kernel_key, shape_key, env)
+    cubin = store.get_binary(code_key)              # verified; a mismatch is quarantined
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import json
+import math
+import os
+import pathlib
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+
+import sqlalchemy as sa
+from sqlalchemy import event, select, update
+from sqlalchemy.engine import Engine
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from cache_db import migrate
+from cache_db.models import BinaryRow, FusionRow, JobRow, RecordRow, utcnow
+
+ENV_VAR = "TUNEFUSE_CACHE_URL"
+EXPORT_FORMAT = "tunefuse.cache.v1"
+
+
+class CacheError(Exception):
+    """The cache could not do what was asked (bad URL, bad import file, ...)."""
+
+
+def default_cache_url() -> str:
+    """TUNEFUSE_CACHE_URL, else a SQLite file in the user cache dir."""
+    url = os.environ.get(ENV_VAR)
+    if url:
+        return url
+    import platformdirs
+
+    path = pathlib.Path(platformdirs.user_cache_dir("tunefuse")) / "cache.sqlite"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{path}"
+
+
+@dataclass(frozen=True, slots=True)
+class Env:
+    """Where a result was measured: a record is never used outside its env."""
+
+    compute_capability: str
+    device_name: str
+    nvrtc_version: str
+    driver_version: str
+    codegen_version: str
+
+    @property
+    def key(self) -> str:
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class TunedRecord:
+    kernel_key: str
+    shape_key: str
+    env: Env
+    scheduler: str
+    params: dict
+    code_key: str
+    kernel_name: str = ""
+    median_us: float | None = None
+    spread_us: float | None = None
+    default_us: float | None = None
+    trials: int = 0
+    fusion_id: str | None = None
+    hits: int = 0
+    tuned_at: dt.datetime | None = None
+    last_used_at: dt.datetime | None = None
+    id: int | None = None
+
+
+@dataclass
+class Stats:
+    records: int = 0
+    binaries: int = 0
+    binary_bytes: int = 0
+    hits: int = 0
+    jobs: dict = field(default_factory=dict)
+    stale_records: int = 0
+    quarantined: int = 0
+
+
+def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    try:
+        u = sa.engine.make_url(url)
+    except Exception as e:  # noqa: BLE001
+        raise CacheError(f"not a database URL: {url!r} ({e})") from None
+    if u.get_backend_name() == "sqlite":
+        if u.database and u.database != ":memory:":
+            pathlib.Path(u.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        # Writers BEGIN IMMEDIATE: they take the write lock up front (waiting up to the
+        # busy timeout), never halfway through a transaction; readers never block in WAL.
+        @event.listens_for(engine, "begin")
+        def _begin(conn) -> None:  # noqa: ANN001
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("tunefuse_write") else "BEGIN")
+
+        @event.listens_for(engine, "connect")
+        def _no_autobegin(dbapi_connection, _record) -> None:  # noqa: ANN001
+            dbapi_connection.isolation_level = None
+
+        return engine
+    if u.get_backend_name() == "postgresql" and u.drivername == "postgresql":
+        url = str(u.set(drivername="postgresql+psycopg"))
+    return sa.create_engine(url, pool_pre_ping=True)
+
+
+def _record_from_row(row: RecordRow) -> TunedRecord:
+    env = Env(row.compute_capability, row.device_name, row.nvrtc_version, row.driver_version, row.codegen_version)
+    return TunedRecord(row.kernel_key, row.shape_key, env, row.scheduler, json.loads(row.params_json),
+                       row.code_key, "", row.median_us, row.spread_us, row.default_us, row.trials,
+                       row.fusion_id, row.hits, row.tuned_at, row.last_used_at, row.id)
+
+
+def _shape_distance(a: str, b: str) -> float:
+    """How far two shape keys are: log-ratio distance of their extents (rank must match)."""
+    xa, xb = a.split("x"), b.split("x")
+    if len(xa) != len(xb):
+        return math.inf
+    return sum(abs(math.log(max(int(p), 1)) - math.log(max(int(q), 1))) for p, q in zip(xa, xb))
+
+
+class CacheStore:
+    """One cache database. Thread-safe; share one per process."""
+
+    def __init__(self, engine: Engine, url: str) -> None:
+        self.engine = engine
+        self.write_engine = engine.execution_options(tunefuse_write=True)
+        self.url = url
+
+    @classmethod
+    def open(cls, url: str | None = None, *, migrate_schema: bool = True) -> CacheStore:
+        url = url or default_cache_url()
+        engine = make_engine(url)
+        if migrate_schema:
+            migrate.upgrade(engine)
+        return cls(engine, url)
+
+    def close(self) -> None:
+        self.engine.dispose()
+
+    def session(self) -> Session:
+        """For reading."""
+        return Session(self.engine, expire_on_commit=False)
+
+    def writer(self) -> Session:
+        """For one unit of writing: `with store.writer() as s, s.begin(): ...`."""
+        return Session(self.write_engine, expire_on_commit=False)
+
+    # -- fusions ---------------------------------------------------------------------
+    def put_fusion(self, fusion_id: str, canonical_json: str, name: str | None = None) -> None:
+        with self.writer() as s, s.begin():
+            if s.get(FusionRow, fusion_id) is None:
+                s.add(FusionRow(fusion_id=fusion_id, canonical_json=canonical_json, name=name))
+
+    def get_fusion_json(self, fusion_id: str) -> str | None:
+        with self.session() as s:
+            row = s.get(FusionRow, fusion_id)
+            return None if row is None else row.canonical_json
+
+    # -- binaries --------------------------------------------------------------------
+    def put_binary(self, code_key: str, cubin: bytes, kernel_name: str, arch: str, nvrtc_version: str) -> None:
+        with self.writer() as s, s.begin():
+            self._put_binary(s, code_key, cubin, kernel_name, arch, nvrtc_version)
+
+    @staticmethod
+    def _put_binary(s: Session, code_key: str, cubin: bytes, kernel_name: str, arch: str, nvrtc_version: str) -> None:
+        row = s.get(BinaryRow, code_key)
+        digest = hashlib.sha256(cubin).hexdigest()
+        if row is None:
+            s.add(BinaryRow(code_key=code_key, sha256=digest, cubin=cubin, size=len(cubin),
+                            kernel_name=kernel_name, arch=arch, nvrtc_version=nvrtc_version))
+        elif row.quarantined or row.sha256 != hashlib.sha256(row.cubin).hexdigest():
+            row.cubin, row.sha256, row.size, row.quarantined = cubin, digest, len(cubin), False
+
+    def get_binary(self, code_key: str) -> tuple[bytes, str] | None:
+        """(cubin, kernel name), verified against its sha256; a mismatch quarantines it."""
+        with self.session() as s:
+            row = s.get(BinaryRow, code_key)
+            if row is None or row.quarantined:
+                return None
+            cubin, digest, name = bytes(row.cubin), row.sha256, row.kernel_name
+        if hashlib.sha256(cubin).hexdigest() != digest:
+            self.quarantine_binary(code_key)
+            return None
+        return cubin, name
+
+    def quarantine_binary(self, code_key: str) -> None:
+        with self.writer() as s, s.begin():
+            s.execute(update(BinaryRow).where(BinaryRow.code_key == code_key).values(quarantined=True))
+            s.execute(update(RecordRow).where(RecordRow.code_key == code_key).values(quarantined=True))
+
+    def verify(self) -> list[str]:
+        """Recompute every binary's sha256; quarantine and return the mismatches."""
+        bad = []
+        with self.session() as s:
+            for code_key, cubin, digest in s.execute(select(BinaryRow.code_key, BinaryRow.cubin, BinaryRow.sha256)):
+                if hashlib.sha256(cubin).hexdigest() != digest:
+                    bad.append(code_key)
+        for code_key in bad:
+            self.quarantine_binary(code_key)
+        return bad
+
+    # -- records ---------------------------------------------------------------------
+    def put_record(self, record: TunedRecord, cubin: bytes | None = None, arch: str = "",
+                   nvrtc_version: str = "") -> None:
+        """Store a record (replacing the same kernel/shape/env) and its binary, atomically."""
+        with self.writer() as s, s.begin():
+            self._put_record(s, record, cubin, arch, nvrtc_version)
+
+    def _put_record(self, s: Session, record: TunedRecord, cubin: bytes | None = None, arch: str = "",
+                    nvrtc_version: str = "") -> None:
+        if cubin is not None:
+            self._put_binary(s, record.code_key, cubin, record.kernel_name, arch, nvrtc_version)
+            s.flush()
+        if s.get(BinaryRow, record.code_key) is None:
+            raise CacheError(f"record for {record.kernel_key[:12]} refers to a missing binary {record.code_key[:12]}")
+        row = s.execute(select(RecordRow).where(
+            RecordRow.kernel_key == record.kernel_key, RecordRow.shape_key == record.shape_key,
+            RecordRow.env_key == record.env.key)).scalar_one_or_none()
+        values = dict(
+            kernel_key=record.kernel_key, shape_key=record.shape_key, env_key=record.env.key,
+            compute_capability=record.env.compute_capability, device_name=record.env.device_name,
+            nvrtc_version=record.env.nvrtc_version, driver_version=record.env.driver_version,
+            codegen_version=record.env.codegen_version, fusion_id=record.fusion_id,
+            scheduler=record.scheduler, params_json=json.dumps(record.params, sort_keys=True),
+            code_key=record.code_key, median_us=record.median_us, spread_us=record.spread_us,
+            default_us=record.default_us, trials=record.trials, tuned_at=record.tuned_at or utcnow(),
+            quarantined=False,
+        )
+        if row is None:
+            s.add(RecordRow(**values, hits=record.hits, last_used_at=utcnow()))
+        else:
+            for k, v in values.items():
+                setattr(row, k, v)
+        if record.fusion_id is not None and s.get(FusionRow, record.fusion_id) is None:
+            raise CacheError(f"record refers to unknown fusion {record.fusion_id[:12]}; put_fusion first")
+
+    def lookup(self, kernel_key: str, shape_key: str, env: Env) -> TunedRecord | None:
+        with self.session() as s:
+            row = s.execute(select(RecordRow).where(
+                RecordRow.kernel_key == kernel_key, RecordRow.shape_key == shape_key,
+                RecordRow.env_key == env.key, RecordRow.quarantined.is_(False))).scalar_one_or_none()
+            return None if row is None else _record_from_row(row)
+
+    def nearest(self, kernel_key: str, shape_key: str, env: Env) -> TunedRecord | None:
+        """The tuned record of the same kernel (same env) whose shape is closest."""
+        with self.session() as s:
+            rows = s.execute(select(RecordRow).where(
+                RecordRow.kernel_key == kernel_key, RecordRow.env_key == env.key,
+                RecordRow.quarantined.is_(False))).scalars().all()
+        best = min(rows, key=lambda r: _shape_distance(r.shape_key, shape_key), default=None)
+        if best is None or math.isinf(_shape_distance(best.shape_key, shape_key)):
+            return None
+        return _record_from_row(best)
+
+    def record_hit(self, kernel_key: str, shape_key: str, env: Env) -> None:
+        with self.writer() as s, s.begin():
+            s.execute(update(RecordRow).where(
+                RecordRow.kernel_key == kernel_key, RecordRow.shape_key == shape_key,
+                RecordRow.env_key == env.key).values(hits=RecordRow.hits + 1, last_used_at=utcnow()))
+
+    def records(self) -> list[TunedRecord]:
+        with self.session() as s:
+            return [_record_from_row(r) for r in s.execute(select(RecordRow).order_by(RecordRow.id)).scalars()]
+
+    # -- jobs ------------------------------------------------------------------------
+    def enqueue(self, fusion_id: str, segment_index: int, kernel_key: str, shape_key: str, env: Env,
+                signature_json: str) -> bool:
+        """Queue a tuning job once per (kernel, shape, env); a repeat counts as a hit
+        (priority). Returns True when a new job was queued."""
+        for _ in range(3):
+            try:
+                with self.writer() as s, s.begin():
+                    bumped = s.execute(update(JobRow).where(
+                        JobRow.kernel_key == kernel_key, JobRow.shape_key == shape_key,
+                        JobRow.env_key == env.key).values(priority=JobRow.priority + 1, updated_at=utcnow()))
+                    if bumped.rowcount:
+                        return False
+                    s.add(JobRow(fusion_id=fusion_id, segment_index=segment_index, kernel_key=kernel_key,
+                                 shape_key=shape_key, env_key=env.key, signature_json=signature_json, priority=1))
+                return True
+            except IntegrityError:
+                continue  # another process queued it between our update and insert
+        return False
+
+    def jobs(self, state: str | None = None) -> list[JobRow]:
+        with self.session() as s:
+            q = select(JobRow).order_by(JobRow.id)
+            if state:
+                q = q.where(JobRow.state == state)
+            return list(s.execute(q).scalars())
+
+    # -- maintenance -------------------------------------------------------------------
+    def stats(self, env: Env | None = None) -> Stats:
+        st = Stats()
+        with self.session() as s:
+            st.records = s.scalar(select(sa.func.count()).select_from(RecordRow)) or 0
+            st.binaries = s.scalar(select(sa.func.count()).select_from(BinaryRow)) or 0
+            st.binary_bytes = s.scalar(select(sa.func.coalesce(sa.func.sum(BinaryRow.size), 0))) or 0
+            st.hits = s.scalar(select(sa.func.coalesce(sa.func.sum(RecordRow.hits), 0))) or 0
+            st.quarantined = s.scalar(select(sa.func.count()).select_from(BinaryRow).where(BinaryRow.quarantined)) or 0
+            for state, n in s.execute(select(JobRow.state, sa.func.count()).group_by(JobRow.state)):
+                st.jobs[state] = n
+            if env is not None:
+                st.stale_records = s.scalar(select(sa.func.count()).select_from(RecordRow).where(RecordRow.env_key != env.key)) or 0
+        return st
+
+    def prune(self, *, older_than: dt.timedelta | None = None, unused_for: dt.timedelta | None = None,
+              stale_env: Env | None = None, max_bytes: int | None = None, dry_run: bool = False) -> dict:
+        """Delete records tuned before `older_than`, unused for `unused_for`, or measured in
+        another env than `stale_env`; then, least recently used first, records and binaries
+        until the binaries fit in `max_bytes`. A binary goes when no kept record needs it.
+        Returns what went (or, with `dry_run`, would go)."""
+        now = utcnow()
+        with self.writer() as s, s.begin():
+            rows = list(s.execute(select(RecordRow)).scalars())
+            binaries = {b.code_key: b for b in s.execute(select(BinaryRow)).scalars()}
+            doomed: dict[int, str] = {}
+            for r in rows:
+                if older_than is not None and r.tuned_at < now - older_than:
+                    doomed[r.id] = "age"
+                elif unused_for is not None and r.last_used_at < now - unused_for:
+                    doomed[r.id] = "unused"
+                elif stale_env is not None and r.env_key != stale_env.key:
+                    doomed[r.id] = "stale env"
+            gone = {r.code_key for r in rows if r.id in doomed} - {r.code_key for r in rows if r.id not in doomed}
+            if max_bytes is not None:
+                def size_left() -> int:
+                    return sum(b.size for k, b in binaries.items() if k not in gone)
+                # Least recently used first: binaries no record needs, then records.
+                orphans = sorted((b for k, b in binaries.items() if k not in {r.code_key for r in rows}),
+                                 key=lambda b: b.last_used_at)
+                for b in orphans:
+                    if size_left() <= max_bytes:
+                        break
+                    gone.add(b.code_key)
+                for r in sorted((r for r in rows if r.id not in doomed), key=lambda r: r.last_used_at):
+                    if size_left() <= max_bytes:
+                        break
+                    doomed[r.id] = "size cap"
+                    if not any(o.code_key == r.code_key for o in rows if o.id not in doomed):
+                        gone.add(r.code_key)
+            result = {
+                "records": [{"id": r.id, "kernel_key": r.kernel_key, "shape_key": r.shape_key,
+                             "why": doomed[r.id]} for r in rows if r.id in doomed],
+                "binaries": sorted(k for k in gone if k in binaries),
+            }
+            if not dry_run:
+                if doomed:
+                    s.execute(sa.delete(RecordRow).where(RecordRow.id.in_(list(doomed))))
+                if gone:
+                    s.execute(sa.delete(BinaryRow).where(BinaryRow.code_key.in_(list(gone))))
+            return result
+
+    def vacuum(self) -> None:
+        with self.engine.connect() as c:
+            if self.engine.dialect.name == "sqlite":
+                c.exec_driver_sql("VACUUM")
+            else:
+                c.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM")
+
+    # -- export / import -----------------------------------------------------------------
+    def export(self, path: str | pathlib.Path) -> int:
+        """JSON lines: fusions, binaries (base64, with sha256), records. Returns lines written."""
+        n = 0
+        with self.session() as s, open(path, "w") as f:
+            f.write(json.dumps({"format": EXPORT_FORMAT}) + "\n")
+            for row in s.execute(select(FusionRow)).scalars():
+                f.write(json.dumps({"kind": "fusion", "fusion_id": row.fusion_id, "name": row.name,
+                                    "canonical_json": row.canonical_json}) + "\n")
+                n += 1
+            for row in s.execute(select(BinaryRow).where(BinaryRow.quarantined.is_(False))).scalars():
+                f.write(json.dumps({"kind": "binary", "code_key": row.code_key, "sha256": row.sha256,
+                                    "kernel_name": row.kernel_name, "arch": row.arch,
+                                    "nvrtc_version": row.nvrtc_version,
+                                    "cubin": base64.b64encode(row.cubin).decode()}) + "\n")
+                n += 1
+            for row in s.execute(select(RecordRow).where(RecordRow.quarantined.is_(False))).scalars():
+                rec = _record_from_row(row)
+                f.write(json.dumps({"kind": "record", "kernel_key": rec.kernel_key, "shape_key": rec.shape_key,
+                                    "env": asdict(rec.env), "scheduler": rec.scheduler, "params": rec.params,
+                                    "code_key": rec.code_key, "median_us": rec.median_us,
+                                    "spread_us": rec.spread_us, "default_us": rec.default_us,
+                                    "trials": rec.trials, "fusion_id": rec.fusion_id}) + "\n")
+                n += 1
+        return n
+
+    def import_(self, path: str | pathlib.Path) -> int:
+        """Validate every line first (format, keys, types, binary hashes, fusion JSON, the
+        binaries records refer to), then write all of it in one transaction."""
+        from tunefuse.errors import SerializationError
+        from tunefuse.ir import Fusion
+
+        lines = pathlib.Path(path).read_text().splitlines()
+        if not lines:
+            raise CacheError(f"{path}: empty file")
+        try:
+            header = json.loads(lines[0])
+        except json.JSONDecodeError as e:
+            raise CacheError(f"{path}:1: not JSON ({e})") from None
+        if header != {"format": EXPORT_FORMAT}:
+            raise CacheError(f"{path}:1: not a tunefuse cache export (expected format {EXPORT_FORMAT})")
+        items = []
+        binaries: set[str] = set()
+        fusions: set[str] = set()
+        for no, line in enumerate(lines[1:], start=2):
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise CacheError(f"{path}:{no}: not JSON ({e})") from None
+            kind = item.get("kind") if isinstance(item, dict) else None
+            try:
+                if kind == "fusion":
+                    fusion = Fusion.from_json(item["canonical_json"])
+                    if fusion.fusion_id != item["fusion_id"]:
+                        raise CacheError("fusion_id does not match its JSON")
+                    fusions.add(item["fusion_id"])
+                elif kind == "binary":
+                    cubin = base64.b64decode(item["cubin"], validate=True)
+                    if hashlib.sha256(cubin).hexdigest() != item["sha256"]:
+                        raise CacheError(f"binary {item['code_key'][:12]} does not match its sha256")
+                    item["cubin_bytes"] = cubin
+                    binaries.add(item["code_key"])
+                elif kind == "record":
+                    Env(**item["env"])
+                    if not isinstance(item["params"], dict) or not isinstance(item["scheduler"], str):
+                        raise CacheError("params must be an object and scheduler a name")
+                    if item["code_key"] not in binaries:
+                        raise CacheError(f"record refers to binary {item['code_key'][:12]} not in the file")
+                    if item.get("fusion_id") is not None and item["fusion_id"] not in fusions:
+                        raise CacheError("record refers to a fusion not in the file")
+                else:
+                    raise CacheError(f"unknown kind {kind!r}")
+            except (KeyError, TypeError, ValueError, SerializationError) as e:
+                raise CacheError(f"{path}:{no}: invalid {kind or 'line'}: {e}") from None
+            except CacheError as e:
+                raise CacheError(f"{path}:{no}: {e}") from None
+            items.append(item)
+        with self.writer() as s, s.begin():
+            for item in items:
+                if item["kind"] == "fusion" and s.get(FusionRow, item["fusion_id"]) is None:
+                    s.add(FusionRow(fusion_id=item["fusion_id"], canonical_json=item["canonical_json"], name=item.get("name")))
+                elif item["kind"] == "binary":
+                    self._put_binary(s, item["code_key"], item["cubin_bytes"], item["kernel_name"], item["arch"], item["nvrtc_version"])
+            s.flush()
+            for item in items:
+                if item["kind"] == "record":
+                    self._put_record(s, TunedRecord(
+                        item["kernel_key"], item["shape_key"], Env(**item["env"]), item["scheduler"], item["params"],
+                        item["code_key"], "", item.get("median_us"), item.get("spread_us"), item.get("default_us"),
+                        item.get("trials", 0), item.get("fusion_id")))
+        return len(items)
+
+
+def records_by_env(records: Iterable[TunedRecord]) -> dict[str, list[TunedRecord]]:
+    out: dict[str, list[TunedRecord]] = {}
+    for r in records:
+        out.setdefault(r.env.key, []).append(r)
+    return out

@@ -1,0 +1,227 @@
+"""The persistent cache against a real SQLite file and the real PostgreSQL server."""
+
+import datetime as dt
+import hashlib
+import json
+import multiprocessing
+import warnings
+
+import pytest
+import sqlalchemy as sa
+
+from cache_db import migrate
+from cache_db.models import Base, BinaryRow, RecordRow
+from cache_db.store import CacheError, CacheStore, Env, TunedRecord
+from tunefuse import Cache, DataType, FusionDefinition
+
+POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+ENV = Env("9.0", "NVIDIA H100 80GB HBM3", "13.5", "13000", "1")
+OTHER_ENV = Env("8.0", "NVIDIA A100-SXM4-80GB", "13.5", "13000", "1")
+
+
+def postgres_available() -> bool:
+    try:
+        with sa.create_engine(POSTGRES).connect():
+            return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def reset_postgres() -> None:
+    engine = sa.create_engine(POSTGRES)
+    with engine.begin() as c:
+        Base.metadata.drop_all(c)
+        c.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
+    engine.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def store(request, tmp_path):
+    if request.param == "sqlite":
+        s = CacheStore.open(f"sqlite:///{tmp_path / 'cache.sqlite'}")
+    else:
+        if not postgres_available():
+            pytest.skip("no PostgreSQL server on 127.0.0.1:5432")
+        reset_postgres()
+        s = CacheStore.open(POSTGRES)
+    yield s
+    s.close()
+
+
+def fusion_row(store):
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.relu(fd.define_tensor(shape=[-1], dtype=DataType.Float)))
+    store.put_fusion(fd.fusion.fusion_id, fd.fusion.to_json(), "relu")
+    return fd.fusion.fusion_id
+
+
+def record(kernel="k" * 64, shape="1024", env=ENV, cubin=b"\x7fELF-cubin", **kw):
+    code_key = hashlib.sha256(cubin + env.key.encode() + shape.encode()).hexdigest()
+    defaults = dict(scheduler="pointwise", params={"block_size": 256, "vector": 4, "unroll": 1, "blocks_per_sm": 8},
+                    code_key=code_key, kernel_name="tf_pointwise_x", median_us=10.0, spread_us=0.2,
+                    default_us=12.0, trials=40)
+    defaults.update(kw)
+    return TunedRecord(kernel, shape, env, **defaults), cubin
+
+
+def test_migrations_give_exactly_the_models_schema(store):
+    from alembic.autogenerate import compare_metadata
+    from alembic.runtime.migration import MigrationContext
+
+    with store.engine.connect() as c:
+        diff = compare_metadata(MigrationContext.configure(c), Base.metadata)
+    assert diff == []
+    assert migrate.current_revision(store.engine) == migrate.head_revision()
+
+
+def test_put_lookup_round_trip_and_env_isolation(store):
+    rec, cubin = record()
+    store.put_record(rec, cubin, "sm_90", "13.5")
+    got = store.lookup(rec.kernel_key, rec.shape_key, ENV)
+    assert got.params == rec.params and got.median_us == 10.0 and got.trials == 40
+    assert store.get_binary(rec.code_key) == (cubin, "tf_pointwise_x")
+    assert store.lookup(rec.kernel_key, rec.shape_key, OTHER_ENV) is None  # never another env's
+    assert store.nearest(rec.kernel_key, "1000", OTHER_ENV) is None
+
+
+def test_put_replaces_the_same_key_atomically(store):
+    rec, cubin = record()
+    store.put_record(rec, cubin, "sm_90", "13.5")
+    better, cubin2 = record(median_us=8.0, cubin=b"\x7fELF-better")
+    store.put_record(better, cubin2, "sm_90", "13.5")
+    assert len(store.records()) == 1
+    assert store.lookup(rec.kernel_key, rec.shape_key, ENV).median_us == 8.0
+    with pytest.raises(CacheError, match="missing binary"):
+        store.put_record(record(shape="7", cubin=b"never stored")[0])
+    assert len(store.records()) == 1  # the failed put left nothing behind
+
+
+def test_nearest_tuned_shape_is_the_warm_start(store):
+    for shape in ("1024x1024", "4096x4096", "64x64"):
+        rec, cubin = record(shape=shape)
+        store.put_record(rec, cubin, "sm_90", "13.5")
+    assert store.nearest("k" * 64, "3000x5000", ENV).shape_key == "4096x4096"
+    assert store.nearest("k" * 64, "100", ENV) is None  # another rank
+    assert store.nearest("z" * 64, "1024x1024", ENV) is None
+
+
+def test_a_corrupted_binary_is_detected_quarantined_and_never_loaded(store):
+    rec, cubin = record()
+    store.put_record(rec, cubin, "sm_90", "13.5")
+    with store.engine.begin() as c:
+        c.execute(sa.update(BinaryRow).values(cubin=b"\x7fELF-tampered"))
+    assert store.get_binary(rec.code_key) is None
+    assert store.lookup(rec.kernel_key, rec.shape_key, ENV) is None  # its record is quarantined too
+    assert store.stats().quarantined == 1
+    assert store.verify() == [rec.code_key]
+
+
+def test_enqueue_once_per_kernel_shape_env_and_count_hits(store):
+    fid = fusion_row(store)
+    assert store.enqueue(fid, 0, "k" * 64, "1024", ENV, "[]") is True
+    assert store.enqueue(fid, 0, "k" * 64, "1024", ENV, "[]") is False
+    assert store.enqueue(fid, 0, "k" * 64, "1024", OTHER_ENV, "[]") is True
+    jobs = store.jobs()
+    assert len(jobs) == 2 and sorted(j.priority for j in jobs) == [1, 2]
+
+
+def test_prune_dry_run_lists_exactly_what_prune_deletes(store):
+    old, c1 = record(shape="1")
+    stale, c2 = record(shape="2", env=OTHER_ENV)
+    fresh, c3 = record(shape="3")
+    for r, c in ((old, c1), (stale, c2), (fresh, c3)):
+        store.put_record(r, c, "sm_90", "13.5")
+    with store.engine.begin() as c:
+        c.execute(sa.update(RecordRow).where(RecordRow.shape_key == "1").values(
+            tuned_at=dt.datetime(2020, 1, 1), last_used_at=dt.datetime(2020, 1, 1)))
+    plan = store.prune(older_than=dt.timedelta(days=30), stale_env=ENV, dry_run=True)
+    assert sorted(r["shape_key"] for r in plan["records"]) == ["1", "2"]
+    assert len(store.records()) == 3  # a dry run deletes nothing
+    done = store.prune(older_than=dt.timedelta(days=30), stale_env=ENV)
+    assert done == plan
+    assert [r.shape_key for r in store.records()] == ["3"]
+    assert store.get_binary(fresh.code_key) is not None and store.get_binary(old.code_key) is None
+
+
+def test_prune_by_size_cap_drops_least_recently_used(store):
+    for k in range(4):
+        rec, cubin = record(shape=str(k), cubin=bytes([k]) * 100)
+        store.put_record(rec, cubin, "sm_90", "13.5")
+        with store.engine.begin() as c:
+            c.execute(sa.update(RecordRow).where(RecordRow.shape_key == str(k)).values(
+                last_used_at=dt.datetime(2025, 1, 1 + k)))
+    result = store.prune(max_bytes=250)
+    assert [r["shape_key"] for r in result["records"]] == ["0", "1"]
+    assert store.stats().binary_bytes <= 250
+
+
+def test_export_import_round_trip_and_tampering_refused(store, tmp_path):
+    fid = fusion_row(store)
+    rec, cubin = record(fusion_id=fid)
+    store.put_record(rec, cubin, "sm_90", "13.5")
+    path = tmp_path / "cache.jsonl"
+    assert store.export(path) == 3
+    fresh = CacheStore.open(f"sqlite:///{tmp_path / 'other.sqlite'}")
+    assert fresh.import_(path) == 3
+    assert fresh.lookup(rec.kernel_key, rec.shape_key, ENV).params == rec.params
+    assert fresh.get_binary(rec.code_key)[0] == cubin
+    lines = path.read_text().splitlines()
+    binary = json.loads(lines[2])
+    binary["cubin"] = "AAAA" + binary["cubin"][4:]
+    tampered = tmp_path / "tampered.jsonl"
+    tampered.write_text("\n".join([lines[0], lines[1], json.dumps(binary), lines[3]]) + "\n")
+    empty = CacheStore.open(f"sqlite:///{tmp_path / 'empty.sqlite'}")
+    with pytest.raises(CacheError, match="does not match its sha256"):
+        empty.import_(tampered)
+    assert empty.records() == [] and empty.stats().binaries == 0  # nothing half-imported
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"format": "tunefuse.cache.v1"}\n{"kind": "fusion", "fusion_id": "x", "canonical_json": "{}"}\n')
+    with pytest.raises(CacheError, match=":2: invalid fusion"):
+        empty.import_(bad)
+
+
+def _writer(url: str, worker: int, n: int, queue) -> None:  # noqa: ANN001
+    try:
+        store = CacheStore.open(url)
+        fid = fusion_row(store)
+        for k in range(n):
+            rec, cubin = record(shape=f"{worker}x{k}", cubin=f"{worker}-{k}".encode())
+            store.put_record(rec, cubin, "sm_90", "13.5")
+            store.enqueue(fid, 0, "j" * 64, str(k % 5), ENV, "[]")
+            assert store.lookup(rec.kernel_key, rec.shape_key, ENV) is not None
+        queue.put(None)
+    except Exception as e:  # noqa: BLE001
+        queue.put(repr(e))
+
+
+def test_eight_processes_share_one_sqlite_file_without_losing_a_write(tmp_path):
+    url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    CacheStore.open(url).close()
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_writer, args=(url, w, 25, queue)) for w in range(8)]
+    for p in procs:
+        p.start()
+    errors = [queue.get(timeout=300) for _ in procs]
+    for p in procs:
+        p.join(timeout=60)
+    assert errors == [None] * 8
+    store = CacheStore.open(url)
+    assert len(store.records()) == 8 * 25
+    jobs = store.jobs()
+    assert len(jobs) == 5 and sum(j.priority for j in jobs) == 8 * 25
+
+
+def test_an_unreachable_cache_warns_once_and_gets_out_of_the_way():
+    cache = Cache("postgresql+psycopg://nobody@127.0.0.1:9/none?connect_timeout=2")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cache.store is None
+        assert cache.store is None
+        assert cache.guard(lambda: 1 / 0, "fallback") == "fallback"
+    assert len(caught) == 1 and "running without it" in str(caught[0].message)
+
+
+def test_a_bad_cache_url_is_a_clear_error():
+    with pytest.raises(CacheError, match="not a database URL"):
+        CacheStore.open("definitely not a url")
