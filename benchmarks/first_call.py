@@ -33,6 +33,7 @@ def child() -> None:
     cases = [build(ZOO[n], DataType.Float) for n in ("softmax", "layernorm", "bias_gelu", "row_sum")]
     inputs = [[torch.randn(1024, 1024, device="cuda") if fd.fusion.values[v].rank == 2
                else torch.randn(1024, device="cuda") for v in fd.fusion.inputs] for fd in cases]
+    torch.cuda.current_stream()
     torch.cuda.synchronize()
     start = time.perf_counter()
     for fd, xs in zip(cases, inputs):

@@ -36,6 +36,9 @@ def timed(fn, reps: int = 50, warmup: int = 5) -> float:
     times = []
     for _ in range(reps):
         FLUSH.zero_()
+        # Keep the GPU busy a little longer, so that the host has enqueued fn() before the
+        # GPU reaches it: the events then time the kernels, not a host hiccup.
+        torch.cuda._sleep(200_000)
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()

@@ -9,6 +9,7 @@ from alembic.config import Config
 from sqlalchemy.engine import Connection, Engine
 
 MIGRATIONS = pathlib.Path(__file__).resolve().parent / "migrations"
+HEAD = "0001"  # the newest revision in migrations/versions (a test keeps this true)
 
 
 def alembic_config(url: str | None = None) -> Config:
@@ -20,7 +21,17 @@ def alembic_config(url: str | None = None) -> Config:
 
 
 def upgrade(engine: Engine) -> None:
-    """Bring the database to the newest revision (a no-op when it is there)."""
+    """Bring the database to the newest revision. A database already there costs one
+    query, not an Alembic start-up: opening the cache is on the first call's path."""
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    try:
+        with engine.connect() as connection:
+            if connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD:
+                return
+    except DBAPIError:
+        pass  # no alembic_version table yet: a new database
     with engine.begin() as connection:
         upgrade_connection(connection)
 

@@ -71,7 +71,7 @@ def test_migrations_give_exactly_the_models_schema(store):
     with store.engine.connect() as c:
         diff = compare_metadata(MigrationContext.configure(c), Base.metadata)
     assert diff == []
-    assert migrate.current_revision(store.engine) == migrate.head_revision()
+    assert migrate.current_revision(store.engine) == migrate.head_revision() == migrate.HEAD
 
 
 def test_put_lookup_round_trip_and_env_isolation(store):

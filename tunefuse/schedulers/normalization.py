@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import optuna
-
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers import reduction
 from tunefuse.segment import Segment
@@ -59,7 +57,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     return None
 
 
-def search_space(segment: Segment, device: DeviceInfo) -> dict[str, optuna.distributions.BaseDistribution]:
+def search_space(segment: Segment, device: DeviceInfo) -> dict:
+    import optuna  # the tuner's dependency: imported only when a search space is asked for
+
     return {
         "threads_r": optuna.distributions.CategoricalDistribution([32, 64, 128, 256, 512, 1024]),
         "rows_per_block": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),

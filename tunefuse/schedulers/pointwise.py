@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import optuna
-
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers.common import max_vector
 from tunefuse.segment import Segment
@@ -39,7 +37,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     return None
 
 
-def search_space(segment: Segment, device: DeviceInfo) -> dict[str, optuna.distributions.BaseDistribution]:
+def search_space(segment: Segment, device: DeviceInfo) -> dict:
+    import optuna  # the tuner's dependency: imported only when a search space is asked for
+
     vectors = [v for v in (1, 2, 4, 8, 16) if max_vector(segment) % v == 0]
     return {
         "block_size": optuna.distributions.CategoricalDistribution([64, 128, 256, 512, 1024]),

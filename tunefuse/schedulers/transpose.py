@@ -7,8 +7,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import optuna
-
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers import pointwise
 from tunefuse.schedulers.common import coeff
@@ -62,7 +60,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     return None
 
 
-def search_space(segment: Segment, device: DeviceInfo) -> dict[str, optuna.distributions.BaseDistribution]:
+def search_space(segment: Segment, device: DeviceInfo) -> dict:
+    import optuna  # the tuner's dependency: imported only when a search space is asked for
+
     return {
         "tile": optuna.distributions.CategoricalDistribution([16, 32, 64]),
         "block_rows": optuna.distributions.CategoricalDistribution([2, 4, 8, 16]),
