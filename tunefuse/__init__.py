@@ -17,6 +17,15 @@ from tunefuse.errors import (
 from tunefuse.frontend import FusionDefinition, Scalar, Tensor
 from tunefuse.ir import Fusion
 
+
+
+def tune(fd, inputs, **options):  # noqa: ANN001, ANN201 - see tunefuse.tuning.tune
+    """Tune every kernel of a fusion for `inputs` and store the winners in the cache."""
+    from tunefuse.tuning import tune as _tune
+
+    return _tune(fd, inputs, **options)
+
+
 __version__ = "0.1.0"
 
 __all__ = [
@@ -32,4 +41,5 @@ __all__ = [
     "ShapeError",
     "Tensor",
     "TunefuseError",
+    "tune",
 ]

@@ -84,8 +84,10 @@ def _static_args(segment: Segment, source: KernelSource) -> tuple[list, list, li
 class Executor:
     """Runs one fusion; keeps its plans by input signature."""
 
-    def __init__(self, fusion, params_source=None, cache=None, name: str | None = None) -> None:  # noqa: ANN001
+    def __init__(self, fusion, params_source=None, cache=None, name: str | None = None,  # noqa: ANN001
+                 precompiled: dict[str, bytes] | None = None) -> None:
         self.fusion = fusion
+        self.precompiled = precompiled or {}  # kernel name -> cubin compiled elsewhere (tuning)
         self.cache = cache  # tunefuse.cache.Cache or None
         self.name = name
         self.inputs = FusionInputs(fusion)
@@ -117,6 +119,8 @@ class Executor:
             source = generate(seg, params, rt.info, dtypes)
             code_key = source_key(source.source, rt.info.arch, COMPILE_OPTIONS)
             cached = self.cache.guard(lambda: store.get_binary(code_key), None) if store is not None else None
+            if source.name in self.precompiled:
+                cached = (self.precompiled[source.name], source.name)
             if cached is not None and cached[1] == source.name:
                 compiled = CompiledKernel(source.name, rt.info.arch, cached[0], "", COMPILE_OPTIONS, 0.0, "")
                 from_cache = True

@@ -1,0 +1,39 @@
+"""Search spaces: every point the tuner would compile is valid and compiles (no GPU)."""
+
+import dataclasses
+import random
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fusion_zoo import ZOO, build, inputs_for
+from tunefuse import DataType
+from tunefuse.codegen import generate
+from tunefuse.compiler import compile_kernel
+from tunefuse.device_info import H100
+from tunefuse.schedulers import params_from_dict, params_to_dict, scheduler_for
+
+
+@given(name=st.sampled_from(sorted(ZOO)), dtype=st.sampled_from([DataType.Float, DataType.Half, DataType.BFloat16]),
+       rows=st.integers(1, 300), cols=st.integers(1, 700), seed=st.integers(0, 2**16))
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_sampled_points_are_valid_or_refused_and_valid_ones_compile(name, dtype, rows, cols, seed):
+    fd = build(ZOO[name], dtype)
+    plan = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0)))
+    rnd = random.Random(seed)
+    dtypes = {b.id: b.dtype for b in plan.buffers}
+    for seg in plan.segments:
+        sched = scheduler_for(seg.scheduler)
+        default = sched.default_params(seg, H100)
+        assert sched.is_valid(seg, H100, default) is None  # the default is always valid
+        space = sched.search_space(seg, H100)
+        for _ in range(3):
+            point = {n: rnd.choice(d.choices) for n, d in space.items()}
+            params = dataclasses.replace(default, **point)
+            if sched.is_valid(seg, H100, params) is not None:
+                continue  # the tuner never compiles these
+            ks = generate(seg, params, H100, dtypes)
+            assert compile_kernel(ks.source, ks.name, "sm_90").cubin
+        # Params survive the cache's JSON.
+        assert params_from_dict(seg.scheduler, params_to_dict(default)) == default

@@ -1,0 +1,80 @@
+"""What the worker process does for one candidate: run the fusion with the candidate's
+params for one kernel (the others at their defaults), check the output against the
+default params' output, time it. A crash here kills only the worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def _setup(state: dict) -> dict:
+    if "executor_inputs" in state:
+        return state
+    from tunefuse.ir import Fusion
+    from tunefuse.runtime.device import runtime
+    from tunefuse.tuning.inputs import make_inputs
+    from tunefuse.tuning.timing import Timer
+
+    setup = state["setup"]
+    fusion = Fusion.from_json(setup["fusion_json"])
+    host_inputs = make_inputs(setup["signature_json"], seed=setup.get("seed", 0))
+    rt = runtime(setup.get("device", 0))
+    from tunefuse.runtime.device_array import DeviceArray
+    from tunefuse.runtime.transfer import host_to_device
+    from tunefuse.dtypes import from_any_dtype
+
+    device_inputs = []
+    for x in host_inputs:
+        if isinstance(x, np.ndarray):
+            buf = rt.allocate(x.nbytes, rt.default_stream)
+            host_to_device(x, int(buf.handle))
+            device_inputs.append(DeviceArray(buf, x.shape, from_any_dtype(x.dtype), stream=rt.default_stream))
+        else:
+            device_inputs.append(x)
+    state.update(fusion=fusion, host_inputs=host_inputs, executor_inputs=device_inputs, rt=rt, timer=Timer(rt),
+                 reference_outputs=None)
+    return state
+
+
+def _run(state: dict, kernel_key: str, params: Any, cubins: dict[str, bytes]) -> tuple[list, Any]:
+    from tunefuse.runtime.executor import Executor
+
+    executor = Executor(state["fusion"], params_source=(
+        (lambda seg, dev: params if seg.kernel_key == kernel_key else None) if params is not None else None),
+        precompiled=cubins)
+    outputs = executor.run(state["executor_inputs"])
+    return [o.numpy() if hasattr(o, "numpy") else np.asarray(o) for o in outputs], executor
+
+
+def measure(request: dict, state: dict) -> dict:
+    """request: kernel_key, scheduler, params (dict), cubins ({kernel name: cubin}),
+    check_reference (bool). Returns median/spread in µs, or why the candidate is wrong."""
+    from tunefuse.kernel_ir import SchedulerKind
+    from tunefuse.schedulers import params_from_dict
+
+    state = _setup(state)
+    if state["reference_outputs"] is None:
+        state["reference_outputs"], _ = _run(state, request["kernel_key"], None, {})
+    kind = SchedulerKind(request["scheduler"])
+    params = params_from_dict(kind, request["params"])
+    if params is None:
+        return {"ok": False, "error": f"params do not fit {kind.value}: {request['params']}"}
+    outputs, executor = _run(state, request["kernel_key"], params, request.get("cubins", {}))
+    for got, want in zip(outputs, state["reference_outputs"]):
+        if got.shape != want.shape or not np.allclose(got.astype(np.float64), want.astype(np.float64),
+                                                      rtol=1e-3, atol=1e-3, equal_nan=True):
+            return {"ok": False, "error": "output differs from the default params' output"}
+    if request.get("check_reference"):
+        from tunefuse import reference
+
+        expected = reference.run(state["fusion"], state["host_inputs"])
+        for got, want in zip(outputs, expected):
+            if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-2, atol=2e-2, equal_nan=True):
+                return {"ok": False, "error": "output differs from tunefuse.reference"}
+    timing = state["timer"].time(lambda: executor.run(state["executor_inputs"]),
+                                 min_total_us=request.get("min_total_us", 20_000.0))
+    recipe = next(r for r in next(iter(executor.plans.values())).recipes if r.segment.kernel_key == request["kernel_key"])
+    return {"ok": True, "median_us": timing.median_us, "spread_us": timing.spread_us, "reps": timing.reps,
+            "kernel_name": recipe.source.name}

@@ -1,0 +1,246 @@
+"""The Optuna search over scheduler params, kernel by kernel.
+
+    report = tunefuse.tune(fd, inputs, trials=40)
+    print(report)
+
+Trial 0 is the default heuristic, trial 1 the nearest tuned shape's params (warm start).
+Candidates are compiled ahead in a process pool, run and checked in a crash-isolated
+worker (against the default's output, and once against the NumPy reference), timed with
+CUDA events. The best few are measured again, interleaved, before one is stored with its
+binary. Studies persist (an Optuna journal file, or the PostgreSQL cache), so an
+interrupted tuning resumes.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import logging
+import math
+import multiprocessing
+import os
+import pathlib
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tunefuse.errors import TunefuseError
+
+log = logging.getLogger("tunefuse.tuning")
+
+
+@dataclass
+class SegmentReport:
+    segment: str
+    scheduler: str
+    kernel_key: str
+    shape_key: str
+    default_us: float
+    best_us: float
+    trials: int
+    failed: int
+    params: dict
+    stored: bool
+
+    @property
+    def speedup(self) -> float:
+        return self.default_us / self.best_us if self.best_us else float("nan")
+
+
+@dataclass
+class TuneReport:
+    segments: list[SegmentReport] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        lines = ["segment              scheduler      default µs   best µs  speedup  trials  failed  params"]
+        for s in self.segments:
+            lines.append(f"{s.segment:<20} {s.scheduler:<13} {s.default_us:10.1f} {s.best_us:9.1f} "
+                         f"{s.speedup:7.2f}x {s.trials:7d} {s.failed:7d}  {s.params}")
+        return "\n".join(lines)
+
+
+def _compile(job: tuple[str, str, str]) -> tuple[str, bytes | None, str]:
+    """Process-pool entry: compile one candidate (source, name, arch)."""
+    from tunefuse.compiler import CompileError, compile_kernel
+
+    source, name, arch = job
+    try:
+        return name, compile_kernel(source, name, arch).cubin, ""
+    except CompileError as e:
+        return name, None, e.log[:2000]
+
+
+def _storage(cache_url: str | None) -> Any:
+    import optuna
+
+    if cache_url and cache_url.startswith("postgresql"):
+        return optuna.storages.RDBStorage(cache_url)
+    import platformdirs
+    from optuna.storages.journal import JournalFileBackend
+
+    path = pathlib.Path(os.environ.get("TUNEFUSE_STUDIES", platformdirs.user_cache_dir("tunefuse"))) / "studies.journal"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
+
+
+def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | None = None,  # noqa: ANN001
+         patience: int = 15, cache: Any = "default", device: int = 0, progress: bool = True,
+         seed: int = 0, batch: int = 4, rechecks: int = 3) -> TuneReport:
+    """Tune every kernel of `fd` for `inputs`; store the winners (with their binaries)
+    in the cache; return a report. `trials` and `timeout` (seconds) budget each kernel;
+    `patience` trials without a gain stop it early."""
+    import optuna
+
+    from tunefuse.cache import DEFAULT, resolve, signature_json
+    from tunefuse.codegen import generate
+    from tunefuse.compiler import COMPILE_OPTIONS, nvrtc_version, source_key
+    from tunefuse.frontend import FusionDefinition
+    from tunefuse.plan import plan_for
+    from tunefuse.runtime.device import runtime
+    from tunefuse.schedulers import params_from_dict, params_to_dict, scheduler_for
+    from tunefuse.signature import FusionInputs, bind_inputs
+    from tunefuse.tuning.worker import Worker, WorkerDied
+
+    fusion = fd.fusion if isinstance(fd, FusionDefinition) else fd
+    bound = bind_inputs(fusion, inputs, FusionInputs(fusion))
+    plan = plan_for(fusion, bound)
+    rt = runtime(device)
+    env = rt.env
+    resolved = resolve(DEFAULT if cache == "default" else cache)
+    store = resolved.store if resolved is not None else None
+    sig_json = signature_json(bound.signature)
+    dtypes = {b.id: b.dtype for b in plan.buffers}
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    report = TuneReport()
+    ctx = multiprocessing.get_context("spawn")
+    worker = Worker("tunefuse.tuning.measure.measure",
+                    setup={"fusion_json": fusion.to_json(), "signature_json": sig_json, "device": device, "seed": seed},
+                    timeout_s=120)
+    bar = None
+    if progress:
+        from rich.progress import Progress
+
+        bar = Progress(transient=False)
+        bar.start()
+    try:
+        with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, min(batch, os.cpu_count() or 1)),
+                                                    mp_context=ctx) as pool:
+            for index, seg in enumerate(plan.segments):
+                sched = scheduler_for(seg.scheduler)
+                default = sched.default_params(seg, rt.info)
+                space = sched.search_space(seg, rt.info)
+                names = [n for n in space if hasattr(default, n)]
+                study = optuna.create_study(
+                    study_name=f"tunefuse:{seg.kernel_key[:20]}:{seg.shape_key}:{env.key[:12]}",
+                    storage=_storage(store.url if store is not None else None), direction="minimize",
+                    sampler=optuna.samplers.TPESampler(seed=seed), load_if_exists=True)
+
+                def fixed(p: Any) -> dict:
+                    return {n: getattr(p, n) for n in names if getattr(p, n) in space[n].choices}
+
+                study.enqueue_trial(fixed(default), skip_if_exists=True)
+                near = store.nearest(seg.kernel_key, seg.shape_key, env) if store is not None else None
+                near_params = params_from_dict(seg.scheduler, near.params) if near is not None else None
+                if near_params is not None and sched.is_valid(seg, rt.info, near_params) is None:
+                    study.enqueue_trial(fixed(near_params), skip_if_exists=True)
+                task = bar.add_task(f"{seg.name} {seg.scheduler.value}", total=trials) if bar else None
+                measured: dict[str, tuple[float, Any, dict]] = {}  # kernel name -> (us, params, answer)
+                failed = done = asks = 0
+
+                def run_candidate(params: Any, src: Any, cubin: bytes, check_reference: bool = False) -> Any:
+                    return worker.request({
+                        "kernel_key": seg.kernel_key, "scheduler": seg.scheduler.value,
+                        "params": params_to_dict(params), "cubins": {src.name: cubin},
+                        "check_reference": check_reference,
+                    })
+
+                # The default heuristic first: the baseline, checked once against the reference.
+                default_src = generate(seg, default, rt.info, dtypes)
+                _, default_cubin, err = _compile((default_src.source, default_src.name, rt.info.arch))
+                answer = run_candidate(default, default_src, default_cubin, check_reference=True) if default_cubin else None
+                if answer is None or isinstance(answer, WorkerDied) or not answer.get("ok"):
+                    raise TunefuseError(f"{seg.name}: the default params do not run correctly: "
+                                        f"{err or getattr(answer, 'reason', None) or answer.get('error')}")
+                default_us = answer["median_us"]
+                measured[default_src.name] = (default_us, default, {"cubin": default_cubin, **answer})
+                best, since_best = default_us, 0
+                start = time.monotonic()
+                while done < trials and asks < 4 * trials + 8 and since_best < patience:
+                    if timeout is not None and time.monotonic() - start > timeout:
+                        break
+                    wave = []
+                    for _ in range(min(batch, trials - done)):
+                        asks += 1
+                        trial = study.ask({n: space[n] for n in names})
+                        params = dataclasses.replace(default, **{n: trial.params[n] for n in names})
+                        why = sched.is_valid(seg, rt.info, params)
+                        if why is not None:  # invalid points are never compiled
+                            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                            continue
+                        wave.append((trial, params, generate(seg, params, rt.info, dtypes)))
+                    if not wave:
+                        continue
+                    jobs = [(src.source, src.name, rt.info.arch) for _, _, src in wave]
+                    cubins = {name: (cubin, err) for name, cubin, err in pool.map(_compile, jobs)}
+                    for trial, params, src in wave:
+                        done += 1
+                        cubin, err = cubins[src.name]
+                        if cubin is None:
+                            failed += 1
+                            log.warning("trial %d: compile failed: %s", trial.number, err[:200])
+                            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                            continue
+                        answer = run_candidate(params, src, cubin)
+                        if isinstance(answer, WorkerDied) or not answer.get("ok"):
+                            failed += 1
+                            why = answer.reason if isinstance(answer, WorkerDied) else answer.get("error")
+                            log.warning("trial %d (%s) failed: %s", trial.number, params, why)
+                            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                            continue
+                        us = answer["median_us"]
+                        study.tell(trial, us)
+                        measured[src.name] = (us, params, {"cubin": cubin, **answer})
+                        if us < best * 0.99:
+                            best, since_best = us, 0
+                        else:
+                            since_best += 1
+                        if bar:
+                            bar.update(task, advance=1, description=f"{seg.name} {seg.scheduler.value} best {best:.1f} µs")
+                # Winner's curse: the best few again, interleaved, with more repetitions.
+                top = sorted(measured.items(), key=lambda kv: kv[1][0])[:rechecks]
+                again: dict[str, list[float]] = {name: [] for name, _ in top}
+                for _ in range(3):
+                    for name, (_, params, info) in top:
+                        answer = worker.request({
+                            "kernel_key": seg.kernel_key, "scheduler": seg.scheduler.value,
+                            "params": params_to_dict(params), "cubins": {name: info["cubin"]},
+                            "min_total_us": 100_000.0,
+                        })
+                        if not isinstance(answer, WorkerDied) and answer.get("ok"):
+                            again[name].append(answer["median_us"])
+                scored = {name: min(v) for name, v in again.items() if v}
+                winner = min(scored, key=scored.get) if scored else top[0][0]
+                best_us, best_params, info = scored.get(winner, measured[winner][0]), measured[winner][1], measured[winner][2]
+                if default_us < best_us:  # never slower than the default heuristic
+                    best_params, best_us, info = default, default_us, measured[default_src.name][2]
+                stored = False
+                if store is not None:
+                    from cache_db.store import TunedRecord
+
+                    src = generate(seg, best_params, rt.info, dtypes)
+                    code_key = source_key(src.source, rt.info.arch, COMPILE_OPTIONS)
+                    store.put_fusion(fusion.fusion_id, fusion.to_json(), None)
+                    store.put_record(TunedRecord(
+                        seg.kernel_key, seg.shape_key, env, seg.scheduler.value, params_to_dict(best_params),
+                        code_key, src.name, best_us, info.get("spread_us"), default_us, done, fusion.fusion_id),
+                        info["cubin"], rt.info.arch, nvrtc_version())
+                    stored = True
+                report.segments.append(SegmentReport(seg.name, seg.scheduler.value, seg.kernel_key, seg.shape_key,
+                                                     default_us, best_us, done, failed, params_to_dict(best_params),
+                                                     stored))
+    finally:
+        worker.close()
+        if bar:
+            bar.stop()
+    return report

@@ -1,0 +1,105 @@
+"""Crash isolation: candidates run in a worker process that may die without harm.
+
+The parent sends a request (a picklable dict) and waits with a timeout. A worker that
+segfaults, exits, or hangs past the timeout is killed and replaced; the request's answer is
+a `WorkerDied` with what happened, and the next request goes to a fresh worker.
+"""
+
+from __future__ import annotations
+
+import importlib
+import multiprocessing
+import traceback
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class WorkerDied:
+    """The worker did not answer: it crashed (exit code / signal) or hung (timeout)."""
+
+    reason: str
+
+
+def _serve(conn, handler_path: str, setup: Any) -> None:  # noqa: ANN001
+    module, _, name = handler_path.rpartition(".")
+    handler = getattr(importlib.import_module(module), name)
+    state: dict = {"setup": setup}
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        try:
+            conn.send(("ok", handler(request, state)))
+        except Exception as e:  # noqa: BLE001 - a Python error is an answer, not a crash
+            conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}"))
+
+
+class Worker:
+    """One worker process running `handler_path(request, state)` for each request."""
+
+    def __init__(self, handler_path: str, setup: Any = None, *, timeout_s: float = 60.0) -> None:
+        self.handler_path = handler_path
+        self.setup = setup
+        self.timeout_s = timeout_s
+        self.restarts = 0
+        self._ctx = multiprocessing.get_context("spawn")
+        self._process = None
+        self._conn = None
+
+    def _start(self) -> None:
+        parent, child = self._ctx.Pipe()
+        self._process = self._ctx.Process(target=_serve, args=(child, self.handler_path, self.setup), daemon=True)
+        self._process.start()
+        child.close()
+        self._conn = parent
+
+    def request(self, payload: Any, timeout_s: float | None = None) -> Any:
+        """The handler's result; raises RuntimeError for a Python error in the handler;
+        returns WorkerDied when the process crashed or hung (it is then replaced)."""
+        if self._process is None or not self._process.is_alive():
+            self._start()
+        assert self._conn is not None and self._process is not None
+        try:
+            self._conn.send(payload)
+            if not self._conn.poll(timeout_s if timeout_s is not None else self.timeout_s):
+                self._kill()
+                return WorkerDied(f"no answer within {timeout_s or self.timeout_s:.0f} s (hung)")
+            status, value = self._conn.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            self._process.join(timeout=5)
+            code = self._process.exitcode
+            self._kill()
+            return WorkerDied(f"worker died (exit code {code})")
+        if status == "error":
+            raise RuntimeError(value)
+        return value
+
+    def _kill(self) -> None:
+        if self._process is not None:
+            if self._process.is_alive():
+                self._process.kill()
+            self._process.join(timeout=5)
+        self._process = None
+        self._conn = None
+        self.restarts += 1
+
+    def close(self) -> None:
+        if self._process is not None and self._process.is_alive():
+            try:
+                self._conn.send(None)  # type: ignore[union-attr]
+                self._process.join(timeout=5)
+            except OSError:
+                pass
+            if self._process.is_alive():
+                self._process.kill()
+        self._process = None
+
+    def __enter__(self) -> Worker:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
