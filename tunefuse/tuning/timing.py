@@ -47,7 +47,7 @@ class Timer:
         self.stream.sync()
         times: list[float] = []
         total = 0.0
-        options = EventOptions(enable_timing=True)
+        options = EventOptions(timing_enabled=True)
         while len(times) < max_reps and (len(times) < min_reps or total < min_total_us):
             self.flush.fill(0, stream=self.stream)
             launch(self.stream, self.spin_config, self.spin, np.int64(200_000))
