@@ -56,6 +56,10 @@ def copy_bandwidth() -> float:
     return 2 * a.numel() * 4 / (us * 1e-6) / 1e12
 
 
+def moved_bytes(inputs, outs) -> int:
+    return nbytes(inputs) + nbytes(outs)
+
+
 def nbytes(tensors) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
@@ -116,6 +120,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    ap.add_argument("--tune", type=int, default=0, metavar="TRIALS",
+                    help="also tune each case with this many trials and time the tuned kernels")
     args = ap.parse_args()
     bw = copy_bandwidth()
     rows = []
@@ -144,6 +150,15 @@ def main() -> None:
                 compiled_us = timed(lambda: cfn(*inputs))
             except Exception as e:  # noqa: BLE001
                 print("torch.compile failed:", e)
+        tuned_us = tuned_trials = None
+        if args.tune:
+            from tunefuse import FusionDefinition, tune
+
+            report = tune(fd, inputs, trials=args.tune, progress=False)
+            tuned_trials = sum(s.trials for s in report.segments)
+            fresh = FusionDefinition.from_fusion(fd.fusion)  # a new executor: reads the tuned records
+            fresh.execute(inputs)
+            tuned_us = timed(lambda: fresh.execute(inputs))
         moved = nbytes(inputs) + nbytes(outs)
         rows.append({
             "case": label, "correct": bool(ok), "kernels": exe.plan.num_kernels,
@@ -152,6 +167,8 @@ def main() -> None:
             "compile_us": None if compiled_us is None else round(compiled_us, 1),
             "tunefuse_bw_frac": round(moved / (tf_us * 1e-6) / 1e12 / bw, 3),
             "nvrtc_ms": [round(x, 1) for x in nvrtc], "first_call_ms": round(first_ms, 1),
+            "tuned_us": None if tuned_us is None else round(tuned_us, 1), "tuned_trials": tuned_trials,
+            "tuned_bw_frac": None if tuned_us is None else round(moved_bytes(inputs, outs) / (tuned_us * 1e-6) / 1e12 / bw, 3),
         })
         print(rows[-1], flush=True)
     # Host cost of a cache-hit call of a small fusion.
@@ -192,11 +209,13 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     (out / "bench.json").write_text(json.dumps(result, indent=2))
     lines = [f"Device: {result['device']}; copy bandwidth {bw:.2f} TB/s (read + write)", "",
-             "| case | kernels | tunefuse µs | eager µs | torch.compile µs | tunefuse % of copy BW | NVRTC ms/kernel | correct |",
-             "|---|---|---|---|---|---|---|---|"]
+             "| case | kernels | tunefuse µs | tuned µs (trials) | eager µs | torch.compile µs | tunefuse % of copy BW | tuned % | NVRTC ms/kernel | correct |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['case']} | {r['kernels']} ({', '.join(r['schedulers'])}) | {r['tunefuse_us']} | {r['eager_us']} | "
-                     f"{r['compile_us']} | {r['tunefuse_bw_frac'] * 100:.0f}% | {', '.join(map(str, r['nvrtc_ms']))} | {r['correct']} |")
+        tuned = "-" if r["tuned_us"] is None else f"{r['tuned_us']} ({r['tuned_trials']})"
+        tuned_bw = "-" if r["tuned_bw_frac"] is None else f"{r['tuned_bw_frac'] * 100:.0f}%"
+        lines.append(f"| {r['case']} | {r['kernels']} ({', '.join(r['schedulers'])}) | {r['tunefuse_us']} | {tuned} | {r['eager_us']} | "
+                     f"{r['compile_us']} | {r['tunefuse_bw_frac'] * 100:.0f}% | {tuned_bw} | {', '.join(map(str, r['nvrtc_ms']))} | {r['correct']} |")
     lines += ["", f"Host cost of one cache-hit call (small bias+GELU): tunefuse {host_tf:.1f} µs, "
               f"torch eager op {host_eager:.1f} µs, torch.compile'd fn {host_compiled if host_compiled is None else round(host_compiled, 1)} µs"]
     lines += ["", f"First call of 4 fusions (softmax, layernorm, bias+GELU, row sum; 1024x1024) in a fresh process: "
