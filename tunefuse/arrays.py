@@ -74,7 +74,9 @@ def describe_array(array: object, *, name: str = "input") -> ArrayInfo:
         )
     if framework in ("cupy", "cuda_array_interface"):
         iface = array.__cuda_array_interface__  # type: ignore[attr-defined]
-        dtype = from_any_dtype(np.dtype(iface["typestr"]))
+        own = getattr(array, "dtype", None)
+        # bfloat16 has no typestr of its own ("<V2"): trust the array's dtype when it has one.
+        dtype = own if isinstance(own, DataType) else from_any_dtype(np.dtype(iface["typestr"]))
         shape = tuple(int(s) for s in iface["shape"])
         itemsize = dtype.itemsize
         if iface.get("strides") is None:
