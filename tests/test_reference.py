@@ -225,9 +225,9 @@ def test_input_mismatch_errors():
     f = fd.fusion
     with pytest.raises(InputMismatchError, match="takes 2 inputs, got 1"):
         reference.run(f, [np.zeros((2, 4), np.float32)])
-    with pytest.raises(InputMismatchError, match="input 0 \\(T0\\): declared dtype float, got float64"):
+    with pytest.raises(InputMismatchError, match="input 0 \\(T0\\): declared dtype float, got double"):
         reference.run(f, [np.zeros((2, 4)), 1.0])
-    with pytest.raises(InputMismatchError, match="input 0 \\(T0\\): dim 1 declared 4, got 5"):
+    with pytest.raises(InputMismatchError, match="input 0 \\(T0\\): dim 1 declared size 4, got 5"):
         reference.run(f, [np.zeros((2, 5), np.float32), 1.0])
-    with pytest.raises(InputMismatchError, match="input 1 \\(S1\\): expected a scalar"):
+    with pytest.raises(InputMismatchError, match="input 1 \\(S1\\): expected a double scalar"):
         reference.run(f, [np.zeros((2, 4), np.float32), np.zeros(3)])

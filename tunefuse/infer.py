@@ -101,6 +101,20 @@ class InferContext:
             raise DefinitionError(f"{self.where}: shape entry {position} must be an int, got {entry!r}")
         return entry
 
+    def normalized_dims(self, dims: tuple[int, ...], rank: int) -> tuple[int, ...]:
+        """`dims` checked in range and already normalized (sorted, non-negative, unique),
+        as the frontend stores them; JSON that differs is refused, not silently fixed."""
+        norm = normalize_dims(self.where, dims, rank)
+        if norm != tuple(dims):
+            raise DefinitionError(f"{self.where}: dims {list(dims)} are not normalized ({list(norm)})")
+        return norm
+
+    def normalized_dim(self, dim: int, rank: int, *, insert: bool = False) -> int:
+        norm = normalize_dim(self.where, dim, rank, insert=insert)
+        if norm != dim:
+            raise DefinitionError(f"{self.where}: dim {dim} is not normalized ({norm})")
+        return norm
+
     def shape_extents(self, shape: Sequence[Dim], *, allow_minus_one: bool) -> tuple[Extent, ...]:
         out = []
         for i, entry in enumerate(shape):
@@ -200,9 +214,7 @@ def _reduction(ctx: InferContext) -> list[ValueType]:
     ctx.arity(1)
     a: ReductionAttrs = ctx.attrs  # type: ignore[assignment]
     t = ctx.tensor(0)
-    dims = normalize_dims(ctx.where, a.dims, t.rank)
-    if dims != a.dims:
-        raise DefinitionError(f"{ctx.where}: dims {list(a.dims)} are not normalized ({list(dims)})")
+    dims = ctx.normalized_dims(a.dims, t.rank)
     if not dims:
         raise DefinitionError(f"{ctx.where}: reduces no dim")
     if a.correction < 0:
@@ -295,9 +307,7 @@ def _squeeze(ctx: InferContext) -> list[ValueType]:
     ctx.arity(1)
     a: DimsAttrs = ctx.attrs  # type: ignore[assignment]
     t = ctx.tensor(0)
-    dims = normalize_dims(ctx.where, a.dims, t.rank)
-    if dims != a.dims:
-        raise DefinitionError(f"{ctx.where}: dims {list(a.dims)} are not normalized")
+    dims = ctx.normalized_dims(a.dims, t.rank)
     for d in dims:
         e = t.shape[d]
         if isinstance(e, int) and e != 1:
@@ -309,9 +319,7 @@ def _unsqueeze(ctx: InferContext) -> list[ValueType]:
     ctx.arity(1)
     a: DimAttrs = ctx.attrs  # type: ignore[assignment]
     t = ctx.tensor(0)
-    dim = normalize_dim(ctx.where, a.dim, t.rank, insert=True)
-    if dim != a.dim:
-        raise DefinitionError(f"{ctx.where}: dim {a.dim} is not normalized")
+    dim = ctx.normalized_dim(a.dim, t.rank, insert=True)
     return [TensorType(t.dtype, t.shape[:dim] + (1,) + t.shape[dim:])]
 
 
@@ -372,9 +380,7 @@ def _cat(ctx: InferContext) -> list[ValueType]:
         raise DefinitionError(f"{ctx.where}: needs at least one tensor")
     tensors = [ctx.tensor(k) for k in range(len(ctx.types))]
     rank = tensors[0].rank
-    dim = normalize_dim(ctx.where, a.dim, rank)
-    if dim != a.dim:
-        raise DefinitionError(f"{ctx.where}: dim {a.dim} is not normalized")
+    dim = ctx.normalized_dim(a.dim, rank)
     for k, t in enumerate(tensors):
         if t.rank != rank:
             raise ShapeError(f"{ctx.where}: operand {ctx.name(k)} has rank {t.rank}, expected {rank}")
@@ -423,9 +429,7 @@ def _iota(ctx: InferContext) -> list[ValueType]:
 def _size(ctx: InferContext) -> list[ValueType]:
     ctx.arity(1)
     t = ctx.tensor(0)
-    dim = normalize_dim(ctx.where, ctx.attrs.dim, t.rank)  # type: ignore[attr-defined]
-    if dim != ctx.attrs.dim:  # type: ignore[attr-defined]
-        raise DefinitionError(f"{ctx.where}: dim is not normalized")
+    ctx.normalized_dim(ctx.attrs.dim, t.rank)  # type: ignore[attr-defined]
     return [ScalarType(DataType.Int)]
 
 

@@ -12,10 +12,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from tunefuse.arrays import is_array, to_numpy
+from tunefuse.arrays import to_numpy
 from tunefuse.dtypes import DataType
 from tunefuse.elementwise import ELEMENTWISE, elementwise_types
-from tunefuse.errors import InputMismatchError, ShapeError
+from tunefuse.errors import ShapeError
 from tunefuse.ir import Fusion, Node, ScalarType, TensorType
 from tunefuse.ops import Dim, GroupOp, OpKind, ScalarRef
 from tunefuse.shapes import resolve_reshape_sizes
@@ -163,33 +163,16 @@ def eval_node(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
 
 
 def bind_inputs(fusion: Fusion, inputs: Sequence[object]) -> Env:
-    """Host values for the fusion's inputs, checked for count, dtype and rank."""
-    input_ids = fusion.inputs
-    if len(inputs) != len(input_ids):
-        raise InputMismatchError(f"the fusion takes {len(input_ids)} inputs, got {len(inputs)}")
+    """Host values for the fusion's inputs, checked as execution checks them."""
+    from tunefuse.signature import bind_inputs as check_inputs
+
+    bound = check_inputs(fusion, inputs)
     env: Env = {}
-    for k, (vid, value) in enumerate(zip(input_ids, inputs)):
-        vt = fusion.values[vid]
-        name = f"input {k} ({fusion.name(vid)})"
-        if isinstance(vt, TensorType):
-            if not is_array(value):
-                raise InputMismatchError(f"{name}: expected a tensor, got {type(value).__name__}")
-            array = to_numpy(value, name=name)
-            if array.dtype != vt.dtype.numpy:
-                raise InputMismatchError(f"{name}: declared dtype {vt.dtype.value}, got {array.dtype}")
-            if array.ndim != vt.rank:
-                raise InputMismatchError(f"{name}: declared rank {vt.rank}, got {array.ndim}")
-            for d, (declared, actual) in enumerate(zip(vt.shape, array.shape)):
-                if isinstance(declared, int) and declared != actual:
-                    raise InputMismatchError(f"{name}: dim {d} declared {declared}, got {actual}")
-            env[vid] = array
+    for k, vid in enumerate(fusion.inputs):
+        if vid in bound.arrays:
+            env[vid] = to_numpy(inputs[k], name=f"input {k} ({fusion.name(vid)})")
         else:
-            if is_array(value):
-                raise InputMismatchError(f"{name}: expected a scalar, got an array")
-            try:
-                env[vid] = np.asarray(value).astype(vt.dtype.numpy)
-            except (TypeError, ValueError):
-                raise InputMismatchError(f"{name}: {value!r} is not a {vt.dtype.value} scalar") from None
+            env[vid] = np.asarray(bound.scalars[vid]).astype(fusion.values[vid].dtype.numpy)
     return env
 
 
