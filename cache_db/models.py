@@ -106,6 +106,7 @@ class JobRow(Base):
     attempts: Mapped[int] = mapped_column(Integer, default=0)
     lease_owner: Mapped[str | None] = mapped_column(String(200))
     lease_expires_at: Mapped[dt.datetime | None] = mapped_column(DateTime)
+    not_before: Mapped[dt.datetime | None] = mapped_column(DateTime)  # retry backoff
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)

@@ -170,11 +170,20 @@ class CacheStore:
         """For one unit of writing: `with store.writer() as s, s.begin(): ...`."""
         return Session(self.write_engine, expire_on_commit=False)
 
+    def _insert_ignore(self, s: Session, model: type, values: dict) -> None:
+        """INSERT that leaves an existing row alone: several writers may store the same
+        binary or fusion at once (on PostgreSQL they do not wait for one another)."""
+        if self.engine.dialect.name == "postgresql":
+            from sqlalchemy.dialects.postgresql import insert
+        else:
+            from sqlalchemy.dialects.sqlite import insert
+        s.execute(insert(model).values(**values).on_conflict_do_nothing())
+
     # -- fusions ---------------------------------------------------------------------
     def put_fusion(self, fusion_id: str, canonical_json: str, name: str | None = None) -> None:
         with self.writer() as s, s.begin():
-            if s.get(FusionRow, fusion_id) is None:
-                s.add(FusionRow(fusion_id=fusion_id, canonical_json=canonical_json, name=name))
+            self._insert_ignore(s, FusionRow, dict(fusion_id=fusion_id, canonical_json=canonical_json, name=name,
+                                                   created_at=utcnow()))
 
     def get_fusion_json(self, fusion_id: str) -> str | None:
         with self.session() as s:
@@ -186,14 +195,16 @@ class CacheStore:
         with self.writer() as s, s.begin():
             self._put_binary(s, code_key, cubin, kernel_name, arch, nvrtc_version)
 
-    @staticmethod
-    def _put_binary(s: Session, code_key: str, cubin: bytes, kernel_name: str, arch: str, nvrtc_version: str) -> None:
-        row = s.get(BinaryRow, code_key)
+    def _put_binary(self, s: Session, code_key: str, cubin: bytes, kernel_name: str, arch: str,
+                    nvrtc_version: str) -> None:
         digest = hashlib.sha256(cubin).hexdigest()
-        if row is None:
-            s.add(BinaryRow(code_key=code_key, sha256=digest, cubin=cubin, size=len(cubin),
-                            kernel_name=kernel_name, arch=arch, nvrtc_version=nvrtc_version))
-        elif row.quarantined or row.sha256 != hashlib.sha256(row.cubin).hexdigest():
+        now = utcnow()
+        self._insert_ignore(s, BinaryRow, dict(
+            code_key=code_key, sha256=digest, cubin=cubin, size=len(cubin), kernel_name=kernel_name, arch=arch,
+            nvrtc_version=nvrtc_version, quarantined=False, created_at=now, last_used_at=now))
+        row = s.get(BinaryRow, code_key)
+        if row is not None and (row.quarantined or row.sha256 != hashlib.sha256(row.cubin).hexdigest()):
+            # A quarantined or corrupt copy is replaced by the good one.
             row.cubin, row.sha256, row.size, row.quarantined = cubin, digest, len(cubin), False
 
     def get_binary(self, code_key: str) -> tuple[bytes, str] | None:
@@ -228,8 +239,14 @@ class CacheStore:
     def put_record(self, record: TunedRecord, cubin: bytes | None = None, arch: str = "",
                    nvrtc_version: str = "") -> None:
         """Store a record (replacing the same kernel/shape/env) and its binary, atomically."""
-        with self.writer() as s, s.begin():
-            self._put_record(s, record, cubin, arch, nvrtc_version)
+        for attempt in range(3):
+            try:
+                with self.writer() as s, s.begin():
+                    self._put_record(s, record, cubin, arch, nvrtc_version)
+                return
+            except IntegrityError:
+                if attempt == 2:  # another writer stored the same key meanwhile: try again
+                    raise
 
     def _put_record(self, s: Session, record: TunedRecord, cubin: bytes | None = None, arch: str = "",
                     nvrtc_version: str = "") -> None:
@@ -462,8 +479,9 @@ class CacheStore:
             items.append(item)
         with self.writer() as s, s.begin():
             for item in items:
-                if item["kind"] == "fusion" and s.get(FusionRow, item["fusion_id"]) is None:
-                    s.add(FusionRow(fusion_id=item["fusion_id"], canonical_json=item["canonical_json"], name=item.get("name")))
+                if item["kind"] == "fusion":
+                    self._insert_ignore(s, FusionRow, dict(fusion_id=item["fusion_id"], name=item.get("name"),
+                                                           canonical_json=item["canonical_json"], created_at=utcnow()))
                 elif item["kind"] == "binary":
                     self._put_binary(s, item["code_key"], item["cubin_bytes"], item["kernel_name"], item["arch"], item["nvrtc_version"])
             s.flush()

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import typer
 
+from cli.daemon import daemon
 from cli.explain import explain
 
 app = typer.Typer(help="tunefuse: fusions compiled to CUDA, tuned, cached.", no_args_is_help=True)
 app.command("explain")(explain)
+app.command("daemon")(daemon)
 
 
 @app.callback()

@@ -86,3 +86,13 @@ class Runtime:
 @functools.cache
 def runtime(index: int = 0) -> Runtime:
     return Runtime(index)
+
+
+def device_count() -> int:
+    """How many CUDA devices the driver sees (0 without a driver)."""
+    try:
+        from cuda.core import system
+
+        return int(system.get_num_devices() if hasattr(system, "get_num_devices") else system.num_devices)
+    except Exception:  # noqa: BLE001
+        return 0

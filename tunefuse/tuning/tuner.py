@@ -42,6 +42,10 @@ class SegmentReport:
     failed: int
     params: dict
     stored: bool
+    spread_us: float | None = None
+    code_key: str = ""
+    kernel_name: str = ""
+    cubin: bytes = field(default=b"", repr=False)
 
     @property
     def speedup(self) -> float:
@@ -86,10 +90,13 @@ def _storage(cache_url: str | None) -> Any:
 
 def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | None = None,  # noqa: ANN001
          patience: int = 15, cache: Any = "default", device: int = 0, progress: bool = True,
-         seed: int = 0, batch: int = 4, rechecks: int = 3) -> TuneReport:
+         seed: int = 0, batch: int = 4, rechecks: int = 3, only_segment: int | None = None,
+         stop: Any = None) -> TuneReport:
     """Tune every kernel of `fd` for `inputs`; store the winners (with their binaries)
     in the cache; return a report. `trials` and `timeout` (seconds) budget each kernel;
-    `patience` trials without a gain stop it early."""
+    `patience` trials without a gain stop it early. `only_segment` tunes one kernel (a
+    daemon job); `stop` (a threading.Event) ends the search early and raises
+    tunefuse.daemon.StopRequested."""
     import optuna
 
     from tunefuse.cache import DEFAULT, resolve, signature_json
@@ -127,6 +134,8 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
         with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, min(batch, os.cpu_count() or 1)),
                                                     mp_context=ctx) as pool:
             for index, seg in enumerate(plan.segments):
+                if only_segment is not None and index != only_segment:
+                    continue
                 sched = scheduler_for(seg.scheduler)
                 default = sched.default_params(seg, rt.info)
                 space = sched.search_space(seg, rt.info)
@@ -167,6 +176,10 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                 best, since_best = default_us, 0
                 start = time.monotonic()
                 while done < trials and asks < 4 * trials + 8 and since_best < patience:
+                    if stop is not None and stop.is_set():
+                        from tunefuse.daemon import StopRequested
+
+                        raise StopRequested()
                     if timeout is not None and time.monotonic() - start > timeout:
                         break
                     wave = []
@@ -236,9 +249,11 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                         code_key, src.name, best_us, info.get("spread_us"), default_us, done, fusion.fusion_id),
                         info["cubin"], rt.info.arch, nvrtc_version())
                     stored = True
-                report.segments.append(SegmentReport(seg.name, seg.scheduler.value, seg.kernel_key, seg.shape_key,
-                                                     default_us, best_us, done, failed, params_to_dict(best_params),
-                                                     stored))
+                src = generate(seg, best_params, rt.info, dtypes)
+                report.segments.append(SegmentReport(
+                    seg.name, seg.scheduler.value, seg.kernel_key, seg.shape_key, default_us, best_us, done, failed,
+                    params_to_dict(best_params), stored, info.get("spread_us"),
+                    source_key(src.source, rt.info.arch, COMPILE_OPTIONS), src.name, info["cubin"]))
     finally:
         worker.close()
         if bar:

@@ -1,0 +1,127 @@
+"""The tuning-job queue: claim with a lease, heartbeat, complete, fail with backoff, release.
+
+Claims are serialized by the database: `SELECT ... FOR UPDATE SKIP LOCKED` on PostgreSQL
+(many hosts claim at once, none waits on another's row), `BEGIN IMMEDIATE` on SQLite. A job
+whose lease expired (its worker was killed, its host died) is claimable again. Completing a
+job stores its record in the same transaction that checks the lease is still ours: a worker
+that lost its lease stores nothing, so no job is ever recorded twice.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+from sqlalchemy import and_, or_, select, update
+
+from cache_db.models import JobRow, utcnow
+from cache_db.store import CacheStore, TunedRecord
+
+
+class LeaseLost(Exception):
+    """The job's lease expired and another worker may have it: drop the work."""
+
+
+@dataclass(frozen=True)
+class Job:
+    id: int
+    fusion_id: str
+    segment_index: int
+    kernel_key: str
+    shape_key: str
+    env_key: str
+    signature_json: str
+    attempts: int
+    priority: int
+
+
+def _job(row: JobRow) -> Job:
+    return Job(row.id, row.fusion_id, row.segment_index, row.kernel_key, row.shape_key, row.env_key,
+               row.signature_json, row.attempts, row.priority)
+
+
+def claim(store: CacheStore, owner: str, lease: dt.timedelta, env_key: str | None = None) -> Job | None:
+    """The next job (most hits first, then oldest), leased to `owner`; None when idle."""
+    now = utcnow()
+    with store.writer() as s, s.begin():
+        ready = or_(
+            and_(JobRow.state == "queued", or_(JobRow.not_before.is_(None), JobRow.not_before <= now)),
+            and_(JobRow.state == "running", JobRow.lease_expires_at < now),
+        )
+        q = select(JobRow).where(ready)
+        if env_key is not None:
+            q = q.where(JobRow.env_key == env_key)
+        q = q.order_by(JobRow.priority.desc(), JobRow.created_at, JobRow.id).limit(1)
+        if store.engine.dialect.name == "postgresql":
+            q = q.with_for_update(skip_locked=True)
+        row = s.execute(q).scalar_one_or_none()
+        if row is None:
+            return None
+        row.state, row.lease_owner, row.lease_expires_at = "running", owner, now + lease
+        row.attempts += 1
+        row.updated_at = now
+        return _job(row)
+
+
+def _mine(job_id: int, owner: str):  # noqa: ANN202
+    return and_(JobRow.id == job_id, JobRow.lease_owner == owner, JobRow.state == "running")
+
+
+def heartbeat(store: CacheStore, job_id: int, owner: str, lease: dt.timedelta) -> bool:
+    """Extend the lease; False when it is no longer ours."""
+    now = utcnow()
+    with store.writer() as s, s.begin():
+        result = s.execute(update(JobRow).where(_mine(job_id, owner), JobRow.lease_expires_at >= now)
+                           .values(lease_expires_at=now + lease, updated_at=now))
+        return result.rowcount == 1
+
+
+def complete(store: CacheStore, job_id: int, owner: str, record: TunedRecord | None = None,
+             cubin: bytes | None = None, arch: str = "", nvrtc_version: str = "") -> None:
+    """Mark the job done and store its record, in one transaction; LeaseLost if not ours."""
+    now = utcnow()
+    with store.writer() as s, s.begin():
+        result = s.execute(update(JobRow).where(_mine(job_id, owner)).values(
+            state="done", lease_owner=None, lease_expires_at=None, error=None, updated_at=now))
+        if result.rowcount != 1:
+            raise LeaseLost(f"job {job_id} is no longer leased to {owner}")
+        if record is not None:
+            store._put_record(s, record, cubin, arch, nvrtc_version)
+
+
+def fail(store: CacheStore, job_id: int, owner: str, error: str, *, max_attempts: int,
+         backoff: dt.timedelta) -> str:
+    """Record the error; retry after backoff * 2^(attempts-1), or give up. Returns the state."""
+    now = utcnow()
+    with store.writer() as s, s.begin():
+        row = s.get(JobRow, job_id)
+        if row is None or row.lease_owner != owner or row.state != "running":
+            return "lost"
+        row.error = error[-4000:]
+        row.lease_owner = row.lease_expires_at = None
+        row.updated_at = now
+        if row.attempts >= max_attempts:
+            row.state = "failed"
+        else:
+            row.state = "queued"
+            row.not_before = now + backoff * (2 ** (row.attempts - 1))
+        return row.state
+
+
+def release(store: CacheStore, job_id: int, owner: str) -> bool:
+    """Give a job back untouched (shutdown): queued again, this attempt not counted."""
+    now = utcnow()
+    with store.writer() as s, s.begin():
+        result = s.execute(update(JobRow).where(_mine(job_id, owner)).values(
+            state="queued", lease_owner=None, lease_expires_at=None, attempts=JobRow.attempts - 1,
+            updated_at=now))
+        return result.rowcount == 1
+
+
+def set_state(store: CacheStore, job_id: int, state: str) -> bool:
+    """retry (queued) or cancel a job by hand."""
+    with store.writer() as s, s.begin():
+        values = {"state": state, "lease_owner": None, "lease_expires_at": None, "updated_at": utcnow()}
+        if state == "queued":
+            values.update(attempts=0, not_before=None, error=None)
+        return s.execute(update(JobRow).where(JobRow.id == job_id).values(**values)).rowcount == 1
