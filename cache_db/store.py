@@ -224,6 +224,10 @@ class CacheStore:
             s.execute(update(BinaryRow).where(BinaryRow.code_key == code_key).values(quarantined=True))
             s.execute(update(RecordRow).where(RecordRow.code_key == code_key).values(quarantined=True))
 
+    def binary_sizes(self) -> dict[str, int]:
+        with self.session() as s:
+            return dict(s.execute(select(BinaryRow.code_key, BinaryRow.size)).all())
+
     def verify(self) -> list[str]:
         """Recompute every binary's sha256; quarantine and return the mismatches."""
         bad = []
@@ -394,11 +398,16 @@ class CacheStore:
             return result
 
     def vacuum(self) -> None:
-        with self.engine.connect() as c:
-            if self.engine.dialect.name == "sqlite":
-                c.exec_driver_sql("VACUUM")
-            else:
-                c.execution_options(isolation_level="AUTOCOMMIT").exec_driver_sql("VACUUM")
+        """VACUUM runs outside any transaction: on a raw DBAPI connection in autocommit."""
+        raw = self.engine.raw_connection()
+        try:
+            if self.engine.dialect.name == "postgresql":
+                raw.dbapi_connection.autocommit = True  # type: ignore[union-attr]
+            cursor = raw.cursor()
+            cursor.execute("VACUUM")
+            cursor.close()
+        finally:
+            raw.close()
 
     # -- export / import -----------------------------------------------------------------
     def export(self, path: str | pathlib.Path) -> int:

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import typer
 
+from cli import cache, jobs
 from cli.daemon import daemon
+from cli.doctor import doctor
 from cli.explain import explain
 
 app = typer.Typer(help="tunefuse: fusions compiled to CUDA, tuned, cached.", no_args_is_help=True)
 app.command("explain")(explain)
 app.command("daemon")(daemon)
+app.command("doctor")(doctor)
+app.add_typer(cache.app, name="cache")
+app.add_typer(jobs.app, name="jobs")
 
 
 @app.callback()

@@ -27,3 +27,104 @@ def test_explain_bad_file_is_a_clear_error(tmp_path):
     assert result.exit_code == 2 and "does not exist" in result.output
     result = runner.invoke(app, ["explain", str(ROOT / "examples" / "seed_fusions.py"), "--only", "nope"])
     assert result.exit_code == 2 and "no fusion named 'nope'" in result.output
+
+
+# -- cache and jobs, against a real SQLite cache filled through the library ---------------
+
+import datetime as dt  # noqa: E402
+
+import pytest  # noqa: E402
+import sqlalchemy as sa  # noqa: E402
+
+from cache_db.models import BinaryRow, RecordRow  # noqa: E402
+from cache_db.store import CacheStore  # noqa: E402
+from test_cache_store import ENV, OTHER_ENV, fusion_row, record  # noqa: E402
+
+
+@pytest.fixture
+def filled(tmp_path):
+    url = f"sqlite:///{tmp_path / 'cli.sqlite'}"
+    store = CacheStore.open(url)
+    fid = fusion_row(store)
+    for k, env in enumerate([ENV, ENV, OTHER_ENV]):
+        rec, cubin = record(shape=str(k), env=env, cubin=bytes([k]) * 50, fusion_id=fid)
+        store.put_record(rec, cubin, "sm_90", "13.5")
+    with store.engine.begin() as c:
+        c.execute(sa.update(RecordRow).where(RecordRow.shape_key == "0").values(tuned_at=dt.datetime(2020, 1, 1)))
+    store.enqueue(fid, 0, "q" * 64, "8x8", ENV, "[]")
+    return url, store
+
+
+def run(*args):
+    result = runner.invoke(app, [str(a) for a in args])
+    return result
+
+
+def test_cache_ls_show_stats_json(filled):
+    url, _ = filled
+    listed = json.loads(run("cache", "ls", "--cache", url, "--json").output)
+    assert len(listed) == 3 and {r["shape_key"] for r in listed} == {"0", "1", "2"}
+    one = json.loads(run("cache", "show", listed[0]["id"], "--cache", url, "--json").output)
+    assert one["params"]["block_size"] == 256 and one["speedup"] == pytest.approx(1.2)
+    stats = json.loads(run("cache", "stats", "--cache", url, "--json").output)
+    assert stats["records"] == 3 and stats["binaries"] == 3 and stats["jobs"] == {"queued": 1}
+    assert run("cache", "show", 999, "--cache", url).exit_code == 1
+    assert run("cache", "ls", "--cache", url, "--sort", "nonsense").exit_code == 2
+    assert "kernel" in run("cache", "ls", "--cache", url).output
+
+
+def test_prune_dry_run_deletes_nothing_and_yes_deletes_exactly_that(filled):
+    url, store = filled
+    dry = run("cache", "prune", "--cache", url, "--older-than", "30", "--dry-run", "--json")
+    assert dry.exit_code == 0
+    planned = json.loads(dry.output)
+    assert [r["shape_key"] for r in planned["records"]] == ["0"] and len(store.records()) == 3
+    done = run("cache", "prune", "--cache", url, "--older-than", "30", "--yes", "--json")
+    assert json.loads(done.output) == planned
+    assert sorted(r.shape_key for r in store.records()) == ["1", "2"]
+    assert run("cache", "prune", "--cache", url).exit_code == 2  # nothing said: refused
+
+
+def test_export_import_and_a_tampered_import_refused(filled, tmp_path):
+    url, _ = filled
+    path = tmp_path / "export.jsonl"
+    assert run("cache", "export", path, "--cache", url).exit_code == 0
+    other = f"sqlite:///{tmp_path / 'other.sqlite'}"
+    assert json.loads(run("cache", "import", path, "--cache", other, "--json").output)["items"] == 7
+    lines = path.read_text().splitlines()
+    doc = json.loads(lines[2])
+    doc["cubin"] = doc["cubin"][::-1]
+    lines[2] = json.dumps(doc)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("\n".join(lines) + "\n")
+    third = f"sqlite:///{tmp_path / 'third.sqlite'}"
+    result = run("cache", "import", bad, "--cache", third)
+    assert result.exit_code == 1 and "import refused" in result.output
+    assert CacheStore.open(third).stats().records == 0
+
+
+def test_verify_catches_a_corrupted_binary(filled):
+    url, store = filled
+    assert run("cache", "verify", "--cache", url).exit_code == 0
+    with store.engine.begin() as c:
+        c.execute(sa.update(BinaryRow).where(BinaryRow.size == 50).values(cubin=b"evil"))
+    result = run("cache", "verify", "--cache", url, "--json")
+    assert result.exit_code == 1 and len(json.loads(result.output)["quarantined"]) == 3
+    assert run("cache", "vacuum", "--cache", url).exit_code == 0
+
+
+def test_jobs_ls_show_retry_cancel(filled):
+    url, store = filled
+    (job,) = json.loads(run("jobs", "ls", "--cache", url, "--json").output)
+    assert job["state"] == "queued"
+    assert run("jobs", "cancel", job["id"], "--cache", url).exit_code == 0
+    assert json.loads(run("jobs", "show", job["id"], "--cache", url, "--json").output)["state"] == "cancelled"
+    assert run("jobs", "retry", job["id"], "--cache", url).exit_code == 0
+    assert store.jobs()[0].state == "queued"
+    assert run("jobs", "show", 12345, "--cache", url).exit_code == 1
+
+
+def test_doctor_reports_the_cache(filled):
+    url, _ = filled
+    result = run("doctor", "--cache", url, "--quick")
+    assert "cache" in result.output and "revision 0002" in result.output

@@ -1,0 +1,163 @@
+"""`tunefuse cache ...`: look into and manage the persistent cache."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from cli.common import CacheOption, JsonOption, console, emit, fail, open_store
+
+app = typer.Typer(help="Inspect and prune the cache of tuned kernels.", no_args_is_help=True)
+
+
+def _record_dict(r) -> dict:  # noqa: ANN001 - a TunedRecord
+    speedup = (r.default_us / r.median_us) if r.default_us and r.median_us else None
+    return {"id": r.id, "kernel_key": r.kernel_key, "shape_key": r.shape_key, "scheduler": r.scheduler,
+            "params": r.params, "median_us": r.median_us, "spread_us": r.spread_us, "default_us": r.default_us,
+            "speedup": speedup, "trials": r.trials, "hits": r.hits, "fusion_id": r.fusion_id,
+            "code_key": r.code_key, "tuned_at": r.tuned_at, "last_used_at": r.last_used_at,
+            "env": {"compute_capability": r.env.compute_capability, "device_name": r.env.device_name,
+                    "nvrtc_version": r.env.nvrtc_version, "driver_version": r.env.driver_version,
+                    "codegen_version": r.env.codegen_version, "key": r.env.key}}
+
+
+def _current_env():  # noqa: ANN202
+    try:
+        from tunefuse.runtime.device import runtime
+
+        return runtime(0).env
+    except Exception as e:  # noqa: BLE001
+        fail(f"--stale needs the current GPU's env: {e}", 2)
+
+
+@app.command("ls")
+def ls(
+    cache: CacheOption = None,
+    fusion: Annotated[str | None, typer.Option(help="Only this fusion (id prefix).")] = None,
+    scheduler: Annotated[str | None, typer.Option(help="Only this scheduler.")] = None,
+    env: Annotated[str | None, typer.Option(help="Only this env key (prefix).")] = None,
+    stale: Annotated[bool, typer.Option("--stale", help="Only records of another env than this GPU's.")] = False,
+    sort: Annotated[str, typer.Option(help="hits, speedup, age or size.")] = "hits",
+    as_json: JsonOption = False,
+) -> None:
+    """List tuned records."""
+    if sort not in ("hits", "speedup", "age", "size"):
+        fail(f"--sort must be hits, speedup, age or size, not {sort!r}", 2)
+    store = open_store(cache)
+    records = [_record_dict(r) for r in store.records()]
+    if fusion:
+        records = [r for r in records if (r["fusion_id"] or "").startswith(fusion)]
+    if scheduler:
+        records = [r for r in records if r["scheduler"] == scheduler]
+    if env:
+        records = [r for r in records if r["env"]["key"].startswith(env)]
+    if stale:
+        here = _current_env().key
+        records = [r for r in records if r["env"]["key"] != here]
+    sizes = {b: n for b, n in store.binary_sizes().items()}
+    for r in records:
+        r["size"] = sizes.get(r["code_key"], 0)
+    key = {"hits": lambda r: -r["hits"], "speedup": lambda r: -(r["speedup"] or 0),
+           "age": lambda r: r["tuned_at"], "size": lambda r: -r["size"]}[sort]
+    records.sort(key=key)
+    table = Table("id", "scheduler", "kernel", "shape", "µs", "default µs", "speedup", "trials", "hits", "device")
+    for r in records:
+        table.add_row(str(r["id"]), r["scheduler"], r["kernel_key"][:12], r["shape_key"],
+                      f"{r['median_us'] or 0:.1f}", f"{r['default_us'] or 0:.1f}",
+                      f"{r['speedup']:.2f}x" if r["speedup"] else "-", str(r["trials"]), str(r["hits"]),
+                      r["env"]["device_name"])
+    emit(records, as_json, table)
+
+
+@app.command("show")
+def show(record_id: Annotated[int, typer.Argument(help="Record id (from cache ls).")], cache: CacheOption = None,
+         as_json: JsonOption = False) -> None:
+    """One record: params, timings, speedup over default, trials, env."""
+    store = open_store(cache)
+    match = [r for r in store.records() if r.id == record_id]
+    if not match:
+        fail(f"no record {record_id}")
+    data = _record_dict(match[0])
+    text = "\n".join(f"{k}: {json.dumps(v, default=str)}" for k, v in data.items())
+    emit(data, as_json, text=text)
+
+
+@app.command("stats")
+def stats(cache: CacheOption = None, as_json: JsonOption = False) -> None:
+    """Entries, binaries, bytes, hit counts, jobs."""
+    st = open_store(cache).stats()
+    data = {"records": st.records, "binaries": st.binaries, "binary_bytes": st.binary_bytes, "hits": st.hits,
+            "quarantined": st.quarantined, "jobs": st.jobs}
+    emit(data, as_json, text="\n".join(f"{k}: {v}" for k, v in data.items()))
+
+
+@app.command("prune")
+def prune(
+    cache: CacheOption = None,
+    older_than: Annotated[float | None, typer.Option(help="Records tuned more than this many days ago.")] = None,
+    unused_for: Annotated[float | None, typer.Option(help="Records not used for this many days.")] = None,
+    stale: Annotated[bool, typer.Option("--stale", help="Records of another env than this GPU's.")] = False,
+    max_bytes: Annotated[int | None, typer.Option(help="Least recently used first until binaries fit.")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would go; delete nothing.")] = False,
+    yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Delete records (and binaries nothing needs) by age, last use, stale env, size cap."""
+    if older_than is None and unused_for is None and not stale and max_bytes is None:
+        fail("say what to prune: --older-than, --unused-for, --stale or --max-bytes", 2)
+    store = open_store(cache)
+    kwargs = dict(older_than=dt.timedelta(days=older_than) if older_than is not None else None,
+                  unused_for=dt.timedelta(days=unused_for) if unused_for is not None else None,
+                  stale_env=_current_env() if stale else None, max_bytes=max_bytes)
+    plan = store.prune(**kwargs, dry_run=True)
+    if dry_run:
+        emit(plan, as_json, text=f"would delete {len(plan['records'])} records and {len(plan['binaries'])} binaries")
+        return
+    if not yes and not typer.confirm(f"delete {len(plan['records'])} records and {len(plan['binaries'])} binaries?"):
+        raise typer.Exit(1)
+    done = store.prune(**kwargs)
+    emit(done, as_json, text=f"deleted {len(done['records'])} records and {len(done['binaries'])} binaries")
+
+
+@app.command("export")
+def export(path: Annotated[Path, typer.Argument(help="JSON lines file to write.")], cache: CacheOption = None,
+           as_json: JsonOption = False) -> None:
+    """Write the cache as JSON lines (binaries base64, with their sha256)."""
+    n = open_store(cache).export(path)
+    emit({"lines": n, "path": str(path)}, as_json, text=f"exported {n} items to {path}")
+
+
+@app.command("import")
+def import_(path: Annotated[Path, typer.Argument(help="JSON lines file from cache export.")], cache: CacheOption = None,
+            as_json: JsonOption = False) -> None:
+    """Read an export; every line is validated before anything is written."""
+    from cache_db.store import CacheError
+
+    if not path.is_file():
+        fail(f"{path} does not exist", 2)
+    try:
+        n = open_store(cache).import_(path)
+    except CacheError as e:
+        fail(f"import refused: {e}")
+    emit({"items": n}, as_json, text=f"imported {n} items")
+
+
+@app.command("verify")
+def verify(cache: CacheOption = None, as_json: JsonOption = False) -> None:
+    """Recompute every binary's sha256; quarantine mismatches (exit 1 if any)."""
+    bad = open_store(cache).verify()
+    emit({"quarantined": bad}, as_json, text=f"{len(bad)} corrupt binaries quarantined" if bad else "all binaries ok")
+    if bad:
+        raise typer.Exit(1)
+
+
+@app.command("vacuum")
+def vacuum(cache: CacheOption = None) -> None:
+    """Give the space of deleted rows back to the file system."""
+    open_store(cache).vacuum()
+    console.print("vacuumed")
