@@ -128,3 +128,13 @@ def test_doctor_reports_the_cache(filled):
     url, _ = filled
     result = run("doctor", "--cache", url, "--quick")
     assert "cache" in result.output and "revision 0002" in result.output
+
+
+def test_jobs_enqueue_without_a_gpu_says_why(tmp_path):
+    result = run("jobs", "enqueue", ROOT / "examples" / "seed_fusions.py", "--cache", f"sqlite:///{tmp_path / 'q.sqlite'}")
+    from tunefuse.runtime.device import device_count
+
+    if device_count():
+        assert result.exit_code == 0
+    else:
+        assert result.exit_code == 2 and "not usable here" in result.output
