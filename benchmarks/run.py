@@ -13,7 +13,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

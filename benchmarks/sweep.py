@@ -34,7 +34,6 @@ def main() -> None:
               else torch.randn(cols, device="cuda").to(tdtype) for v in fd.fusion.inputs]
     fd.execute(inputs)
     seg = next(iter(fd._runner.plans.values())).plan.segments[0]
-    rt_info = next(iter(fd._runner.plans.values())).recipes[0]
     from tunefuse.runtime.device import runtime
 
     device = runtime(0).info

@@ -2,7 +2,6 @@
 (no GPU needed). The GPU tests prove the same kernels compute the right thing."""
 
 import dataclasses
-import itertools
 
 import numpy as np
 import pytest

@@ -1,6 +1,5 @@
 """GPU: kernels compute what the reference computes (run with `pytest -m gpu` on a GPU)."""
 
-import math
 
 import numpy as np
 import pytest

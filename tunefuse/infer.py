@@ -27,7 +27,6 @@ from tunefuse.ops import (
     PadAttrs,
     PermuteAttrs,
     ReductionAttrs,
-    ScalarInputAttrs,
     ScalarRef,
     ShapeAttrs,
     SliceAttrs,

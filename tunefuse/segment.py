@@ -461,8 +461,6 @@ def build_segment(cf: ConcreteFusion, materialized: dict[int, Buffer], group: li
         reduced = bool(b.reduce_dims) and shape != b.space
         index = b.outer_index(shape) if reduced else b.full_index()
         expr = b.build(req.value, index)
-        if isinstance(expr, ELoad) and req.value in materialized and req.value not in b.stored_here:
-            pass  # pragma: no cover - a stored value is always computed here
         stores.append(Store(req.buffer, materialized[req.value].dtype if req.value in materialized
                             else cf.fusion.values[req.value].dtype,
                             offset_of(index, req.strides), expr, req.value, reduced))

@@ -16,7 +16,6 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import logging
-import math
 import multiprocessing
 import os
 import pathlib

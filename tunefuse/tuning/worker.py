@@ -93,7 +93,7 @@ class Worker:
                 self._conn.send(None)  # type: ignore[union-attr]
                 self._process.join(timeout=5)
             except OSError:
-                pass
+                pass  # the pipe is already gone: the kill below ends it
             if self._process.is_alive():
                 self._process.kill()
         self._process = None
