@@ -404,6 +404,19 @@ def execute(fd, inputs: Sequence[object], out: Sequence[object] | None = None, c
     return executor.run(inputs, out)
 
 
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    from tunefuse.arrays import contiguous_strides
+
+    return contiguous_strides(tuple(shape))
+
+
+def _prod(shape: tuple[int, ...]) -> int:
+    n = 1
+    for e in shape:
+        n *= e
+    return n
+
+
 def _torch_key(inputs: Sequence[object], fusion_inputs: FusionInputs) -> tuple | None:
     """What decides the plan, read cheaply off CUDA torch tensors and Python scalars; None
     when some input is of another kind (the checked path handles those)."""
@@ -432,6 +445,9 @@ class TorchLauncher:
         self.device_index = inputs[next(i for i, x in enumerate(inputs) if hasattr(x, "is_cuda"))].device.index or 0
         self.rt = runtime(self.device_index)
         self.device = torch.device("cuda", self.device_index)
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the handle without a Stream object
+        self.current_stream = raw if raw is not None else (
+            lambda index: torch.cuda.current_stream(index).cuda_stream)
         position = {vid: k for k, vid in enumerate(plan.fusion.inputs)}
         self.n_buffers = len(plan.buffers)
         self.input_slots = [(b.id, b.input_index) for b in plan.buffers if b.kind is BufferKind.INPUT]
@@ -440,8 +456,18 @@ class TorchLauncher:
             DataType.BFloat16: torch.bfloat16, DataType.Int: torch.int64, DataType.Int32: torch.int32,
             DataType.Bool: torch.bool,
         }
-        self.alloc_slots = [(b.id, max(b.numel, 1), torch_dtype[b.dtype]) for b in plan.buffers
-                            if b.kind is not BufferKind.INPUT]
+        contiguous_outputs = {
+            o.buffer: o for o in plan.outputs
+            if o.returned and o.view.offset == 0 and plan.buffers[o.buffer].kind is not BufferKind.INPUT
+            and o.view.strides == _row_major(o.view.shape) and _prod(o.view.shape) == plan.buffers[o.buffer].numel
+            and sum(1 for p in plan.outputs if p.buffer == o.buffer) == 1
+        }
+        # A buffer that is exactly one returned output is allocated in that output's shape.
+        self.alloc_slots = [
+            (b.id, tuple(contiguous_outputs[b.id].view.shape) if b.id in contiguous_outputs else (max(b.numel, 1),),
+             torch_dtype[b.dtype])
+            for b in plan.buffers if b.kind is not BufferKind.INPUT
+        ]
         self.scalar_slots = [(vid, position[vid]) for vid in plan.fusion.inputs
                              if not plan.fusion.is_tensor(vid)]
         self.fixed = dict(plan.fixed_scalars)
@@ -452,20 +478,25 @@ class TorchLauncher:
             if not binding.returned:
                 continue
             buf = plan.buffers[binding.buffer]
-            source = ("input", buf.input_index) if buf.kind is BufferKind.INPUT else ("buffer", buf.id)
+            if buf.kind is BufferKind.INPUT:
+                source = ("input", buf.input_index)
+            elif buf.id in contiguous_outputs:
+                source = ("whole", buf.id)
+            else:
+                source = ("buffer", buf.id)
             self.results.append((source, tuple(binding.view.shape), tuple(binding.view.strides), binding.view.offset))
 
     def __call__(self, inputs: Sequence[object]) -> list:
         import torch
         from cuda.core import launch
 
-        stream = self.rt.stream_for(torch.cuda.current_stream(self.device).cuda_stream)
+        stream = self.rt.stream_for(self.current_stream(self.device_index))
         pointers = [0] * self.n_buffers
         tensors: list = [None] * self.n_buffers
         for bid, pos in self.input_slots:
             pointers[bid] = inputs[pos].data_ptr()  # type: ignore[attr-defined]
-        for bid, numel, dtype in self.alloc_slots:
-            t = torch.empty(numel, dtype=dtype, device=self.device)
+        for bid, shape, dtype in self.alloc_slots:
+            t = torch.empty(shape, dtype=dtype, device=self.device)
             tensors[bid] = t
             pointers[bid] = t.data_ptr()
         host = None
@@ -486,7 +517,9 @@ class TorchLauncher:
             launch(stream, recipe.config, recipe.kernel, *args)
         out = []
         for (kind, ref), shape, strides, offset in self.results:
-            if kind == "input":
+            if kind == "whole":
+                out.append(tensors[ref])
+            elif kind == "input":
                 base = inputs[ref]
                 out.append(torch.as_strided(base, shape, strides, base.storage_offset() + offset))  # type: ignore[attr-defined]
             else:
