@@ -349,3 +349,17 @@ def test_plan_prints_what_runs_and_why():
 def test_random_fusions_plan_equals_reference(case):
     fd, inputs = case
     assert_plan_matches_reference(fd, inputs)
+
+
+def test_a_reduction_feeding_a_reshaped_output_gets_its_own_kernel(rng):
+    """Found by the random GPU fusions: the stored value's shape is neither the reduction's
+    space nor its result, and there is nothing to split apart."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        s = fd.ops.sum(x, dims=[1], keepdim=True)
+        y = fd.ops.add(x, fd.ops.broadcast_in_dim(s, shape=[2, 2], broadcast_dims=[0, 1]))
+        fd.add_output(fd.ops.reshape(fd.ops.permute(y, dims=[1, 0]), new_shape=[4]))
+    x = rng.standard_normal((2, 2), dtype=np.float32)
+    plan = fd.plan([x])
+    assert plan.num_kernels >= 1
+    assert_plan_matches_reference(fd, [x])

@@ -197,10 +197,12 @@ class _SegmentBuilder:
             for req in self.group:
                 shape = self.cf.shape(req.value)
                 if shape != self.space and shape not in reduced:
-                    raise _SplitByShape(
-                        f"T{req.value} of shape {list(shape)} is neither the reduction's space "
-                        f"{list(self.space)} nor its result"
-                    )
+                    why = (f"T{req.value} of shape {list(shape)} is neither the reduction's space "
+                           f"{list(self.space)} nor its result")
+                    if len({self.cf.shape(r.value) for r in self.group}) == 1:
+                        # Nothing to split apart: the reduction gets a kernel of its own.
+                        raise _Materialize(reductions[0], why)
+                    raise _SplitByShape(why)
         self.vars = tuple(Var(k, e) for k, e in enumerate(self.space))
 
     def reduced_shape(self, keepdim: bool) -> tuple[int, ...]:

@@ -445,6 +445,9 @@ class TorchLauncher:
         self.device_index = inputs[next(i for i, x in enumerate(inputs) if hasattr(x, "is_cuda"))].device.index or 0
         self.rt = runtime(self.device_index)
         self.device = torch.device("cuda", self.device_index)
+        from cuda.core import launch
+
+        self.torch, self.launch = torch, launch  # bound once: no import statement per call
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the handle without a Stream object
         self.current_stream = raw if raw is not None else (
             lambda index: torch.cuda.current_stream(index).cuda_stream)
@@ -487,9 +490,7 @@ class TorchLauncher:
             self.results.append((source, tuple(binding.view.shape), tuple(binding.view.strides), binding.view.offset))
 
     def __call__(self, inputs: Sequence[object]) -> list:
-        import torch
-        from cuda.core import launch
-
+        torch, launch = self.torch, self.launch
         stream = self.rt.stream_for(self.current_stream(self.device_index))
         pointers = [0] * self.n_buffers
         tensors: list = [None] * self.n_buffers
