@@ -143,6 +143,14 @@ def _shape_distance(a: str, b: str) -> float:
     return sum(abs(math.log(max(int(p), 1)) - math.log(max(int(q), 1))) for p, q in zip(xa, xb))
 
 
+def nearest_record(records: Iterable[TunedRecord], shape_key: str) -> TunedRecord | None:
+    """Of records of one kernel, the one whose shape is closest (same rank), or None."""
+    best = min(records, key=lambda r: _shape_distance(r.shape_key, shape_key), default=None)
+    if best is None or math.isinf(_shape_distance(best.shape_key, shape_key)):
+        return None
+    return best
+
+
 class CacheStore:
     """One cache database. Thread-safe; share one per process."""
 
@@ -289,14 +297,62 @@ class CacheStore:
 
     def nearest(self, kernel_key: str, shape_key: str, env: Env) -> TunedRecord | None:
         """The tuned record of the same kernel (same env) whose shape is closest."""
+        return nearest_record(self.records_of_kernels([kernel_key], env), shape_key)
+
+    def records_of_kernels(self, kernel_keys: Iterable[str], env: Env) -> list[TunedRecord]:
+        """Every usable record of these kernels in `env`, in one query (a plan's lookups)."""
+        keys = sorted(set(kernel_keys))
+        if not keys:
+            return []
         with self.session() as s:
             rows = s.execute(select(RecordRow).where(
-                RecordRow.kernel_key == kernel_key, RecordRow.env_key == env.key,
+                RecordRow.kernel_key.in_(keys), RecordRow.env_key == env.key,
                 RecordRow.quarantined.is_(False))).scalars().all()
-        best = min(rows, key=lambda r: _shape_distance(r.shape_key, shape_key), default=None)
-        if best is None or math.isinf(_shape_distance(best.shape_key, shape_key)):
-            return None
-        return _record_from_row(best)
+            return [_record_from_row(r) for r in rows]
+
+    def get_binaries(self, code_keys: Iterable[str]) -> dict[str, tuple[bytes, str]]:
+        """Verified binaries by code key, in one query; mismatches are quarantined."""
+        keys = sorted(set(code_keys))
+        if not keys:
+            return {}
+        with self.session() as s:
+            rows = s.execute(select(BinaryRow.code_key, BinaryRow.cubin, BinaryRow.sha256, BinaryRow.kernel_name)
+                             .where(BinaryRow.code_key.in_(keys), BinaryRow.quarantined.is_(False))).all()
+        found: dict[str, tuple[bytes, str]] = {}
+        for code_key, cubin, digest, name in rows:
+            if hashlib.sha256(cubin).hexdigest() == digest:
+                found[code_key] = (bytes(cubin), name)
+            else:
+                self.quarantine_binary(code_key)
+        return found
+
+    def note_plan(self, env: Env, *, fusion: tuple[str, str, str | None] | None = None,
+                  binaries: Iterable[tuple[str, bytes, str, str, str]] = (),
+                  hits: Iterable[tuple[str, str]] = (), jobs: Iterable[tuple[str, int, str, str, str]] = ()) -> None:
+        """What executing a new plan leaves behind, in one transaction: the fusion, freshly
+        compiled binaries (code_key, cubin, name, arch, nvrtc), hits on the tuned records
+        used (kernel_key, shape_key), and a tuning job per untuned kernel (fusion_id,
+        segment index, kernel_key, shape_key, signature JSON): new, or one more hit."""
+        now = utcnow()
+        with self.writer() as s, s.begin():
+            if fusion is not None:
+                self._insert_ignore(s, FusionRow, dict(fusion_id=fusion[0], canonical_json=fusion[1], name=fusion[2],
+                                                       created_at=now))
+            for code_key, cubin, name, arch, nvrtc in binaries:
+                self._put_binary(s, code_key, cubin, name, arch, nvrtc)
+            for kernel_key, shape_key in hits:
+                s.execute(update(RecordRow).where(
+                    RecordRow.kernel_key == kernel_key, RecordRow.shape_key == shape_key,
+                    RecordRow.env_key == env.key).values(hits=RecordRow.hits + 1, last_used_at=now))
+            for fusion_id, index, kernel_key, shape_key, signature in jobs:
+                bumped = s.execute(update(JobRow).where(
+                    JobRow.kernel_key == kernel_key, JobRow.shape_key == shape_key, JobRow.env_key == env.key)
+                    .values(priority=JobRow.priority + 1, updated_at=now))
+                if not bumped.rowcount:
+                    self._insert_ignore(s, JobRow, dict(
+                        fusion_id=fusion_id, segment_index=index, kernel_key=kernel_key, shape_key=shape_key,
+                        env_key=env.key, signature_json=signature, state="queued", priority=1, attempts=0,
+                        created_at=now, updated_at=now))
 
     def record_hit(self, kernel_key: str, shape_key: str, env: Env) -> None:
         with self.writer() as s, s.begin():

@@ -225,3 +225,28 @@ def test_an_unreachable_cache_warns_once_and_gets_out_of_the_way():
 def test_a_bad_cache_url_is_a_clear_error():
     with pytest.raises(CacheError, match="not a database URL"):
         CacheStore.open("definitely not a url")
+
+
+def test_a_plans_reads_and_its_one_write(store):
+    """What execution does per plan: two reads (records, binaries), one write."""
+    fid = fusion_row(store)
+    rec, cubin = record(shape="64x64")
+    store.put_record(rec, cubin, "sm_90", "13.5")
+    other, other_cubin = record(kernel="m" * 64, shape="8", env=OTHER_ENV)
+    store.put_record(other, other_cubin, "sm_90", "13.5")
+    found = store.records_of_kernels(["k" * 64, "m" * 64, "z" * 64], ENV)
+    assert [(r.kernel_key, r.shape_key) for r in found] == [("k" * 64, "64x64")]  # env isolation
+    assert store.get_binaries([rec.code_key, "missing"]) == {rec.code_key: (cubin, "tf_pointwise_x")}
+    store.note_plan(ENV, fusion=(fid, "ignored: already stored", None),
+                    binaries=[("new" * 10, b"\x7fELF-new", "tf_new", "sm_90", "13.5")],
+                    hits=[("k" * 64, "64x64")],
+                    jobs=[(fid, 0, "j" * 64, "4", "[]"), (fid, 1, "j" * 64, "5", "[]")])
+    store.note_plan(ENV, jobs=[(fid, 0, "j" * 64, "4", "[]")])
+    assert store.get_binaries(["new" * 10])["new" * 10][1] == "tf_new"
+    assert store.lookup("k" * 64, "64x64", ENV).hits == 1
+    jobs = {j.shape_key: j.priority for j in store.jobs()}
+    assert jobs == {"4": 2, "5": 1}
+    with store.engine.begin() as c:
+        c.execute(sa.update(BinaryRow).where(BinaryRow.code_key == rec.code_key).values(cubin=b"bad"))
+    assert store.get_binaries([rec.code_key]) == {}  # a corrupt binary is never handed out
+    assert store.lookup(rec.kernel_key, rec.shape_key, ENV) is None

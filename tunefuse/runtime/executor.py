@@ -103,22 +103,27 @@ class Executor:
     # -- planning ----------------------------------------------------------------------
     def prepare(self, plan: Plan, rt: Runtime, bound=None) -> ExecutablePlan:  # noqa: ANN001
         """Params and a binary for every kernel: tuned ones from the cache, else the nearest
-        tuned shape's, else the default heuristic; binaries from the cache, else NVRTC
-        (and then stored). A missing tuned record queues a tuning job."""
+        tuned shape's, else the default heuristic; binaries from the cache, else NVRTC.
+        The cache is read twice (records, binaries) and written once per plan: new
+        binaries, hits, and a tuning job for every kernel without tuned params."""
         from cuda.core import LaunchConfig
 
+        from tunefuse.cache import signature_json
         from tunefuse.compiler import COMPILE_OPTIONS, CompiledKernel, source_key
 
         dtypes = {b.id: b.dtype for b in plan.buffers}
         store = self.cache.store if self.cache is not None else None
         env = rt.env if store is not None else None
+        records = (self.cache.guard(lambda: store.records_of_kernels((s.kernel_key for s in plan.segments), env), [])
+                   if store is not None else [])
+        chosen = [self.choose_params(seg, rt, records) for seg in plan.segments]
+        sources = [generate(seg, params, rt.info, dtypes) for seg, (params, _) in zip(plan.segments, chosen)]
+        code_keys = [source_key(src.source, rt.info.arch, COMPILE_OPTIONS) for src in sources]
+        binaries = self.cache.guard(lambda: store.get_binaries(code_keys), {}) if store is not None else {}
+        new_binaries, hits, jobs = [], [], []
         recipes = []
-        fusion_stored = False
-        for index, seg in enumerate(plan.segments):
-            params, tuned = self.choose_params(seg, rt, store, env)
-            source = generate(seg, params, rt.info, dtypes)
-            code_key = source_key(source.source, rt.info.arch, COMPILE_OPTIONS)
-            cached = self.cache.guard(lambda: store.get_binary(code_key), None) if store is not None else None
+        for index, (seg, (params, tuned), source, code_key) in enumerate(zip(plan.segments, chosen, sources, code_keys)):
+            cached = binaries.get(code_key)
             if source.name in self.precompiled:
                 cached = (self.precompiled[source.name], source.name)
             if cached is not None and cached[1] == source.name:
@@ -128,27 +133,28 @@ class Executor:
                 compiled = compile_kernel(source.source, source.name, rt.info.arch)
                 self.compiles += 1
                 from_cache = False
-                if store is not None:
-                    self.cache.guard(lambda: store.put_binary(code_key, compiled.cubin, source.name,
-                                                              rt.info.arch, compiled.nvrtc_version), None)
-            if store is not None and not tuned and bound is not None:
-                if not fusion_stored:
-                    self.cache.guard(lambda: store.put_fusion(self.fusion.fusion_id, self.fusion.to_json(), self.name), None)
-                    fusion_stored = True
-                from tunefuse.cache import signature_json
-
-                self.cache.guard(lambda: store.enqueue(self.fusion.fusion_id, index, seg.kernel_key, seg.shape_key,
-                                                       env, signature_json(bound.signature)), False)
+                new_binaries.append((code_key, compiled.cubin, source.name, rt.info.arch, compiled.nvrtc_version))
+            if tuned == "record":
+                hits.append((seg.kernel_key, seg.shape_key))
+            elif not tuned and bound is not None:
+                jobs.append((self.fusion.fusion_id, index, seg.kernel_key, seg.shape_key,
+                             signature_json(bound.signature)))
             kernel = rt.kernel(source.name, compiled.cubin)
             config = LaunchConfig(grid=source.grid, block=source.block, shmem_size=source.shared_bytes)
             values, pointers, scalars = _static_args(seg, source)
             recipes.append(LaunchRecipe(seg, source, kernel, config, values, pointers, scalars,
                                         compiled.compile_ms, not from_cache))
+        if store is not None and (new_binaries or hits or jobs):
+            fusion = (self.fusion.fusion_id, self.fusion.to_json(), self.name) if jobs else None
+            self.cache.guard(lambda: store.note_plan(env, fusion=fusion, binaries=new_binaries, hits=hits,
+                                                     jobs=jobs), None)
         return ExecutablePlan(plan, recipes)
 
-    def choose_params(self, segment: Segment, rt: Runtime, store=None, env=None) -> tuple[object, bool]:  # noqa: ANN001
-        """(params, tuned): an explicit source, then the cache's exact record, then its
-        nearest tuned shape, then the default heuristic; invalid params are never used."""
+    def choose_params(self, segment: Segment, rt: Runtime, records=()) -> tuple[object, object]:  # noqa: ANN001
+        """(params, how): an explicit source ("source"), the cache's exact record
+        ("record"), else the nearest tuned shape's or the default heuristic (False: worth
+        a tuning job). Invalid params are never used."""
+        from cache_db.store import nearest_record
         from tunefuse.schedulers import params_from_dict
 
         scheduler = scheduler_for(segment.scheduler)
@@ -159,19 +165,18 @@ class Executor:
         if self.params_source is not None:
             params = self.params_source(segment, rt.info)
             if usable(params):
-                return params, True
-        if store is not None:
-            record = self.cache.guard(lambda: store.lookup(segment.kernel_key, segment.shape_key, env), None)
-            if record is not None:
-                params = params_from_dict(segment.scheduler, record.params)
-                if usable(params):
-                    self.cache.guard(lambda: store.record_hit(segment.kernel_key, segment.shape_key, env), None)
-                    return params, True
-            near = self.cache.guard(lambda: store.nearest(segment.kernel_key, segment.shape_key, env), None)
-            if near is not None:
-                params = params_from_dict(segment.scheduler, near.params)
-                if usable(params):
-                    return params, False
+                return params, "source"
+        mine = [r for r in records if r.kernel_key == segment.kernel_key]
+        exact = next((r for r in mine if r.shape_key == segment.shape_key), None)
+        if exact is not None:
+            params = params_from_dict(segment.scheduler, exact.params)
+            if usable(params):
+                return params, "record"
+        near = nearest_record(mine, segment.shape_key)
+        if near is not None:
+            params = params_from_dict(segment.scheduler, near.params)
+            if usable(params):
+                return params, False
         return scheduler.default_params(segment, rt.info), False
 
     # -- running -----------------------------------------------------------------------
