@@ -354,12 +354,6 @@ class CacheStore:
                         env_key=env.key, signature_json=signature, state="queued", priority=1, attempts=0,
                         created_at=now, updated_at=now))
 
-    def record_hit(self, kernel_key: str, shape_key: str, env: Env) -> None:
-        with self.writer() as s, s.begin():
-            s.execute(update(RecordRow).where(
-                RecordRow.kernel_key == kernel_key, RecordRow.shape_key == shape_key,
-                RecordRow.env_key == env.key).values(hits=RecordRow.hits + 1, last_used_at=utcnow()))
-
     def records(self) -> list[TunedRecord]:
         with self.session() as s:
             return [_record_from_row(r) for r in s.execute(select(RecordRow).order_by(RecordRow.id)).scalars()]
