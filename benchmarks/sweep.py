@@ -1,7 +1,9 @@
 """Exhaustive sweep of one scheduler's parameters for a benchmark case (GPU): which
 params win, and how far the default heuristic is from them.
 
-    python3 benchmarks/sweep.py softmax float 8192 4096
+    python3 benchmarks/sweep.py softmax float 8192 4096 [name=value ...]
+
+Each name=value fixes one parameter (e.g. cache_row=True unroll=4); the rest are swept.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from tunefuse.schedulers import scheduler_for  # noqa: E402
 
 def main() -> None:
     name, dtype_name, rows, cols = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    fixed = dict(arg.split("=", 1) for arg in sys.argv[5:])
     dtype = DataType(dtype_name)
     fd = build(ZOO[name], dtype)
     tdtype = {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}[dtype]
@@ -41,8 +44,17 @@ def main() -> None:
     default = sched.default_params(seg, device)
     space = sched.search_space(seg, device)
     names = sorted(n for n in space if n not in ("blocks_per_sm", "inner"))
+    choices = {n: space[n].choices for n in names}
+    for n, text in fixed.items():
+        if n not in space:
+            raise SystemExit(f"{n} is not a parameter of {seg.scheduler.value}: {sorted(space)}")
+        by_text = {str(c): c for c in space[n].choices}
+        if text not in by_text:
+            raise SystemExit(f"{n}={text}: choose one of {sorted(by_text)}")
+        choices[n] = (by_text[text],)
+        names = sorted(set(names) | {n})
     results = []
-    for values in itertools.product(*(space[n].choices for n in names)):
+    for values in itertools.product(*(choices[n] for n in names)):
         try:
             p = dataclasses.replace(default, **dict(zip(names, values)))
         except TypeError:

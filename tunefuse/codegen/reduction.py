@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tunefuse.codegen.expr import ExprRenderer, KernelArg, index_ctype, kernel_signature, literal, render_affine
+from tunefuse.codegen.expr import (
+    ExprRenderer,
+    KernelArg,
+    index_ctype,
+    kernel_signature,
+    literal,
+    render_affine,
+    unravel_lines,
+)
 from tunefuse.dtypes import DataType
 from tunefuse.indexing import Var
 from tunefuse.kernel_ir import EGuard, EOp, EReduce, Expr
@@ -115,6 +123,13 @@ class _Emitter:
             if self.vec > 1 and ld.offset.is_affine and last in self.red
             and ld.offset.coeff(Var(last, segment.extents[last])) == 1
         }
+        self.vec_stores = {
+            k for k, st in enumerate(segment.stores)
+            if self.vec > 1 and not st.reduced and st.offset.is_affine and last in self.red
+            and st.offset.coeff(Var(last, segment.extents[last])) == 1
+        }
+        self.last = last
+        self.unroll = getattr(p, "unroll", 1)
         self.lines: list[str] = []
         self.counter = [0]
         self.cached_loads = [
@@ -127,25 +142,25 @@ class _Emitter:
         self.lines.append(line)
 
     def unravel(self, vars_: list[int], linear: str, indent: str) -> None:
-        if not vars_:
-            return
-        rem = f"{linear}_rem"
-        self.w(f"{indent}{self.itype} {rem} = {linear};")
-        for j in reversed(vars_[1:]):
-            self.w(f"{indent}const {self.itype} i{j} = {rem} % E{j}; {rem} /= E{j};")
-        self.w(f"{indent}const {self.itype} i{vars_[0]} = {rem};")
+        self.lines += unravel_lines(vars_, linear, lambda j: f"E{j}", lambda j: f"i{j}", self.itype, indent)
 
-    def load_inline(self, k: int) -> str:
+    def var_name(self, in_chunk: bool):  # noqa: ANN201 - the renderer's var naming
+        """Inside a chunk of V consecutive elements, the innermost index is the chunk's first
+        plus the lane v; every other index is the chunk's."""
+        vectorized = in_chunk and self.vec > 1
+        return lambda j: f"(i{j} + v)" if vectorized and j == self.last else f"i{j}"
+
+    def load_inline(self, k: int, in_chunk: bool = False) -> str:
         ld = self.s.loads[k]
-        return f"B{ld.buffer}[{render_affine(ld.offset, 'L', k, lambda j: f'i{j}', self.itype)}]"
+        return f"B{ld.buffer}[{render_affine(ld.offset, 'L', k, self.var_name(in_chunk), self.itype)}]"
 
     def renderer(self, indent: str, element_cached: bool, in_vector: bool = False) -> ExprRenderer:
         def load(k: int) -> str:
             if element_cached and k in self.cached_loads:
-                return f"cl{k}[e]"
+                return f"cl{k}[c * {self.vec} + v]"
             if in_vector and k in self.vec_loads:
                 return f"vl{k}.v[v]"
-            return self.load_inline(k)
+            return self.load_inline(k, in_vector)
 
         def reduce_value(e: EReduce) -> str:
             for acc in self.accs:
@@ -154,63 +169,67 @@ class _Emitter:
                         return f"red{acc.index}_{acc.reduces.index(r)}"
             raise AssertionError("reduce not found")  # pragma: no cover
 
-        r = ExprRenderer(self.s, load, lambda j: f"i{j}", reduce_value, indent=indent, prefix="t")
+        r = ExprRenderer(self.s, load, self.var_name(in_vector), reduce_value, indent=indent, prefix="t")
         r.counter = self.counter
         return r
 
-    def element_loop(self, body, indent: str) -> None:  # noqa: ANN001 - body(indent, cached, in_vector)
-        """Runs body for each of this thread's elements of the current row. Element e of a
-        thread is r = (e / V) * (TR * V) + tr * V + e % V: V consecutive elements a load."""
+    def vector_load(self, k: int, name: str, indent: str) -> None:
+        ld = self.s.loads[k]
+        vt = f"TfVec<{ld.dtype.cuda}, {self.vec}>"
+        self.w(f"{indent}const {vt} {name} = *reinterpret_cast<const {vt}*>(&{self.load_inline(k)});")
+
+    def element_loop(self, body, indent: str, fill: bool = False, chunk_open=None,  # noqa: ANN001
+                     chunk_close=None) -> None:  # noqa: ANN001
+        """Runs body(indent, cached, in_vector) for each of this thread's elements of the
+        current row, in chunks of V consecutive elements: element v of chunk c is
+        r = c * (TR * V) + tr * V + v. With the row cached, the chunks are unrolled and the
+        elements live in registers (`fill` loads them there); otherwise a strided loop reads
+        each chunk with one vector load per unit-stride input, `unroll` chunks in flight.
+        chunk_open(indent) and chunk_close(indent) emit code around a chunk's lanes."""
         tr_n, vec, it = self.p.threads_r, self.vec, self.itype
+        cached = self.cache and not fill
         if self.cache:
             self.w(f"{indent}#pragma unroll")
-            self.w(f"{indent}for (int e = 0; e < {self.ept}; ++e) {{")
-            self.w(f"{indent}  const {it} r = ({it})(e / {vec}) * {tr_n * vec} + ({it})tr * {vec} + (e % {vec});")
-            self.w(f"{indent}  if (row_ok && r < n_red) {{")
-            self.unravel(self.red, "r", indent + "    ")
-            body(indent + "    ", True, False)
-            self.w(f"{indent}  }}")
-            self.w(f"{indent}}}")
-            return
-        self.w(f"{indent}for ({it} base = ({it})tr * {vec}; row_ok && base < n_red; base += {tr_n * vec}) {{")
-        if self.vec_loads:
-            self.unravel(self.red, "base", indent + "  ")
-            for k in sorted(self.vec_loads):
-                ld = self.s.loads[k]
-                self.w(f"{indent}  const TfVec<{ld.dtype.cuda}, {vec}> vl{k} = "
-                       f"*reinterpret_cast<const TfVec<{ld.dtype.cuda}, {vec}>*>(&{self.load_inline(k)});")
-        self.w(f"{indent}  #pragma unroll")
-        self.w(f"{indent}  for (int v = 0; v < {vec}; ++v) {{")
-        self.w(f"{indent}    const {it} r = base + v;")
-        self.unravel(self.red, "r", indent + "    ")
-        body(indent + "    ", False, True)
+            self.w(f"{indent}for (int c = 0; c < {self.ept // vec}; ++c) {{")
+            self.w(f"{indent}  const {it} r0 = ({it})c * {tr_n * vec} + ({it})tr * {vec};")
+            self.w(f"{indent}  if (row_ok && r0 < n_red) {{")
+        else:
+            self.w(f"{indent}if (row_ok) {{")
+            self.w(f"{indent}  #pragma unroll {self.unroll}")
+            self.w(f"{indent}  for ({it} r0 = ({it})tr * {vec}; r0 < n_red; r0 += {tr_n * vec}) {{")
+        inner = indent + "    "
+        self.unravel(self.red, "r0", inner)
+        if fill:
+            vector_fill = [k for k in self.cached_loads if k in self.vec_loads]
+            for k in vector_fill:
+                self.vector_load(k, f"x{k}", inner)
+                self.w(f"{inner}#pragma unroll")
+                self.w(f"{inner}for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = x{k}.v[v];")
+            scalar_fill = [k for k in self.cached_loads if k not in self.vec_loads]
+            if scalar_fill:
+                self.w(f"{inner}#pragma unroll")
+                self.w(f"{inner}for (int v = 0; v < {vec}; ++v) {{")
+                for k in scalar_fill:
+                    self.w(f"{inner}  cl{k}[c * {vec} + v] = {self.load_inline(k, True)};")
+                self.w(f"{inner}}}")
+        else:
+            if not cached:
+                for k in sorted(self.vec_loads):
+                    self.vector_load(k, f"vl{k}", inner)
+            if chunk_open:
+                chunk_open(inner)
+            self.w(f"{inner}#pragma unroll")
+            self.w(f"{inner}for (int v = 0; v < {vec}; ++v) {{")
+            body(inner + "  ", cached, True)
+            self.w(f"{inner}}}")
+            if chunk_close:
+                chunk_close(inner)
         self.w(f"{indent}  }}")
         self.w(f"{indent}}}")
 
     def fill_cache(self, indent: str) -> None:
         """Loads every row-dependent input of this thread's elements into registers."""
-        tr_n, vec, it = self.p.threads_r, self.vec, self.itype
-        vector_cached = [k for k in self.cached_loads if k in self.vec_loads]
-        scalar_cached = [k for k in self.cached_loads if k not in self.vec_loads]
-        if vector_cached:
-            self.w(f"{indent}#pragma unroll")
-            self.w(f"{indent}for (int c = 0; c < {self.ept // vec}; ++c) {{")
-            self.w(f"{indent}  const {it} r = ({it})c * {tr_n * vec} + ({it})tr * {vec};")
-            self.w(f"{indent}  if (row_ok && r < n_red) {{")
-            self.unravel(self.red, "r", indent + "    ")
-            for k in vector_cached:
-                ld = self.s.loads[k]
-                self.w(f"{indent}    const TfVec<{ld.dtype.cuda}, {vec}> x{k} = "
-                       f"*reinterpret_cast<const TfVec<{ld.dtype.cuda}, {vec}>*>(&{self.load_inline(k)});")
-                self.w(f"{indent}    #pragma unroll")
-                self.w(f"{indent}    for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = x{k}.v[v];")
-            self.w(f"{indent}  }}")
-            self.w(f"{indent}}}")
-        if scalar_cached:
-            def fill(ind: str, cached: bool, in_vector: bool) -> None:
-                for k in scalar_cached:
-                    self.w(f"{ind}cl{k}[e] = {self.load_inline(k)};")
-            self.element_loop(fill, indent)
+        self.element_loop(None, indent, fill=True)
 
     def block_reduce(self, acc: _Accumulator, indent: str) -> None:
         t = acc.ctype.cuda
@@ -243,8 +262,11 @@ class _Emitter:
                 self.w(f"{indent}  sm{acc.index}{sfx}[to * {lanes} + {slot}] = {a}{dot};")
             self.w(f"{indent}}}")
             self.w(f"{indent}__syncthreads();")
+            if shuffle:
+                self.gather_warp_partials(acc, indent, lanes)
+                return
             self.w(f"{indent}for (int s = {lanes // 2 if lanes > 1 else 0}; s > 0; s >>= 1) {{")
-            self.w(f"{indent}  if (({'(tr & 31) == 0 && ' if shuffle else ''}{slot} < s)) {{")
+            self.w(f"{indent}  if ({slot} < s) {{")
             if acc.family == "welford":
                 self.w(f"{indent}    TfWelford<{t}> x{{sm{acc.index}_mean[to * {lanes} + {slot}], sm{acc.index}_m2[to * {lanes} + {slot}], sm{acc.index}_n[to * {lanes} + {slot}]}};")
                 self.w(f"{indent}    TfWelford<{t}> y{{sm{acc.index}_mean[to * {lanes} + {slot} + s], sm{acc.index}_m2[to * {lanes} + {slot} + s], sm{acc.index}_n[to * {lanes} + {slot} + s]}};")
@@ -261,6 +283,24 @@ class _Emitter:
                 sfx, dot = (f"_{f_}", f".{f_}") if f_ else ("", "")
                 self.w(f"{indent}{a}{dot} = sm{acc.index}{sfx}[to * {lanes}];")
             self.w(f"{indent}__syncthreads();")
+
+    def gather_warp_partials(self, acc: _Accumulator, indent: str, lanes: int) -> None:
+        """Every thread combines the row's warp partials from shared memory itself, in warp
+        order: one barrier to publish them and one before the array is written again, where a
+        tree would take a barrier per level."""
+        t = acc.ctype.cuda
+        a = f"acc{acc.index}"
+
+        def cell(w: str) -> str:
+            if acc.family == "welford":
+                return (f"TfWelford<{t}>{{sm{acc.index}_mean[to * {lanes} + {w}], "
+                        f"sm{acc.index}_m2[to * {lanes} + {w}], sm{acc.index}_n[to * {lanes} + {w}]}}")
+            return f"sm{acc.index}[to * {lanes} + {w}]"
+
+        self.w(f"{indent}{a} = {cell('0')};")
+        self.w(f"{indent}#pragma unroll")
+        self.w(f"{indent}for (int w = 1; w < {lanes}; ++w) {a} = {_combine(acc, a, cell('w'))};")
+        self.w(f"{indent}__syncthreads();")
 
     def operand(self, acc: _Accumulator, indent: str, cached: bool, in_vector: bool) -> str:
         r = self.renderer(indent, cached, in_vector)
@@ -328,6 +368,7 @@ class _Emitter:
             self.w(f"    {ld.dtype.cuda} cl{k}[{self.ept}];")
         if self.cached_loads:
             for k in self.cached_loads:
+                self.w("    #pragma unroll")
                 self.w(f"    for (int e = 0; e < {self.ept}; ++e) cl{k}[e] = {s.loads[k].dtype.cuda}{{}};")
             self.fill_cache("    ")
         for acc in self.accs:
@@ -361,15 +402,32 @@ class _Emitter:
             self.lines += r.lines
             self.w("    }")
         if full:
+            vt = {k: f"TfVec<{st.dtype.cuda}, {self.vec}>" for k, st in full}
+
+            def open_outputs(indent: str) -> None:
+                for k, _ in full:
+                    if k in self.vec_stores:
+                        self.w(f"{indent}{vt[k]} vo{k};")
+
             def store(indent: str, cached: bool, in_vector: bool) -> None:
                 r = self.renderer(indent, cached, in_vector)
                 for k, st in full:
                     v = r.value(st.expr)
                     cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
-                    r.emit(f"B{st.buffer}[{render_affine(st.offset, 'S', k, lambda j: f'i{j}', it)}] = {cast};")
+                    if k in self.vec_stores:
+                        r.emit(f"vo{k}.v[v] = {cast};")
+                    else:
+                        offset = render_affine(st.offset, "S", k, self.var_name(True), it)
+                        r.emit(f"B{st.buffer}[{offset}] = {cast};")
                 self.lines.extend(r.lines)
 
-            self.element_loop(store, "    ")
+            def write_outputs(indent: str) -> None:
+                for k, st in full:
+                    if k in self.vec_stores:
+                        offset = render_affine(st.offset, "S", k, lambda j: f"i{j}", it)
+                        self.w(f"{indent}*reinterpret_cast<{vt[k]}*>(&B{st.buffer}[{offset}]) = vo{k};")
+
+            self.element_loop(store, "    ", chunk_open=open_outputs, chunk_close=write_outputs)
         self.w("  }")
         self.w("}")
         return "\n".join(self.lines)

@@ -1,7 +1,7 @@
 """Normalization scheduler (inner persistent): a row is reduced, the result broadcast back
 and combined, in one kernel. With `cache_row` each thread holds its `elements_per_thread`
-elements of every row-dependent input in registers across all phases; without it each
-phase reads them again (any row length)."""
+elements of every row-dependent input in registers across all phases (memory is read once);
+without it each phase reads them again (any row length)."""
 
 from __future__ import annotations
 
@@ -21,30 +21,34 @@ class Params:
     cache_row: bool = True
     elements_per_thread: int = 8
     vector: int = 1
+    unroll: int = 1  # without cache_row: chunks of each re-read unrolled (loads in flight)
+
+    def as_reduction(self) -> reduction.Params:
+        """The reduction layout these params share with the reduction scheduler."""
+        return reduction.Params(self.threads_r, self.rows_per_block, self.inner,
+                                self.blocks_per_sm, self.vector, self.unroll)
+
+
+MAX_CACHED_ELEMENTS = 32  # per thread and cached input: beyond this, registers spill
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
-    """Measured on H100 (benchmarks/sweep.py, 8192 x 4096 softmax, rmsnorm, layernorm):
-    re-reading the row through L1/L2 with 256 threads and 8-byte vectors beats holding it
-    in registers, except when a variance needs the row three times."""
-    base = reduction.default_params(segment, device)
+    """The row in registers (one read of memory), 16-byte vectors, enough threads that each
+    holds at most 16 elements; rows too long for that are re-read through L1/L2."""
     _, n_red = reduction.sizes(segment)
-    itemsize = min((ld.dtype.itemsize for ld in segment.loads), default=4)
-    vector = min(reduction.max_vector(segment), max(1, 8 // itemsize))
+    vector = reduction.max_vector(segment)
     threads = 32
-    while threads < 256 and threads * vector * 2 < n_red:
+    while threads < device.max_threads_per_block and -(-n_red // threads) > 16:
         threads *= 2
-    from tunefuse.codegen.reduction import accumulators
-
-    needs_variance = any(acc.family == "welford" for acc in accumulators(segment))
     ept = -(-(-(-n_red // threads)) // vector) * vector
-    if needs_variance and ept <= 16:
-        return Params(threads, 2 if threads <= 256 else 1, base.inner, 32, True, ept, vector)
-    return Params(threads, 1, base.inner, 32, False, vector, vector)
+    rows = max(1, 128 // threads)
+    if ept <= MAX_CACHED_ELEMENTS:
+        return Params(threads, rows, True, 32, True, ept, vector, 1)
+    return Params(min(threads, 512), 1, True, 32, False, vector, vector, 4)
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
-    why = reduction.is_valid(segment, device, reduction.Params(p.threads_r, p.rows_per_block, p.inner, p.blocks_per_sm, p.vector))
+    why = reduction.is_valid(segment, device, p.as_reduction())
     if why:
         return why
     if p.elements_per_thread % p.vector:
@@ -69,8 +73,9 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "elements_per_thread": optuna.distributions.CategoricalDistribution([1, 2, 4, 8, 16, 32]),
         "vector": optuna.distributions.CategoricalDistribution(
             [v for v in (1, 2, 4, 8) if reduction.max_vector(segment) % v == 0]),
+        "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
     }
 
 
 def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    return reduction.grid(segment, device, reduction.Params(p.threads_r, p.rows_per_block, p.inner, p.blocks_per_sm))
+    return reduction.grid(segment, device, p.as_reduction())

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.schedulers.common import coeff
+from tunefuse.schedulers.common import MAX_VECTOR_BYTES, coeff
 from tunefuse.segment import Segment
 
 
@@ -20,27 +20,32 @@ class Params:
     inner: bool = True
     blocks_per_sm: int = 32
     vector: int = 1  # consecutive reduced elements a thread loads at once
+    unroll: int = 1  # chunks of the strided loop unrolled, so that their loads are in flight together
 
 
 def max_vector(segment: Segment) -> int:
-    """The widest vector load along the innermost reduced dim that every unit-stride load
-    allows (extent, offsets, strides and alignment all divisible); 1 if the innermost dim
-    is not reduced."""
+    """The widest vector along the innermost reduced dim that every unit-stride access
+    allows (loads, and the full-size stores of a normalization: extent, offsets, strides and
+    alignment all divisible, at most 16 bytes); 1 if the innermost dim is not reduced."""
     last = len(segment.extents) - 1
     if last not in segment.reduce_dims:
+        return 1
+    accesses = [(ld.offset, ld.dtype, ld.buffer) for ld in segment.loads] + [
+        (st.offset, st.dtype, st.buffer) for st in segment.stores if not st.reduced]
+    if any(not offset.is_affine for offset, _, _ in accesses):
         return 1
     alignment = dict(segment.buffer_alignments)
     best = 1
     for vec in (2, 4, 8):
         ok = segment.extents[last] % vec == 0
-        for ld in segment.loads:
-            if not ld.offset.is_affine:
-                return best
-            if coeff(ld.offset, segment, last) != 1:
+        for offset, dtype, buffer in accesses:
+            if coeff(offset, segment, last) != 1:
                 continue
-            if vec * ld.dtype.itemsize > 16 or ld.offset.const % vec or alignment.get(ld.buffer, 1) < vec * ld.dtype.itemsize:
+            if vec * dtype.itemsize > MAX_VECTOR_BYTES or offset.const % vec:
                 ok = False
-            if any(coeff(ld.offset, segment, j) % vec for j in range(last)):
+            if alignment.get(buffer, 1) < vec * dtype.itemsize:
+                ok = False
+            if any(coeff(offset, segment, j) % vec for j in range(last)):
                 ok = False
         if not ok:
             break
@@ -75,7 +80,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         while threads_r < 256 and threads_r * vector * 16 < n_red:
             threads_r *= 2
         rows = max(1, min(256 // threads_r, 8))
-        return Params(threads_r, rows, True, 32, vector)
+        return Params(threads_r, rows, True, 32, vector, 4)
     # Strided reductions: outputs along x for coalescing, threads along the reduction
     # (measured on H100, 8192 x 4096 column sums: 64 x 16 threads a block is best).
     threads_r = 1
@@ -98,6 +103,8 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return "rows of an inner reduction must fill warps"
     if p.vector < 1 or max_vector(segment) % p.vector:
         return f"vector {p.vector} (at most {max_vector(segment)} here)"
+    if p.unroll not in (1, 2, 4, 8):
+        return f"unroll {p.unroll} (1, 2, 4 or 8)"
     return None
 
 
@@ -110,6 +117,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "inner": optuna.distributions.CategoricalDistribution([True, False]),
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([4, 8, 16, 32, 64]),
         "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_vector(segment) % v == 0]),
+        "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
     }
 
 
