@@ -1,11 +1,17 @@
 """First-call latency of a fusion in a fresh process: cold (NVRTC) against warm (cache).
 
     python3 benchmarks/first_call.py            # prints JSON: cold_ms, warm_ms, compiles
+    python3 benchmarks/first_call.py --profile  # and a cProfile of the warm call (stderr)
 As a child: python3 benchmarks/first_call.py --child  (TUNEFUSE_CACHE_URL set by the parent)
+
+Both children run with the same bytecode cache, compiled before either starts (as an
+installed package has its .pyc files): Python compiling tunefuse's sources is not part of
+a first call, and must not fall on one side only.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import pathlib
@@ -35,20 +41,42 @@ def child() -> None:
                else torch.randn(1024, device="cuda") for v in fd.fusion.inputs] for fd in cases]
     torch.cuda.current_stream()
     torch.cuda.synchronize()
+    profiler = None
+    if "--profile" in sys.argv:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     start = time.perf_counter()
     for fd, xs in zip(cases, inputs):
         fd.execute(xs)
     torch.cuda.synchronize()
-    print(json.dumps({"ms": (time.perf_counter() - start) * 1000, "compiles": STATS.count}))
+    elapsed = time.perf_counter() - start
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+    print(json.dumps({"ms": elapsed * 1000, "compiles": STATS.count}))
 
 
-def measure() -> dict:
+def measure(profile: bool = False) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, TUNEFUSE_CACHE_URL=f"sqlite:///{tmp}/cache.sqlite")
+        env = dict(os.environ, TUNEFUSE_CACHE_URL=f"sqlite:///{tmp}/cache.sqlite",
+                   PYTHONPYCACHEPREFIX=f"{tmp}/pycache")
+        sources = [ROOT / "tunefuse", ROOT / "cache_db", ROOT / "tests" / "fusion_zoo.py"]
+        for name in ("sqlalchemy", "alembic", "mako", "platformdirs", "psycopg"):
+            spec = importlib.util.find_spec(name)
+            if spec is not None and spec.submodule_search_locations:
+                sources += [pathlib.Path(p) for p in spec.submodule_search_locations]
+        subprocess.run([sys.executable, "-m", "compileall", "-q", *map(str, sources)], env=env,
+                       check=True)
         runs = []
-        for _ in range(2):
-            out = subprocess.run([sys.executable, __file__, "--child"], env=env, capture_output=True, text=True,
-                                 check=True)
+        for warm in (False, True):
+            args = [sys.executable, __file__, "--child"] + (["--profile"] if warm and profile else [])
+            out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+            if warm and profile:
+                print(out.stderr, file=sys.stderr)
             runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return {"cold_ms": round(runs[0]["ms"], 1), "cold_compiles": runs[0]["compiles"],
             "warm_ms": round(runs[1]["ms"], 1), "warm_compiles": runs[1]["compiles"],
@@ -59,4 +87,4 @@ if __name__ == "__main__":
     if "--child" in sys.argv:
         child()
     else:
-        print(json.dumps(measure()))
+        print(json.dumps(measure(profile="--profile" in sys.argv)))

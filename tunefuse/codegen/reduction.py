@@ -195,7 +195,8 @@ class _Emitter:
             self.w(f"{indent}  if (row_ok && r0 < n_red) {{")
         else:
             self.w(f"{indent}if (row_ok) {{")
-            self.w(f"{indent}  #pragma unroll {self.unroll}")
+            if self.unroll > 1:  # "unroll 1" would forbid the compiler's own unrolling
+                self.w(f"{indent}  #pragma unroll {self.unroll}")
             self.w(f"{indent}  for ({it} r0 = ({it})tr * {vec}; r0 < n_red; r0 += {tr_n * vec}) {{")
         inner = indent + "    "
         self.unravel(self.red, "r0", inner)

@@ -82,12 +82,13 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         rows = max(1, min(256 // threads_r, 8))
         return Params(threads_r, rows, True, 32, vector, 4)
     # Strided reductions: outputs along x for coalescing, threads along the reduction
-    # (measured on H100, 8192 x 4096 column sums: 64 x 16 threads a block is best).
+    # (measured on H100, 8192 x 4096 column sums, benchmarks/sweep.py: 32-64 x 16 threads a
+    # block with 8 chunks in flight is best).
     threads_r = 1
     while threads_r < 64 and threads_r * 64 < n_red:
         threads_r *= 2
     rows = 16 if n_out >= 16 else 8
-    return Params(threads_r, rows, False, 32)
+    return Params(threads_r, rows, False, 32, 1, 8)
 
 
 def block_threads(p: Params) -> int:
