@@ -32,6 +32,8 @@ def child() -> None:
     import alembic.command  # noqa: F401
     import cache_db.store  # noqa: F401
     import cuda.core  # noqa: F401
+    import sqlalchemy.dialects.sqlite  # noqa: F401
+    import tunefuse.runtime.executor  # noqa: F401 - imported lazily by the first execute
     from fusion_zoo import ZOO, build
     from tunefuse import DataType
     from tunefuse.compiler import STATS
