@@ -53,6 +53,7 @@ class BinaryRow(Base):
     quarantined: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     last_used_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    source: Mapped[str | None] = mapped_column(Text)  # the CUDA C++ compiled (None: not kept)
 
 
 class RecordRow(Base):
@@ -84,6 +85,8 @@ class RecordRow(Base):
     hits: Mapped[int] = mapped_column(Integer, default=0)
     last_used_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     quarantined: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The tuning history, JSON [[trial, microseconds or null, state], ...] (None: not kept).
+    history_json: Mapped[str | None] = mapped_column(Text)
 
 
 class JobRow(Base):
@@ -110,3 +113,19 @@ class JobRow(Base):
     error: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
+class WorkerRow(Base):
+    """A daemon worker's last sign of life: written when it starts, polls, beats and stops,
+    so that `tunefuse doctor` can tell a running daemon from a dead one."""
+
+    __tablename__ = "daemon_workers"
+    owner: Mapped[str] = mapped_column(String(200), primary_key=True)  # host:pid:device
+    host: Mapped[str] = mapped_column(String(200))
+    pid: Mapped[int] = mapped_column(Integer)
+    device: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))  # idle, busy, stopped
+    job_id: Mapped[int | None] = mapped_column(Integer)
+    jobs_done: Mapped[int] = mapped_column(Integer, default=0)
+    started_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+    last_seen_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from sqlalchemy import and_, or_, select, update
 
-from cache_db.models import JobRow, utcnow
+from cache_db.models import JobRow, WorkerRow, utcnow
 from cache_db.store import CacheStore, TunedRecord
 
 
@@ -77,7 +77,8 @@ def heartbeat(store: CacheStore, job_id: int, owner: str, lease: dt.timedelta) -
 
 
 def complete(store: CacheStore, job_id: int, owner: str, record: TunedRecord | None = None,
-             cubin: bytes | None = None, arch: str = "", nvrtc_version: str = "") -> None:
+             cubin: bytes | None = None, arch: str = "", nvrtc_version: str = "",
+             source: str | None = None) -> None:
     """Mark the job done and store its record, in one transaction; LeaseLost if not ours."""
     now = utcnow()
     with store.writer() as s, s.begin():
@@ -86,7 +87,7 @@ def complete(store: CacheStore, job_id: int, owner: str, record: TunedRecord | N
         if result.rowcount != 1:
             raise LeaseLost(f"job {job_id} is no longer leased to {owner}")
         if record is not None:
-            store._put_record(s, record, cubin, arch, nvrtc_version)
+            store._put_record(s, record, cubin, arch, nvrtc_version, source)
 
 
 def fail(store: CacheStore, job_id: int, owner: str, error: str, *, max_attempts: int,
@@ -125,3 +126,42 @@ def set_state(store: CacheStore, job_id: int, state: str) -> bool:
         if state == "queued":
             values.update(attempts=0, not_before=None, error=None)
         return s.execute(update(JobRow).where(JobRow.id == job_id).values(**values)).rowcount == 1
+
+
+@dataclass(frozen=True)
+class WorkerStatus:
+    """A daemon worker as it last reported itself."""
+
+    owner: str
+    host: str
+    pid: int
+    device: int
+    state: str  # idle, busy, stopped
+    job_id: int | None
+    jobs_done: int
+    started_at: dt.datetime
+    last_seen_at: dt.datetime
+
+    def silent_for(self, now: dt.datetime | None = None) -> dt.timedelta:
+        return (now or utcnow()) - self.last_seen_at
+
+
+def report_worker(store: CacheStore, owner: str, host: str, pid: int, device: int, state: str, *,
+                  job_id: int | None = None, jobs_done: int = 0) -> None:
+    """This worker is alive now, in `state`: one row per worker, written in place."""
+    now = utcnow()
+    with store.writer() as s, s.begin():
+        row = s.get(WorkerRow, owner)
+        if row is None:
+            s.add(WorkerRow(owner=owner, host=host, pid=pid, device=device, state=state, job_id=job_id,
+                            jobs_done=jobs_done, started_at=now, last_seen_at=now))
+        else:
+            row.state, row.job_id, row.jobs_done, row.last_seen_at = state, job_id, jobs_done, now
+
+
+def workers(store: CacheStore) -> list[WorkerStatus]:
+    """Every worker that ever reported, most recently seen first."""
+    with store.session() as s:
+        rows = s.execute(select(WorkerRow).order_by(WorkerRow.last_seen_at.desc())).scalars().all()
+        return [WorkerStatus(r.owner, r.host, r.pid, r.device, r.state, r.job_id, r.jobs_done, r.started_at,
+                             r.last_seen_at) for r in rows]

@@ -80,6 +80,7 @@ class TunedRecord:
     tuned_at: dt.datetime | None = None
     last_used_at: dt.datetime | None = None
     id: int | None = None
+    history: tuple[tuple[int, float | None, str], ...] = ()  # (trial, µs or None, state)
 
 
 @dataclass
@@ -132,7 +133,19 @@ def _record_from_row(row: RecordRow) -> TunedRecord:
     env = Env(row.compute_capability, row.device_name, row.nvrtc_version, row.driver_version, row.codegen_version)
     return TunedRecord(row.kernel_key, row.shape_key, env, row.scheduler, json.loads(row.params_json),
                        row.code_key, "", row.median_us, row.spread_us, row.default_us, row.trials,
-                       row.fusion_id, row.hits, row.tuned_at, row.last_used_at, row.id)
+                       row.fusion_id, row.hits, row.tuned_at, row.last_used_at, row.id,
+                       _history_from_json(row.history_json))
+
+
+def _history_from_json(text: str | None) -> tuple[tuple[int, float | None, str], ...]:
+    if not text:
+        return ()
+    return tuple((int(n), None if us is None else float(us), str(state)) for n, us, state in json.loads(text))
+
+
+def _history_to_json(history: Iterable[tuple[int, float | None, str]]) -> str | None:
+    rows = [[int(n), None if us is None else float(us), str(state)] for n, us, state in history]
+    return json.dumps(rows) if rows else None
 
 
 def _shape_distance(a: str, b: str) -> float:
@@ -199,21 +212,29 @@ class CacheStore:
             return None if row is None else row.canonical_json
 
     # -- binaries --------------------------------------------------------------------
-    def put_binary(self, code_key: str, cubin: bytes, kernel_name: str, arch: str, nvrtc_version: str) -> None:
+    def put_binary(self, code_key: str, cubin: bytes, kernel_name: str, arch: str, nvrtc_version: str,
+                   source: str | None = None) -> None:
         with self.writer() as s, s.begin():
-            self._put_binary(s, code_key, cubin, kernel_name, arch, nvrtc_version)
+            self._put_binary(s, code_key, cubin, kernel_name, arch, nvrtc_version, source)
 
     def _put_binary(self, s: Session, code_key: str, cubin: bytes, kernel_name: str, arch: str,
-                    nvrtc_version: str) -> None:
+                    nvrtc_version: str, source: str | None = None) -> None:
         digest = hashlib.sha256(cubin).hexdigest()
         now = utcnow()
         self._insert_ignore(s, BinaryRow, dict(
             code_key=code_key, sha256=digest, cubin=cubin, size=len(cubin), kernel_name=kernel_name, arch=arch,
-            nvrtc_version=nvrtc_version, quarantined=False, created_at=now, last_used_at=now))
+            nvrtc_version=nvrtc_version, quarantined=False, created_at=now, last_used_at=now, source=source))
         row = s.get(BinaryRow, code_key)
         if row is not None and (row.quarantined or row.sha256 != hashlib.sha256(row.cubin).hexdigest()):
             # A quarantined or corrupt copy is replaced by the good one.
             row.cubin, row.sha256, row.size, row.quarantined = cubin, digest, len(cubin), False
+        if row is not None and row.source is None and source is not None:
+            row.source = source
+
+    def get_source(self, code_key: str) -> str | None:
+        """The CUDA C++ a binary was compiled from, where it was kept."""
+        with self.session() as s:
+            return s.execute(select(BinaryRow.source).where(BinaryRow.code_key == code_key)).scalar_one_or_none()
 
     def get_binary(self, code_key: str) -> tuple[bytes, str] | None:
         """(cubin, kernel name), verified against its sha256; a mismatch quarantines it."""
@@ -249,21 +270,21 @@ class CacheStore:
 
     # -- records ---------------------------------------------------------------------
     def put_record(self, record: TunedRecord, cubin: bytes | None = None, arch: str = "",
-                   nvrtc_version: str = "") -> None:
+                   nvrtc_version: str = "", source: str | None = None) -> None:
         """Store a record (replacing the same kernel/shape/env) and its binary, atomically."""
         for attempt in range(3):
             try:
                 with self.writer() as s, s.begin():
-                    self._put_record(s, record, cubin, arch, nvrtc_version)
+                    self._put_record(s, record, cubin, arch, nvrtc_version, source)
                 return
             except IntegrityError:
                 if attempt == 2:  # another writer stored the same key meanwhile: try again
                     raise
 
     def _put_record(self, s: Session, record: TunedRecord, cubin: bytes | None = None, arch: str = "",
-                    nvrtc_version: str = "") -> None:
+                    nvrtc_version: str = "", source: str | None = None) -> None:
         if cubin is not None:
-            self._put_binary(s, record.code_key, cubin, record.kernel_name, arch, nvrtc_version)
+            self._put_binary(s, record.code_key, cubin, record.kernel_name, arch, nvrtc_version, source)
             s.flush()
         if s.get(BinaryRow, record.code_key) is None:
             raise CacheError(f"record for {record.kernel_key[:12]} refers to a missing binary {record.code_key[:12]}")
@@ -278,7 +299,7 @@ class CacheStore:
             scheduler=record.scheduler, params_json=json.dumps(record.params, sort_keys=True),
             code_key=record.code_key, median_us=record.median_us, spread_us=record.spread_us,
             default_us=record.default_us, trials=record.trials, tuned_at=record.tuned_at or utcnow(),
-            quarantined=False,
+            quarantined=False, history_json=_history_to_json(record.history),
         )
         if row is None:
             s.add(RecordRow(**values, hits=record.hits, last_used_at=utcnow()))
@@ -327,10 +348,10 @@ class CacheStore:
         return found
 
     def note_plan(self, env: Env, *, fusion: tuple[str, str, str | None] | None = None,
-                  binaries: Iterable[tuple[str, bytes, str, str, str]] = (),
+                  binaries: Iterable[tuple[str, bytes, str, str, str, str | None]] = (),
                   hits: Iterable[tuple[str, str]] = (), jobs: Iterable[tuple[str, int, str, str, str]] = ()) -> None:
         """What executing a new plan leaves behind, in one transaction: the fusion, freshly
-        compiled binaries (code_key, cubin, name, arch, nvrtc), hits on the tuned records
+        compiled binaries (code_key, cubin, name, arch, nvrtc, source), hits on the tuned records
         used (kernel_key, shape_key), and a tuning job per untuned kernel (fusion_id,
         segment index, kernel_key, shape_key, signature JSON): new, or one more hit."""
         now = utcnow()
@@ -338,8 +359,8 @@ class CacheStore:
             if fusion is not None:
                 self._insert_ignore(s, FusionRow, dict(fusion_id=fusion[0], canonical_json=fusion[1], name=fusion[2],
                                                        created_at=now))
-            for code_key, cubin, name, arch, nvrtc in binaries:
-                self._put_binary(s, code_key, cubin, name, arch, nvrtc)
+            for code_key, cubin, name, arch, nvrtc, source in binaries:
+                self._put_binary(s, code_key, cubin, name, arch, nvrtc, source)
             for kernel_key, shape_key in hits:
                 s.execute(update(RecordRow).where(
                     RecordRow.kernel_key == kernel_key, RecordRow.shape_key == shape_key,
@@ -472,7 +493,7 @@ class CacheStore:
             for row in s.execute(select(BinaryRow).where(BinaryRow.quarantined.is_(False))).scalars():
                 f.write(json.dumps({"kind": "binary", "code_key": row.code_key, "sha256": row.sha256,
                                     "kernel_name": row.kernel_name, "arch": row.arch,
-                                    "nvrtc_version": row.nvrtc_version,
+                                    "nvrtc_version": row.nvrtc_version, "source": row.source,
                                     "cubin": base64.b64encode(row.cubin).decode()}) + "\n")
                 n += 1
             for row in s.execute(select(RecordRow).where(RecordRow.quarantined.is_(False))).scalars():
@@ -481,7 +502,8 @@ class CacheStore:
                                     "env": asdict(rec.env), "scheduler": rec.scheduler, "params": rec.params,
                                     "code_key": rec.code_key, "median_us": rec.median_us,
                                     "spread_us": rec.spread_us, "default_us": rec.default_us,
-                                    "trials": rec.trials, "fusion_id": rec.fusion_id}) + "\n")
+                                    "trials": rec.trials, "fusion_id": rec.fusion_id,
+                                    "history": [list(h) for h in rec.history]}) + "\n")
                 n += 1
         return n
 
@@ -520,6 +542,8 @@ class CacheStore:
                     if hashlib.sha256(cubin).hexdigest() != item["sha256"]:
                         raise CacheError(f"binary {item['code_key'][:12]} does not match its sha256")
                     item["cubin_bytes"] = cubin
+                    if not isinstance(item.get("source"), (str, type(None))):
+                        raise CacheError("source must be text")
                     binaries.add(item["code_key"])
                 elif kind == "record":
                     Env(**item["env"])
@@ -529,6 +553,7 @@ class CacheStore:
                         raise CacheError(f"record refers to binary {item['code_key'][:12]} not in the file")
                     if item.get("fusion_id") is not None and item["fusion_id"] not in fusions:
                         raise CacheError("record refers to a fusion not in the file")
+                    item["history"] = _history_from_json(json.dumps(item.get("history") or []))
                 else:
                     raise CacheError(f"unknown kind {kind!r}")
             except (KeyError, TypeError, ValueError, SerializationError) as e:
@@ -542,14 +567,15 @@ class CacheStore:
                     self._insert_ignore(s, FusionRow, dict(fusion_id=item["fusion_id"], name=item.get("name"),
                                                            canonical_json=item["canonical_json"], created_at=utcnow()))
                 elif item["kind"] == "binary":
-                    self._put_binary(s, item["code_key"], item["cubin_bytes"], item["kernel_name"], item["arch"], item["nvrtc_version"])
+                    self._put_binary(s, item["code_key"], item["cubin_bytes"], item["kernel_name"], item["arch"],
+                                     item["nvrtc_version"], item.get("source"))
             s.flush()
             for item in items:
                 if item["kind"] == "record":
                     self._put_record(s, TunedRecord(
                         item["kernel_key"], item["shape_key"], Env(**item["env"]), item["scheduler"], item["params"],
                         item["code_key"], "", item.get("median_us"), item.get("spread_us"), item.get("default_us"),
-                        item.get("trials", 0), item.get("fusion_id")))
+                        item.get("trials", 0), item.get("fusion_id"), history=item["history"]))
         return len(items)
 
 

@@ -75,16 +75,49 @@ def ls(
 
 
 @app.command("show")
-def show(record_id: Annotated[int, typer.Argument(help="Record id (from cache ls).")], cache: CacheOption = None,
-         as_json: JsonOption = False) -> None:
-    """One record: params, timings, speedup over default, trials, env."""
+def show(
+    record_id: Annotated[int, typer.Argument(help="Record id (from cache ls).")],
+    cache: CacheOption = None,
+    plot: Annotated[Path | None, typer.Option(
+        "--plot", help="Draw the tuning history (trial vs µs, default and best marked) to this PNG.")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """One record: params, timings, speedup over default, trials, env, tuning history and the
+    CUDA C++ its binary was compiled from."""
     store = open_store(cache)
     match = [r for r in store.records() if r.id == record_id]
     if not match:
         fail(f"no record {record_id}")
-    data = _record_dict(match[0])
-    text = "\n".join(f"{k}: {json.dumps(v, default=str)}" for k, v in data.items())
-    emit(data, as_json, text=text)
+    record = match[0]
+    data = _record_dict(record)
+    data["history"] = [list(h) for h in record.history]
+    data["source"] = store.get_source(record.code_key)
+    if plot is not None:
+        if not record.history:
+            fail(f"record {record_id} has no tuning history to plot (it was stored without one)")
+        from cli.plot import plot_history
+
+        try:
+            plot_history(record, plot)
+        except ImportError:
+            fail("--plot needs matplotlib: pip install 'tunefuse[plot]'", 2)
+        data["plot"] = str(plot)
+    if as_json:
+        emit(data, True)
+        return
+    for key, value in data.items():
+        if key not in ("source", "history"):
+            console.print(f"{key}: {json.dumps(value, default=str)}", highlight=False)
+    completed = [us for _, us, state in record.history if state == "COMPLETE" and us is not None]
+    if record.history:
+        console.print(f"history: {len(record.history)} trials, {len(record.history) - len(completed)} failed"
+                      + (f", best {min(completed):.1f} µs" if completed else ""), highlight=False)
+    if data["source"] is None:
+        console.print("source: not kept for this binary", highlight=False)
+    else:
+        from rich.syntax import Syntax
+
+        console.print(Syntax(data["source"], "cuda", line_numbers=False, word_wrap=False))
 
 
 @app.command("stats")

@@ -11,15 +11,20 @@ from rich.console import Console
 def doctor(
     cache: Annotated[str | None, typer.Option("--cache", help="Cache URL (default as the library).")] = None,
     quick: Annotated[bool, typer.Option("--quick", help="Only what a health check needs: cache and driver.")] = False,
+    silent_after: Annotated[float, typer.Option(
+        help="A running daemon worker not heard from for this many seconds is reported dead.")] = 120.0,
 ) -> None:
-    """Check the GPU, driver, NVRTC, cuda-python and the cache; each line ok or what to do."""
+    """Check the GPU, driver, NVRTC, cuda-python, the cache and the daemon's workers; each
+    line ok or what to do. Exit 1 if any line failed."""
     console = Console(soft_wrap=True)
     failures = 0
 
-    def line(ok: bool, what: str, detail: str) -> None:
+    def line(ok: bool | None, what: str, detail: str) -> None:
+        """ok, FAIL, or (None) a note that needs no action."""
         nonlocal failures
-        failures += not ok
-        console.print(f"{'[green]ok[/green]  ' if ok else '[red]FAIL[/red]'} {what}: {detail}")
+        failures += ok is False
+        mark = {True: "[green]ok[/green]  ", False: "[red]FAIL[/red]", None: "[blue]note[/blue]"}[ok]
+        console.print(f"{mark} {what}: {detail}")
 
     try:
         from cuda.bindings import driver
@@ -61,4 +66,33 @@ def doctor(
              f"{stats.records} records, jobs {stats.jobs or 'none'}")
     except Exception as e:  # noqa: BLE001
         line(False, "cache", f"{e}: check TUNEFUSE_CACHE_URL or --cache")
+    else:
+        daemon_lines(store, stats.jobs.get("queued", 0), silent_after, line)
     raise typer.Exit(1 if failures else 0)
+
+
+def daemon_lines(store, queued: int, silent_after: float, line) -> None:  # noqa: ANN001
+    """One line per daemon worker that reported to this cache: alive (seen within
+    `silent_after` seconds), stopped cleanly, or silent while it should be running."""
+    import datetime as dt
+
+    from cache_db.queue import workers
+
+    now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    found = workers(store)
+    alive = 0
+    for w in found:
+        silent = w.silent_for(now).total_seconds()
+        where = f"{w.owner} (GPU {w.device}), {w.jobs_done} jobs done"
+        if w.state == "stopped":
+            line(None, "daemon worker", f"{where}: stopped {silent:.0f} s ago")
+        elif silent <= silent_after:
+            alive += 1
+            doing = f"tuning job {w.job_id}" if w.state == "busy" else "idle"
+            line(True, "daemon worker", f"{where}: {doing}, last heard {silent:.0f} s ago")
+        else:
+            line(False, "daemon worker", f"{where}: {w.state} but silent for {silent:.0f} s: it died or "
+                 f"lost the cache; restart `tunefuse daemon` on {w.host}")
+    if not alive:
+        line(None, "daemon", f"no worker running; {queued} queued tuning jobs wait for `tunefuse daemon`"
+             if queued else "no worker running (none needed: no queued jobs)")

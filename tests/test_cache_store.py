@@ -155,16 +155,21 @@ def test_prune_by_size_cap_drops_least_recently_used(store):
     assert store.stats().binary_bytes <= 250
 
 
+HISTORY = ((0, 12.0, "COMPLETE"), (1, None, "FAIL"), (2, 10.0, "COMPLETE"))
+
+
 def test_export_import_round_trip_and_tampering_refused(store, tmp_path):
     fid = fusion_row(store)
-    rec, cubin = record(fusion_id=fid)
-    store.put_record(rec, cubin, "sm_90", "13.5")
+    rec, cubin = record(fusion_id=fid, history=HISTORY)
+    store.put_record(rec, cubin, "sm_90", "13.5", source="// the kernel's source")
     path = tmp_path / "cache.jsonl"
     assert store.export(path) == 3
     fresh = CacheStore.open(f"sqlite:///{tmp_path / 'other.sqlite'}")
     assert fresh.import_(path) == 3
     assert fresh.lookup(rec.kernel_key, rec.shape_key, ENV).params == rec.params
+    assert fresh.lookup(rec.kernel_key, rec.shape_key, ENV).history == HISTORY
     assert fresh.get_binary(rec.code_key)[0] == cubin
+    assert fresh.get_source(rec.code_key) == "// the kernel's source"
     lines = path.read_text().splitlines()
     binary = json.loads(lines[2])
     binary["cubin"] = "AAAA" + binary["cubin"][4:]
@@ -178,6 +183,12 @@ def test_export_import_round_trip_and_tampering_refused(store, tmp_path):
     bad.write_text('{"format": "tunefuse.cache.v1"}\n{"kind": "fusion", "fusion_id": "x", "canonical_json": "{}"}\n')
     with pytest.raises(CacheError, match=":2: invalid fusion"):
         empty.import_(bad)
+    doc = json.loads(lines[3])
+    doc["history"] = [[0, "fast", "COMPLETE"]]
+    bad.write_text("\n".join([lines[0], lines[1], lines[2], json.dumps(doc)]) + "\n")
+    with pytest.raises(CacheError, match=":4: invalid record"):
+        empty.import_(bad)
+    assert empty.records() == []
 
 
 def _writer(url: str, worker: int, n: int, queue) -> None:  # noqa: ANN001
@@ -238,11 +249,12 @@ def test_a_plans_reads_and_its_one_write(store):
     assert [(r.kernel_key, r.shape_key) for r in found] == [("k" * 64, "64x64")]  # env isolation
     assert store.get_binaries([rec.code_key, "missing"]) == {rec.code_key: (cubin, "tf_pointwise_x")}
     store.note_plan(ENV, fusion=(fid, "ignored: already stored", None),
-                    binaries=[("new" * 10, b"\x7fELF-new", "tf_new", "sm_90", "13.5")],
+                    binaries=[("new" * 10, b"\x7fELF-new", "tf_new", "sm_90", "13.5", "// tf_new")],
                     hits=[("k" * 64, "64x64")],
                     jobs=[(fid, 0, "j" * 64, "4", "[]"), (fid, 1, "j" * 64, "5", "[]")])
     store.note_plan(ENV, jobs=[(fid, 0, "j" * 64, "4", "[]")])
     assert store.get_binaries(["new" * 10])["new" * 10][1] == "tf_new"
+    assert store.get_source("new" * 10) == "// tf_new" and store.get_source(rec.code_key) is None
     assert store.lookup("k" * 64, "64x64", ENV).hits == 1
     jobs = {j.shape_key: j.priority for j in store.jobs()}
     assert jobs == {"4": 2, "5": 1}
@@ -250,3 +262,17 @@ def test_a_plans_reads_and_its_one_write(store):
         c.execute(sa.update(BinaryRow).where(BinaryRow.code_key == rec.code_key).values(cubin=b"bad"))
     assert store.get_binaries([rec.code_key]) == {}  # a corrupt binary is never handed out
     assert store.lookup(rec.kernel_key, rec.shape_key, ENV) is None
+
+
+def test_daemon_workers_report_in_place(store):
+    from cache_db import queue
+
+    queue.report_worker(store, "host:1:0", "host", 1, 0, "idle")
+    queue.report_worker(store, "host:1:0", "host", 1, 0, "busy", job_id=7, jobs_done=2)
+    queue.report_worker(store, "other:2:1", "other", 2, 1, "stopped", jobs_done=5)
+    found = {w.owner: w for w in queue.workers(store)}
+    assert set(found) == {"host:1:0", "other:2:1"}
+    busy = found["host:1:0"]
+    assert (busy.state, busy.job_id, busy.jobs_done, busy.device) == ("busy", 7, 2, 0)
+    assert busy.last_seen_at >= busy.started_at
+    assert busy.silent_for().total_seconds() < 60

@@ -127,7 +127,50 @@ def test_jobs_ls_show_retry_cancel(filled):
 def test_doctor_reports_the_cache(filled):
     url, _ = filled
     result = run("doctor", "--cache", url, "--quick")
-    assert "cache" in result.output and "revision 0002" in result.output
+    assert "cache" in result.output and "revision 0003" in result.output
+    assert "1 queued tuning jobs wait for `tunefuse daemon`" in result.output  # a note, not a failure
+    assert "FAIL daemon" not in result.output
+
+
+def test_doctor_tells_live_stopped_and_silent_daemon_workers(filled):
+    from cache_db import queue
+    from cache_db.models import WorkerRow
+
+    url, store = filled
+    queue.report_worker(store, "gpu-host:10:0", "gpu-host", 10, 0, "busy", job_id=3, jobs_done=4)
+    queue.report_worker(store, "gpu-host:11:1", "gpu-host", 11, 1, "stopped", jobs_done=9)
+    result = run("doctor", "--cache", url, "--quick")  # (no driver on a CPU machine: exit 1 for that)
+    assert "FAIL daemon worker" not in result.output
+    assert "ok   daemon worker: gpu-host:10:0 (GPU 0), 4 jobs done: tuning job 3" in result.output
+    assert "gpu-host:11:1 (GPU 1), 9 jobs done: stopped" in result.output
+    with store.engine.begin() as c:  # the busy worker's host went away an hour ago
+        c.execute(sa.update(WorkerRow).where(WorkerRow.owner == "gpu-host:10:0")
+                  .values(last_seen_at=dt.datetime(2020, 1, 1)))
+    result = run("doctor", "--cache", url, "--quick")
+    assert result.exit_code == 1
+    assert "FAIL daemon worker: gpu-host:10:0" in result.output and "restart `tunefuse daemon` on gpu-host" in result.output
+
+
+def test_cache_show_prints_source_and_history_and_plots_them(filled, tmp_path):
+    from test_cache_store import HISTORY
+
+    url, store = filled
+    fid = fusion_row(store)
+    rec, cubin = record(shape="77", cubin=b"plotted" * 9, fusion_id=fid, history=HISTORY)
+    store.put_record(rec, cubin, "sm_90", "13.5", source='extern "C" __global__ void tf_pointwise_x() {}')
+    rid = store.lookup(rec.kernel_key, "77", ENV).id
+    doc = json.loads(run("cache", "show", rid, "--cache", url, "--json").output)
+    assert doc["source"].startswith('extern "C"') and doc["history"] == [list(h) for h in HISTORY]
+    text = run("cache", "show", rid, "--cache", url).output
+    assert "__global__ void tf_pointwise_x" in text and "3 trials, 1 failed, best 10.0 µs" in text
+    png = tmp_path / "history.png"
+    result = run("cache", "show", rid, "--cache", url, "--plot", png)
+    assert result.exit_code == 0, result.output
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+    plain = json.loads(run("cache", "ls", "--cache", url, "--json").output)[0]["id"]
+    no_history = run("cache", "show", plain, "--cache", url, "--plot", tmp_path / "none.png")
+    assert no_history.exit_code == 1 and "no tuning history" in no_history.output
+    assert "source: not kept" in run("cache", "show", plain, "--cache", url).output
 
 
 def test_jobs_enqueue_without_a_gpu_says_why(tmp_path):

@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from cache_db import queue
 from cache_db.store import CacheStore
 from daemon_runners import ENV
 from test_cache_store import POSTGRES, postgres_available, reset_postgres
@@ -77,6 +78,9 @@ def test_four_daemons_drain_200_jobs_each_done_exactly_once(url, tmp_path):
     assert len({line.split()[1] for line in done if line}) > 1  # the work was shared
     lines = [json.loads(line) for out in outputs for line in out.splitlines() if line.startswith("{")]
     assert sum(1 for e in lines if e["event"] == "done") == 200
+    workers = queue.workers(store)  # each reported itself, and stopped cleanly
+    assert len(workers) == 4 and {w.state for w in workers} == {"stopped"}
+    assert sum(w.jobs_done for w in workers) == 200
     assert all({"job", "kernel", "outcome"} <= set(e) for e in lines if e["event"] == "done")
 
 

@@ -104,8 +104,9 @@ def tune_job(job, ctx: JobContext):  # noqa: ANN001, ANN201 - the real runner
                   device=ctx.device, progress=False, only_segment=job.segment_index, stop=ctx.stop)
     (seg,) = report.segments
     record = TunedRecord(seg.kernel_key, seg.shape_key, rt.env, seg.scheduler, seg.params, seg.code_key,
-                         seg.kernel_name, seg.best_us, seg.spread_us, seg.default_us, seg.trials, job.fusion_id)
-    return record, seg.cubin, rt.info.arch, nvrtc_version()
+                         seg.kernel_name, seg.best_us, seg.spread_us, seg.default_us, seg.trials, job.fusion_id,
+                         history=tuple(seg.history))
+    return record, seg.cubin, rt.info.arch, nvrtc_version(), seg.source
 
 
 def _resolve(path: str) -> Callable:
@@ -143,14 +144,25 @@ def worker_loop(settings: DaemonSettings, device: int) -> int:
     signal.signal(signal.SIGINT, on_signal)
     store = CacheStore.open(settings.cache_url)
     runner = _resolve(settings.runner)
-    owner = f"{socket.gethostname()}:{os.getpid()}:{device}"
+    host, pid = socket.gethostname(), os.getpid()
+    owner = f"{host}:{pid}:{device}"
+
+    def report(state: str, job_id: int | None = None) -> None:
+        """The worker's sign of life for `tunefuse doctor`; a failed write costs a log line."""
+        try:
+            queue.report_worker(store, owner, host, pid, device, state, job_id=job_id, jobs_done=done)
+        except Exception as e:  # noqa: BLE001 - liveness reports never stop the worker
+            event("report_failed", owner=owner, error=str(e)[:200])
+
     lease = dt.timedelta(seconds=settings.lease_s)
     backoff = dt.timedelta(seconds=settings.backoff_s)
     event("worker_started", owner=owner, device=device, cache=store.url.split("@")[-1])
     done, poll, idle_since = 0, settings.poll_min_s, time.monotonic()
+    report("idle")
     while not stop.is_set() and (settings.max_jobs is None or done < settings.max_jobs):
         job = queue.claim(store, owner, lease)
         if job is None:
+            report("idle")
             if settings.idle_exit_s is not None and time.monotonic() - idle_since > settings.idle_exit_s:
                 break
             stop.wait(poll)
@@ -159,6 +171,7 @@ def worker_loop(settings: DaemonSettings, device: int) -> int:
         poll, idle_since = settings.poll_min_s, time.monotonic()
         event("claimed", job=job.id, kernel=job.kernel_key[:12], shape=job.shape_key, attempt=job.attempts, owner=owner)
         current["job"] = job.id
+        report("busy", job.id)
         ctx = JobContext(store, settings, device, stop)
         lost = threading.Event()
         beating = threading.Event()
@@ -169,6 +182,7 @@ def worker_loop(settings: DaemonSettings, device: int) -> int:
                     lost.set()
                     ctx.stop.set()
                     return
+                report("busy", job_id)
 
         heart = threading.Thread(target=beat, daemon=True)
         heart.start()
@@ -176,8 +190,9 @@ def worker_loop(settings: DaemonSettings, device: int) -> int:
             result = runner(job, ctx)
             if lost.is_set():
                 raise queue.LeaseLost(f"job {job.id}: lease lost while running")
-            record, cubin, arch, nvrtc = result if result is not None else (None, None, "", "")
-            queue.complete(store, job.id, owner, record, cubin, arch, nvrtc)
+            # A runner returns (record, cubin, arch, nvrtc[, source]) or None.
+            record, cubin, arch, nvrtc, *source = result if result is not None else (None, None, "", "")
+            queue.complete(store, job.id, owner, record, cubin, arch, nvrtc, source[0] if source else None)
             done += 1
             event("done", job=job.id, kernel=job.kernel_key[:12], outcome="stored" if record else "done")
         except StopRequested:
@@ -193,6 +208,7 @@ def worker_loop(settings: DaemonSettings, device: int) -> int:
             current.pop("job", None)
             beating.set()
             heart.join(timeout=5)
+    report("stopped")
     event("worker_stopped", owner=owner, jobs=done)
     store.close()
     return done

@@ -133,7 +133,8 @@ class Executor:
                 compiled = compile_kernel(source.source, source.name, rt.info.arch)
                 self.compiles += 1
                 from_cache = False
-                new_binaries.append((code_key, compiled.cubin, source.name, rt.info.arch, compiled.nvrtc_version))
+                new_binaries.append((code_key, compiled.cubin, source.name, rt.info.arch, compiled.nvrtc_version,
+                                     source.source))
             if tuned == "record":
                 hits.append((seg.kernel_key, seg.shape_key))
             elif not tuned and bound is not None:

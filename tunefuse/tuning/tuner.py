@@ -45,6 +45,8 @@ class SegmentReport:
     code_key: str = ""
     kernel_name: str = ""
     cubin: bytes = field(default=b"", repr=False)
+    source: str = field(default="", repr=False)
+    history: list[tuple[int, float | None, str]] = field(default_factory=list, repr=False)
 
     @property
     def speedup(self) -> float:
@@ -236,23 +238,26 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                 best_us, best_params, info = scored.get(winner, measured[winner][0]), measured[winner][1], measured[winner][2]
                 if default_us < best_us:  # never slower than the default heuristic
                     best_params, best_us, info = default, default_us, measured[default_src.name][2]
+                # Every compiled trial of the study (a resumed one's too), for `cache show --plot`.
+                history = [(t.number, t.value, t.state.name) for t in study.get_trials(
+                    deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL))]
+                src = generate(seg, best_params, rt.info, dtypes)
+                code_key = source_key(src.source, rt.info.arch, COMPILE_OPTIONS)
                 stored = False
                 if store is not None:
                     from cache_db.store import TunedRecord
 
-                    src = generate(seg, best_params, rt.info, dtypes)
-                    code_key = source_key(src.source, rt.info.arch, COMPILE_OPTIONS)
                     store.put_fusion(fusion.fusion_id, fusion.to_json(), None)
                     store.put_record(TunedRecord(
                         seg.kernel_key, seg.shape_key, env, seg.scheduler.value, params_to_dict(best_params),
-                        code_key, src.name, best_us, info.get("spread_us"), default_us, done, fusion.fusion_id),
-                        info["cubin"], rt.info.arch, nvrtc_version())
+                        code_key, src.name, best_us, info.get("spread_us"), default_us, done, fusion.fusion_id,
+                        history=tuple(history)),
+                        info["cubin"], rt.info.arch, nvrtc_version(), src.source)
                     stored = True
-                src = generate(seg, best_params, rt.info, dtypes)
                 report.segments.append(SegmentReport(
                     seg.name, seg.scheduler.value, seg.kernel_key, seg.shape_key, default_us, best_us, done, failed,
-                    params_to_dict(best_params), stored, info.get("spread_us"),
-                    source_key(src.source, rt.info.arch, COMPILE_OPTIONS), src.name, info["cubin"]))
+                    params_to_dict(best_params), stored, info.get("spread_us"), code_key, src.name, info["cubin"],
+                    src.source, history))
     finally:
         worker.close()
         if bar:
