@@ -132,6 +132,9 @@ class ExprRenderer:
         self.memo: dict[int, str] = {}
         self.prefix = prefix
         self.counter = [0]
+        # A name holding 1 / divisor when the caller computed it once for many elements
+        # (a reduction's result inside its row's loop); None: divide.
+        self.reciprocal_of: Callable[[Expr], str | None] = lambda divisor: None
 
     def dtype(self, e: Expr) -> DataType:
         return expr_dtype(e, self.segment.loads, self.segment.scalars)
@@ -180,6 +183,15 @@ class ExprRenderer:
 
         rule = ELEMENTWISE[e.op]
         compute = e.operand_dtype.compute
+        if e.op in (OpKind.DIV, OpKind.TRUEDIV) and compute.is_floating:
+            reciprocal = self.reciprocal_of(e.operands[1])
+            if reciprocal is not None:
+                x = self.value(e.operands[0])
+                x = x if self.dtype(e.operands[0]) is compute else f"tf_cast<{compute.cuda}>({x})"
+                self.emit(f"const {e.dtype.cuda} {name} = "
+                          + (f"{x} * {reciprocal};" if e.dtype is compute
+                             else f"tf_cast<{e.dtype.cuda}>(({compute.cuda})({x} * {reciprocal}));"))
+                return name
         operands = []
         for k, x in enumerate(e.operands):
             target = DataType.Bool if k < rule.first_promoted else compute
@@ -213,6 +225,7 @@ class ExprRenderer:
         inner = ExprRenderer(self.segment, self.load, self.var_name, self.reduce_value, self.indent + "  ", self.prefix)
         inner.counter = self.counter
         inner.memo = dict(self.memo)
+        inner.reciprocal_of = self.reciprocal_of
         v = inner.value(e)
         self.lines += inner.lines
         cast = v if inner.dtype(e) is dtype else f"tf_cast<{dtype.cuda}>({v})"

@@ -130,6 +130,7 @@ class _Emitter:
         }
         self.last = last
         self.unroll = getattr(p, "unroll", 1)
+        self.divided_by = self.reductions_used_as_divisors()
         self.lines: list[str] = []
         self.counter = [0]
         self.cached_loads = [
@@ -137,6 +138,34 @@ class _Emitter:
             if self.cache and (not ld.offset.is_affine or any(
                 ld.offset.coeff(Var(j, segment.extents[j])) for j in self.red))
         ]
+
+    def reductions_used_as_divisors(self) -> dict[tuple[int, int], DataType]:
+        """(accumulator, reduce) -> the floating compute type of the divisions by it."""
+        found: dict[tuple[int, int], DataType] = {}
+        seen: set[int] = set()
+
+        def visit(e: Expr) -> None:
+            if id(e) in seen:
+                return
+            seen.add(id(e))
+            if isinstance(e, EOp):
+                compute = e.operand_dtype.compute
+                if e.op in (OpKind.DIV, OpKind.TRUEDIV) and compute.is_floating:
+                    for acc in self.accs:
+                        for k, r in enumerate(acc.reduces):
+                            if r is e.operands[1] or r == e.operands[1]:
+                                found[(acc.index, k)] = compute
+                for x in e.operands:
+                    visit(x)
+            elif isinstance(e, EReduce):
+                visit(e.operand)
+            elif isinstance(e, EGuard):
+                visit(e.then)
+                visit(e.other)
+
+        for st in self.s.stores:
+            visit(st.expr)
+        return found
 
     def w(self, line: str) -> None:
         self.lines.append(line)
@@ -171,7 +200,17 @@ class _Emitter:
 
         r = ExprRenderer(self.s, load, self.var_name(in_vector), reduce_value, indent=indent, prefix="t")
         r.counter = self.counter
+        r.reciprocal_of = self.reciprocal_of
         return r
+
+    def reciprocal_of(self, divisor: Expr) -> str | None:
+        """Dividing every element of a row by that row's reduction (softmax's sum)
+        multiplies by a reciprocal computed once a row: a multiply where a division was."""
+        for acc in self.accs:
+            for k, r in enumerate(acc.reduces):
+                if (r is divisor or r == divisor) and (acc.index, k) in self.divided_by:
+                    return f"inv{acc.index}_{k}"
+        return None
 
     def vector_load(self, k: int, name: str, indent: str) -> None:
         ld = self.s.loads[k]
@@ -346,6 +385,9 @@ class _Emitter:
             else:
                 value = f"({a}.m2 / ({t})(n_red > {r.correction} ? n_red - {r.correction} : 0))"
             self.w(f"{indent}const {r.dtype.cuda} red{acc.index}_{k} = tf_cast<{r.dtype.cuda}>(({t})({value}));")
+            if (acc.index, k) in self.divided_by:
+                ct = self.divided_by[(acc.index, k)].cuda
+                self.w(f"{indent}const {ct} inv{acc.index}_{k} = ({ct})1 / tf_cast<{ct}>(red{acc.index}_{k});")
 
     def emit(self) -> str:
         s, p, it = self.s, self.p, self.itype
