@@ -3,7 +3,8 @@ params win, and how far the default heuristic is from them.
 
     python3 benchmarks/sweep.py softmax float 8192 4096 [name=value ...]
 
-Each name=value fixes one parameter (e.g. cache_row=True unroll=4); the rest are swept.
+Each name=value fixes one parameter (e.g. cache_row=True unroll=4); the rest are swept
+(blocks_per_sm and inner stay at the default unless fixed or --all is given).
 """
 
 from __future__ import annotations
@@ -27,50 +28,72 @@ from tunefuse.runtime.executor import Executor  # noqa: E402
 from tunefuse.schedulers import scheduler_for  # noqa: E402
 
 
-def main() -> None:
-    name, dtype_name, rows, cols = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
-    fixed = dict(arg.split("=", 1) for arg in sys.argv[5:])
-    dtype = DataType(dtype_name)
+def zoo_case(name: str, dtype: DataType, rows: int, cols: int):  # noqa: ANN201
+    """(fusion definition, torch inputs) of a fusion_zoo case."""
     fd = build(ZOO[name], dtype)
     tdtype = {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}[dtype]
     inputs = [torch.randn(rows, cols, device="cuda").to(tdtype) if fd.fusion.values[v].rank == 2
               else torch.randn(cols, device="cuda").to(tdtype) for v in fd.fusion.inputs]
-    fd.execute(inputs)
-    seg = next(iter(fd._runner.plans.values())).plan.segments[0]
-    from tunefuse.runtime.device import runtime
+    return fd, inputs
 
-    device = runtime(0).info
-    sched = scheduler_for(seg.scheduler)
-    default = sched.default_params(seg, device)
-    space = sched.search_space(seg, device)
-    names = sorted(n for n in space if n not in ("blocks_per_sm", "inner"))
-    choices = {n: space[n].choices for n in names}
-    for n, text in fixed.items():
+
+def only_segment(fd, inputs):  # noqa: ANN001, ANN201
+    """The plan's one segment (the cases swept here are one kernel each)."""
+    fd.execute(inputs)
+    (segment,) = next(iter(fd._runner.plans.values())).plan.segments
+    return segment
+
+
+def valid_points(segment, device, fixed: dict[str, str] | None = None, every_dim: bool = False) -> list:  # noqa: ANN001
+    """Every valid point of the scheduler's search space (the default's blocks_per_sm and
+    inner unless `every_dim`), with the `fixed` names held at the given values."""
+    sched = scheduler_for(segment.scheduler)
+    default = sched.default_params(segment, device)
+    space = sched.search_space(segment, device)
+    skipped = () if every_dim else ("blocks_per_sm", "inner")
+    choices = {n: tuple(d.choices) for n, d in space.items() if n not in skipped and hasattr(default, n)}
+    for n, text in (fixed or {}).items():
         if n not in space:
-            raise SystemExit(f"{n} is not a parameter of {seg.scheduler.value}: {sorted(space)}")
+            raise SystemExit(f"{n} is not a parameter of {segment.scheduler.value}: {sorted(space)}")
         by_text = {str(c): c for c in space[n].choices}
         if text not in by_text:
             raise SystemExit(f"{n}={text}: choose one of {sorted(by_text)}")
         choices[n] = (by_text[text],)
-        names = sorted(set(names) | {n})
-    results = []
+    names = sorted(choices)
+    points = []
     for values in itertools.product(*(choices[n] for n in names)):
-        try:
-            p = dataclasses.replace(default, **dict(zip(names, values)))
-        except TypeError:
-            continue
-        if sched.is_valid(seg, device, p) is not None:
+        p = dataclasses.replace(default, **dict(zip(names, values)))
+        if sched.is_valid(segment, device, p) is not None:
             continue
         if hasattr(p, "cache_row") and not p.cache_row and p.elements_per_thread != p.vector:
-            continue
-        ex = Executor(fd.fusion, params_source=lambda s, d, p=p: p)
-        try:
-            ex.run(inputs)
-            us = timed(lambda: ex.run(inputs), reps=20, warmup=2)
-        except Exception as e:  # noqa: BLE001
-            print("failed", p, e)
-            continue
-        results.append((us, p))
+            continue  # elements_per_thread means nothing without cache_row: one copy of each
+        points.append(p)
+    return points
+
+
+def time_params(fd, inputs, params, reps: int = 20) -> float | None:  # noqa: ANN001
+    """Median µs of the fusion run with `params` (None if they fail to compile or run)."""
+    ex = Executor(fd.fusion, params_source=lambda s, d, p=params: p)
+    try:
+        ex.run(inputs)
+        return timed(lambda: ex.run(inputs), reps=reps, warmup=2)
+    except Exception as e:  # noqa: BLE001
+        print("failed", params, e)
+        return None
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if a != "--all"]
+    name, dtype_name, rows, cols = args[0], args[1], int(args[2]), int(args[3])
+    fixed = dict(arg.split("=", 1) for arg in args[4:])
+    fd, inputs = zoo_case(name, DataType(dtype_name), rows, cols)
+    segment = only_segment(fd, inputs)
+    from tunefuse.runtime.device import runtime
+
+    device = runtime(0).info
+    default = scheduler_for(segment.scheduler).default_params(segment, device)
+    results = [(us, p) for p in valid_points(segment, device, fixed, "--all" in sys.argv)
+               if (us := time_params(fd, inputs, p)) is not None]
     results.sort(key=lambda r: r[0])
     dex = Executor(fd.fusion)
     dex.run(inputs)

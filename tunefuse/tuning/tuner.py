@@ -76,6 +76,11 @@ def _compile(job: tuple[str, str, str]) -> tuple[str, bytes | None, str]:
         return name, None, e.log[:2000]
 
 
+def study_name(segment: Any, env: Any) -> str:
+    """The Optuna study of one kernel, shape and env (a resumed tuning finds it again)."""
+    return f"tunefuse:{segment.kernel_key[:20]}:{segment.shape_key}:{env.key[:12]}"
+
+
 def _storage(cache_url: str | None) -> Any:
     import optuna
 
@@ -142,7 +147,7 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                 space = sched.search_space(seg, rt.info)
                 names = [n for n in space if hasattr(default, n)]
                 study = optuna.create_study(
-                    study_name=f"tunefuse:{seg.kernel_key[:20]}:{seg.shape_key}:{env.key[:12]}",
+                    study_name=study_name(seg, env),
                     storage=_storage(store.url if store is not None else None), direction="minimize",
                     sampler=optuna.samplers.TPESampler(seed=seed), load_if_exists=True)
 
