@@ -191,7 +191,7 @@ class CacheStore:
         """For one unit of writing: `with store.writer() as s, s.begin(): ...`."""
         return Session(self.write_engine, expire_on_commit=False)
 
-    def _insert_ignore(self, s: Session, model: type, values: dict) -> None:
+    def _insert_ignore(self, s: Session | sa.Connection, model: type, values: dict) -> None:
         """INSERT that leaves an existing row alone: several writers may store the same
         binary or fusion at once (on PostgreSQL they do not wait for one another)."""
         if self.engine.dialect.name == "postgresql":
@@ -217,19 +217,27 @@ class CacheStore:
         with self.writer() as s, s.begin():
             self._put_binary(s, code_key, cubin, kernel_name, arch, nvrtc_version, source)
 
-    def _put_binary(self, s: Session, code_key: str, cubin: bytes, kernel_name: str, arch: str,
-                    nvrtc_version: str, source: str | None = None) -> None:
+    def _put_binary(self, s: Session | sa.Connection, code_key: str, cubin: bytes, kernel_name: str,
+                    arch: str, nvrtc_version: str, source: str | None = None) -> None:
+        """In the caller's transaction (an ORM session or a Core connection)."""
         digest = hashlib.sha256(cubin).hexdigest()
         now = utcnow()
         self._insert_ignore(s, BinaryRow, dict(
             code_key=code_key, sha256=digest, cubin=cubin, size=len(cubin), kernel_name=kernel_name, arch=arch,
             nvrtc_version=nvrtc_version, quarantined=False, created_at=now, last_used_at=now, source=source))
-        row = s.get(BinaryRow, code_key)
-        if row is not None and (row.quarantined or row.sha256 != hashlib.sha256(row.cubin).hexdigest()):
+        table = BinaryRow.__table__
+        row = s.execute(select(table.c.quarantined, table.c.sha256, table.c.cubin, table.c.source)
+                        .where(table.c.code_key == code_key)).one_or_none()
+        if row is None:
+            return
+        changes: dict = {}
+        if row.quarantined or row.sha256 != hashlib.sha256(row.cubin).hexdigest():
             # A quarantined or corrupt copy is replaced by the good one.
-            row.cubin, row.sha256, row.size, row.quarantined = cubin, digest, len(cubin), False
-        if row is not None and row.source is None and source is not None:
-            row.source = source
+            changes.update(cubin=cubin, sha256=digest, size=len(cubin), quarantined=False)
+        if row.source is None and source is not None:
+            changes["source"] = source
+        if changes:
+            s.execute(update(table).where(table.c.code_key == code_key).values(**changes))
 
     def get_source(self, code_key: str) -> str | None:
         """The CUDA C++ a binary was compiled from, where it was kept."""
@@ -325,20 +333,23 @@ class CacheStore:
         keys = sorted(set(kernel_keys))
         if not keys:
             return []
-        with self.session() as s:
-            rows = s.execute(select(RecordRow).where(
-                RecordRow.kernel_key.in_(keys), RecordRow.env_key == env.key,
-                RecordRow.quarantined.is_(False))).scalars().all()
-            return [_record_from_row(r) for r in rows]
+        # Core rows, not ORM objects: this read is on every new plan's path.
+        table = RecordRow.__table__
+        with self.engine.connect() as c:
+            rows = c.execute(select(table).where(
+                table.c.kernel_key.in_(keys), table.c.env_key == env.key,
+                table.c.quarantined.is_(False))).all()
+        return [_record_from_row(r) for r in rows]
 
     def get_binaries(self, code_keys: Iterable[str]) -> dict[str, tuple[bytes, str]]:
         """Verified binaries by code key, in one query; mismatches are quarantined."""
         keys = sorted(set(code_keys))
         if not keys:
             return {}
-        with self.session() as s:
-            rows = s.execute(select(BinaryRow.code_key, BinaryRow.cubin, BinaryRow.sha256, BinaryRow.kernel_name)
-                             .where(BinaryRow.code_key.in_(keys), BinaryRow.quarantined.is_(False))).all()
+        table = BinaryRow.__table__
+        with self.engine.connect() as c:
+            rows = c.execute(select(table.c.code_key, table.c.cubin, table.c.sha256, table.c.kernel_name)
+                             .where(table.c.code_key.in_(keys), table.c.quarantined.is_(False))).all()
         found: dict[str, tuple[bytes, str]] = {}
         for code_key, cubin, digest, name in rows:
             if hashlib.sha256(cubin).hexdigest() == digest:
@@ -355,20 +366,22 @@ class CacheStore:
         used (kernel_key, shape_key), and a tuning job per untuned kernel (fusion_id,
         segment index, kernel_key, shape_key, signature JSON): new, or one more hit."""
         now = utcnow()
-        with self.writer() as s, s.begin():
+        # A Core connection, not an ORM session: this write is on every new plan's path.
+        records, queue = RecordRow.__table__, JobRow.__table__
+        with self.write_engine.begin() as s:
             if fusion is not None:
                 self._insert_ignore(s, FusionRow, dict(fusion_id=fusion[0], canonical_json=fusion[1], name=fusion[2],
                                                        created_at=now))
             for code_key, cubin, name, arch, nvrtc, source in binaries:
                 self._put_binary(s, code_key, cubin, name, arch, nvrtc, source)
             for kernel_key, shape_key in hits:
-                s.execute(update(RecordRow).where(
-                    RecordRow.kernel_key == kernel_key, RecordRow.shape_key == shape_key,
-                    RecordRow.env_key == env.key).values(hits=RecordRow.hits + 1, last_used_at=now))
+                s.execute(update(records).where(
+                    records.c.kernel_key == kernel_key, records.c.shape_key == shape_key,
+                    records.c.env_key == env.key).values(hits=records.c.hits + 1, last_used_at=now))
             for fusion_id, index, kernel_key, shape_key, signature in jobs:
-                bumped = s.execute(update(JobRow).where(
-                    JobRow.kernel_key == kernel_key, JobRow.shape_key == shape_key, JobRow.env_key == env.key)
-                    .values(priority=JobRow.priority + 1, updated_at=now))
+                bumped = s.execute(update(queue).where(
+                    queue.c.kernel_key == kernel_key, queue.c.shape_key == shape_key, queue.c.env_key == env.key)
+                    .values(priority=queue.c.priority + 1, updated_at=now))
                 if not bumped.rowcount:
                     self._insert_ignore(s, JobRow, dict(
                         fusion_id=fusion_id, segment_index=index, kernel_key=kernel_key, shape_key=shape_key,

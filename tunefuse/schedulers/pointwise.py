@@ -19,12 +19,17 @@ class Params:
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
+    """16-byte accesses where allowed; one vector a thread and 1024-thread blocks when there
+    is enough work to fill every SM twice over, smaller blocks (more of them) when not; the
+    grid covers the work in one pass up to 32 blocks an SM. Measured on H100 with an
+    exhaustive sweep (benchmarks/trials_to_sweep.py): 1024 x vector 4, unroll 1, 32 blocks
+    an SM is the best of 225 points for GELU 8192x3072 and bias+GELU 8192x4096."""
     vector = max_vector(segment)
-    # 16-byte accesses when allowed; 512-thread blocks, a grid of 16 blocks an SM striding
-    # over the rest (measured on H100, benchmarks/sweep.py bias_gelu float 8192 4096:
-    # 96.6 us against 110.3 us with 128 threads and unroll 2).
-    return Params(block_size=min(512, device.max_threads_per_block), vector=vector, unroll=1,
-                  blocks_per_sm=16)
+    groups = segment.numel // vector
+    block = min(1024, device.max_threads_per_block)
+    while block > 128 and groups < block * device.sm_count * 2:
+        block //= 2
+    return Params(block_size=block, vector=vector, unroll=1, blocks_per_sm=32)
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:

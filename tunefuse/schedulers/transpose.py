@@ -42,7 +42,11 @@ def tiled_dims(segment: Segment) -> tuple[int, int] | None:
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
     if tiled_dims(segment) is None:
         return Params(tile=0, pointwise=pointwise.default_params(segment, device))
-    return Params(tile=32, block_rows=8, padding=1)
+    # 64 x 64 tiles, 16 rows of threads: the best of the 36 points of the space for an
+    # 8192 x 4096 fp32 transpose on H100 (105.9 us against 118.4 us for 32 x 8).
+    # Kernels with several outputs may not have the shared memory for it: then 32 x 32.
+    wide = Params(tile=64, block_rows=16, padding=1)
+    return wide if is_valid(segment, device, wide) is None else Params(tile=32, block_rows=8, padding=1)
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
