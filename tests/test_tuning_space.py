@@ -37,3 +37,22 @@ def test_sampled_points_are_valid_or_refused_and_valid_ones_compile(name, dtype,
             assert compile_kernel(ks.source, ks.name, "sm_90").cubin
         # Params survive the cache's JSON.
         assert params_from_dict(seg.scheduler, params_to_dict(default)) == default
+
+
+def test_candidates_are_compared_at_the_output_dtypes_rounding():
+    """Another summation order moves a bfloat16 result by an ulp (0.8%): that is agreement;
+    a wrong kernel's 10% is not. float32 is held to 1e-3, integers exactly."""
+    import ml_dtypes
+    import numpy as np
+
+    from tunefuse.tuning.measure import outputs_agree
+
+    want = np.linspace(0.5, 4.0, 64).astype(ml_dtypes.bfloat16)
+    one_ulp = (want.astype(np.float32) * np.float32(1 + 2**-8)).astype(ml_dtypes.bfloat16)
+    assert (one_ulp != want).any() and outputs_agree(one_ulp, want)
+    assert not outputs_agree((want.astype(np.float32) * 1.1).astype(ml_dtypes.bfloat16), want)
+    floats = np.linspace(0.5, 4.0, 64, dtype=np.float32)
+    assert outputs_agree(floats * np.float32(1 + 1e-5), floats)
+    assert not outputs_agree(floats * np.float32(1.01), floats)
+    assert not outputs_agree(np.arange(4) + 1, np.arange(4)) and outputs_agree(np.arange(4), np.arange(4))
+    assert not outputs_agree(floats[:8], floats)

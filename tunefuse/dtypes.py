@@ -58,6 +58,12 @@ class DataType(enum.Enum):
         """The C++ type name used by generated kernels (see codegen's preamble)."""
         return _CUDA[self]
 
+    @property
+    def tolerance(self) -> tuple[float, float]:
+        """(rtol, atol) within which two correct results of one computation stored in this
+        type may differ (another summation order rounds differently): a few of its ulps."""
+        return _TOLERANCE[self]
+
     def __repr__(self) -> str:
         return f"DataType.{self.name}"
 
@@ -175,3 +181,10 @@ def promote_types(tensor_dtypes: Iterable[DataType], scalar_dtypes: Iterable[Dat
     if top_scalar > _category(result):
         result = DataType.Float if top_scalar == 2 else DataType.Int
     return result
+
+
+_TOLERANCE = {
+    DataType.Double: (1e-9, 1e-9), DataType.Float: (1e-3, 1e-3), DataType.Half: (4e-3, 4e-3),
+    DataType.BFloat16: (2e-2, 2e-2), DataType.Int: (0.0, 0.0), DataType.Int32: (0.0, 0.0),
+    DataType.Bool: (0.0, 0.0),
+}
