@@ -363,3 +363,18 @@ def test_a_reduction_feeding_a_reshaped_output_gets_its_own_kernel(rng):
     plan = fd.plan([x])
     assert plan.num_kernels >= 1
     assert_plan_matches_reference(fd, [x])
+
+
+def test_an_output_that_is_no_strided_view_of_an_earlier_outputs_root_is_computed(rng):
+    """Found by the random GPU fusions: T9 = reshape(broadcast(sum)) shares its root with the
+    output T8, but merging a broadcast dim with a real one is no strided view: T9 gets its
+    own buffer and kernel, T8 stays a stride-0 view of the sum."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[2, 2], contiguity=[True, True])
+        wide = fd.ops.broadcast_in_dim(fd.ops.sum(x, dims=[0], keepdim=True), shape=[2, 2], broadcast_dims=[0, 1])
+        fd.add_output(wide)
+        fd.add_output(fd.ops.reshape(wide, new_shape=[4]))
+    x = rng.standard_normal((2, 2), dtype=np.float32)
+    plan = fd.plan([x])
+    assert plan.outputs[0].view.strides == (0, 1)
+    assert_plan_matches_reference(fd, [x])

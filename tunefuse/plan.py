@@ -194,9 +194,8 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
                 bindings.append(OutputBinding(position, v, buf.id, view, True))
                 continue
             root = v  # the view needs index arithmetic: a kernel copies it
-        elif root != v and root not in requests:
-            if strided_view(cf, v) is None:
-                root = v
+        elif root != v and strided_view(cf, v) is None:
+            root = v  # not a strided view of its root (a reshape of a broadcast): computed itself
         if root not in requests:
             buf = buffers.add(BufferKind.OUTPUT, cf, root)
             requests[root] = StoreRequest(root, buf.id, buf.strides, f"computes output {f.name(v)}")
