@@ -125,6 +125,31 @@ def test_own_device_arrays_and_cupy(rng):
     np.testing.assert_allclose(cupy.asnumpy(out), reference.run(fd.fusion, [x])[0], rtol=1e-5, atol=1e-6)
 
 
+def test_own_device_arrays_go_to_torch_through_dlpack(rng):
+    """Inputs that are neither torch nor CuPy get tunefuse's DeviceArray back, which torch
+    (or anyone) takes over DLPack without a copy."""
+    torch = torch_or_skip()
+    from tunefuse.runtime.device_array import DeviceArray
+
+    class InterfaceOnly:
+        def __init__(self, tensor):
+            self.tensor = tensor
+            self.__cuda_array_interface__ = tensor.__cuda_array_interface__
+
+    fd = build(ZOO["softmax"], DataType.Float)
+    x = rng.standard_normal((33, 65)).astype(np.float32)
+    (out,) = fd.execute([InterfaceOnly(torch.from_numpy(x).cuda())])
+    assert isinstance(out, DeviceArray)
+    shared = torch.from_dlpack(out)
+    assert shared.shape == (33, 65) and shared.data_ptr() == out.data_ptr
+    np.testing.assert_allclose(shared.cpu().numpy(), reference.run(fd.fusion, [x])[0], rtol=1e-5, atol=1e-6)
+    shared.zero_()
+    torch.cuda.synchronize()
+    assert not out.numpy().any()  # one memory, two names
+    del out
+    assert float(shared.sum()) == 0.0  # the capsule kept the memory alive
+
+
 def test_non_contiguous_broadcast_size1_and_empty(rng):
     torch = torch_or_skip()
     with FusionDefinition() as fd:

@@ -1,7 +1,7 @@
 """tunefuse's own device array, for callers that use neither torch nor CuPy.
 
-Backed by a cuda.core Buffer; speaks `__cuda_array_interface__` (v3), so torch, CuPy and
-Numba read it without copies; `.numpy()` copies it to the host."""
+Backed by a cuda.core Buffer; speaks `__cuda_array_interface__` (v3) and DLPack, so torch,
+CuPy, Numba and JAX read it without copies; `.numpy()` copies it to the host."""
 
 from __future__ import annotations
 
@@ -42,6 +42,39 @@ class DeviceArray:
             "strides": tuple(s * self.dtype.itemsize for s in self.strides_elements),
             "version": 3,
         }
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from tunefuse.runtime.dlpack import KDL_CUDA
+
+        return KDL_CUDA, self.device_id
+
+    def __dlpack__(self, stream: object = None, max_version: object = None, dl_device: object = None,
+                   copy: bool | None = None) -> object:
+        """A DLPack capsule over this array's memory (never a copy: `copy=True` is refused).
+        The kernels that wrote it are waited for first, whatever stream the consumer uses."""
+        from tunefuse.runtime.dlpack import KDL_CUDA, to_dlpack
+
+        if copy:
+            raise BufferError("DeviceArray exports its own memory only (copy=True)")
+        if dl_device is not None and tuple(dl_device) != (KDL_CUDA, self.device_id):  # type: ignore[arg-type]
+            raise BufferError(f"DeviceArray lives on CUDA device {self.device_id}, not {dl_device}")
+        if self._stream is not None:
+            self._stream.sync()  # type: ignore[attr-defined]
+        return to_dlpack(self, self.data_ptr, self.shape, self.strides_elements, self.dtype, self.device_id)
+
+    @property
+    def device_id(self) -> int:
+        """The CUDA device of the memory: its cuda.core Buffer's, else asked of the driver."""
+        known = getattr(self.buffer, "device_id", None)
+        if known is not None:
+            return int(known)
+        from cuda.bindings import driver
+
+        err, ordinal = driver.cuPointerGetAttribute(
+            driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, self.data_ptr)
+        if int(err) != 0:
+            raise BufferError(f"cannot tell the device of pointer {self.data_ptr:#x}: {err}")
+        return int(ordinal)
 
     def view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> DeviceArray:
         return DeviceArray(self.buffer, shape, self.dtype, strides, self.offset + offset, self._stream)
