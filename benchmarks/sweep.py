@@ -9,7 +9,6 @@ Each name=value fixes one parameter (e.g. cache_row=True unroll=4); the rest are
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import pathlib
 import sys
@@ -25,7 +24,7 @@ from fusion_zoo import ZOO, build  # noqa: E402
 from run import timed  # noqa: E402
 from tunefuse import DataType  # noqa: E402
 from tunefuse.runtime.executor import Executor  # noqa: E402
-from tunefuse.schedulers import scheduler_for  # noqa: E402
+from tunefuse.schedulers import scheduler_for, with_values  # noqa: E402
 
 
 def zoo_case(name: str, dtype: DataType, rows: int, cols: int):  # noqa: ANN201
@@ -51,7 +50,7 @@ def valid_points(segment, device, fixed: dict[str, str] | None = None, every_dim
     default = sched.default_params(segment, device)
     space = sched.search_space(segment, device)
     skipped = () if every_dim else ("blocks_per_sm", "inner")
-    choices = {n: tuple(d.choices) for n, d in space.items() if n not in skipped and hasattr(default, n)}
+    choices = {n: tuple(d.choices) for n, d in space.items() if n not in skipped}
     for n, text in (fixed or {}).items():
         if n not in space:
             raise SystemExit(f"{n} is not a parameter of {segment.scheduler.value}: {sorted(space)}")
@@ -62,7 +61,7 @@ def valid_points(segment, device, fixed: dict[str, str] | None = None, every_dim
     names = sorted(choices)
     points = []
     for values in itertools.product(*(choices[n] for n in names)):
-        p = dataclasses.replace(default, **dict(zip(names, values)))
+        p = with_values(default, dict(zip(names, values)))
         if sched.is_valid(segment, device, p) is not None:
             continue
         if hasattr(p, "cache_row") and not p.cache_row and p.elements_per_thread != p.vector:

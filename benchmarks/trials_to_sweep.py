@@ -12,7 +12,6 @@ from it.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import pathlib
@@ -27,7 +26,7 @@ from sweep import only_segment, time_params, valid_points, zoo_case  # noqa: E40
 from tunefuse import Cache, DataType, tune  # noqa: E402
 from tunefuse.fusion_file import load_fusion_file  # noqa: E402
 from tunefuse.runtime.device import runtime  # noqa: E402
-from tunefuse.schedulers import params_from_dict, scheduler_for  # noqa: E402
+from tunefuse.schedulers import params_from_dict, scheduler_for, with_values  # noqa: E402
 
 WITHIN = 1.03
 
@@ -49,7 +48,7 @@ def replay(study, default, sweep: dict) -> list[float]:  # noqa: ANN001
     for trial in sorted(study.trials, key=lambda t: t.number):
         if trial.state not in (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL):
             continue  # pruned: invalid, never compiled
-        params = dataclasses.replace(default, **trial.params)
+        params = with_values(default, trial.params)
         times.append(sweep.get(params, float("inf")))
     return times
 

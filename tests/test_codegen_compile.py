@@ -17,7 +17,7 @@ from tunefuse.compiler import CompileError, compile_kernel
 from tunefuse.device_info import PROFILES
 from tunefuse.fusion_file import load_fusion_file
 from tunefuse.kernel_ir import SchedulerKind
-from tunefuse.schedulers import scheduler_for
+from tunefuse.schedulers import scheduler_for, with_values
 
 ARCHS = ["sm_80", "sm_90"]
 DTYPES = [DataType.Float, DataType.Half, DataType.BFloat16, DataType.Double]
@@ -56,10 +56,7 @@ def grid_points(segment, device):
     points = []
     for name in names:
         for choice in space[name].choices:
-            try:
-                p = dataclasses.replace(base, **{name: choice})
-            except TypeError:
-                continue
+            p = with_values(base, {name: choice})
             if sched.is_valid(segment, device, p) is None:
                 points.append(p)
     return points
@@ -154,8 +151,7 @@ def test_random_fusions_compile_at_random_valid_params(case, rnd):
         base = sched.default_params(seg, device)
         space = sched.search_space(seg, device)
         for _ in range(3):
-            params = dataclasses.replace(
-                base, **{name: rnd.choice(d.choices) for name, d in space.items() if hasattr(base, name)})
+            params = with_values(base, {name: rnd.choice(d.choices) for name, d in space.items()})
             if sched.is_valid(seg, device, params) is None:
                 ks = generate(seg, params, device, dtypes)
                 assert compile_kernel(ks.source, ks.name, "sm_90").cubin

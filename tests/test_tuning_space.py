@@ -1,6 +1,5 @@
 """Search spaces: every point the tuner would compile is valid and compiles (no GPU)."""
 
-import dataclasses
 import random
 
 import numpy as np
@@ -12,7 +11,7 @@ from tunefuse import DataType
 from tunefuse.codegen import generate
 from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import H100
-from tunefuse.schedulers import params_from_dict, params_to_dict, scheduler_for
+from tunefuse.schedulers import params_from_dict, params_to_dict, scheduler_for, with_values
 
 
 @given(name=st.sampled_from(sorted(ZOO)), dtype=st.sampled_from([DataType.Float, DataType.Half, DataType.BFloat16]),
@@ -30,7 +29,7 @@ def test_sampled_points_are_valid_or_refused_and_valid_ones_compile(name, dtype,
         space = sched.search_space(seg, H100)
         for _ in range(3):
             point = {n: rnd.choice(d.choices) for n, d in space.items()}
-            params = dataclasses.replace(default, **point)
+            params = with_values(default, point)
             if sched.is_valid(seg, H100, params) is not None:
                 continue  # the tuner never compiles these
             ks = generate(seg, params, H100, dtypes)
@@ -56,3 +55,31 @@ def test_candidates_are_compared_at_the_output_dtypes_rounding():
     assert not outputs_agree(floats * np.float32(1.01), floats)
     assert not outputs_agree(np.arange(4) + 1, np.arange(4)) and outputs_agree(np.arange(4), np.arange(4))
     assert not outputs_agree(floats[:8], floats)
+
+
+def test_a_transpose_with_nothing_to_tile_is_tuned_as_its_pointwise_kernel():
+    """The seed's transpose with views shares its innermost dim between reads and writes: it
+    runs as a pointwise kernel, and the tuner searches that kernel's space (it used to search
+    tile shapes that were all invalid, and tuned nothing)."""
+    from test_frontend import ROOT
+    from tunefuse.fusion_file import load_fusion_file
+    from tunefuse.schedulers import value_of
+
+    seeds = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
+    plan = seeds["transpose_with_views"].build().plan([np.zeros((768, 128, 64), np.float32)])
+    (seg,) = plan.segments
+    sched = scheduler_for(seg.scheduler)
+    default = sched.default_params(seg, H100)
+    assert default.tile == 0
+    space = sched.search_space(seg, H100)
+    assert space and all(name.startswith("pointwise.") for name in space)
+    assert all(value_of(default, n) in space[n].choices for n in space)  # trial 0 is the default
+    dtypes = {b.id: b.dtype for b in plan.buffers}
+    compiled = set()
+    for block in space["pointwise.block_size"].choices:
+        params = with_values(default, {"pointwise.block_size": block, "pointwise.unroll": 2})
+        assert params.tile == 0 and params.pointwise.block_size == block and params.pointwise.unroll == 2
+        assert sched.is_valid(seg, H100, params) is None
+        ks = generate(seg, params, H100, dtypes)
+        compiled.add(compile_kernel(ks.source, ks.name, "sm_90").cubin)
+    assert len(compiled) == len(space["pointwise.block_size"].choices)

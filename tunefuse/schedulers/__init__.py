@@ -18,6 +18,29 @@ def scheduler_for(kind: SchedulerKind):  # noqa: ANN201 - a scheduler module
     return SCHEDULERS[kind]
 
 
+def with_values(params: object, values: dict) -> object:
+    """`params` with a search space's sampled values set. A dotted name sets a field of a
+    nested Params ("pointwise.vector": the pointwise kernel a transpose runs as)."""
+    import dataclasses
+
+    direct = {name: v for name, v in values.items() if "." not in name}
+    nested: dict[str, dict] = {}
+    for name, v in values.items():
+        if "." in name:
+            head, rest = name.split(".", 1)
+            nested.setdefault(head, {})[rest] = v
+    for head, inner in nested.items():
+        direct[head] = with_values(getattr(params, head), inner)
+    return dataclasses.replace(params, **direct)  # type: ignore[type-var]
+
+
+def value_of(params: object, name: str) -> object:
+    """The value a (possibly dotted) search-space name has in `params`."""
+    for part in name.split("."):
+        params = getattr(params, part)
+    return params
+
+
 def params_to_dict(params: object) -> dict:
     import dataclasses
 

@@ -65,8 +65,12 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
 
 
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
+    """Tile shapes; or, when there is nothing to tile (reads and writes share their
+    innermost dim), the space of the pointwise kernel that runs instead, as "pointwise.*"."""
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
+    if tiled_dims(segment) is None:
+        return {f"pointwise.{name}": d for name, d in pointwise.search_space(segment, device).items()}
     return {
         "tile": optuna.distributions.CategoricalDistribution([16, 32, 64]),
         "block_rows": optuna.distributions.CategoricalDistribution([2, 4, 8, 16]),

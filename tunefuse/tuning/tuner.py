@@ -14,7 +14,6 @@ interrupted tuning resumes.
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import logging
 import multiprocessing
 import os
@@ -111,7 +110,7 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
     from tunefuse.frontend import FusionDefinition
     from tunefuse.plan import plan_for
     from tunefuse.runtime.device import runtime
-    from tunefuse.schedulers import params_from_dict, params_to_dict, scheduler_for
+    from tunefuse.schedulers import params_from_dict, params_to_dict, scheduler_for, value_of, with_values
     from tunefuse.signature import FusionInputs, bind_inputs
     from tunefuse.tuning.worker import Worker, WorkerDied
 
@@ -145,14 +144,14 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                 sched = scheduler_for(seg.scheduler)
                 default = sched.default_params(seg, rt.info)
                 space = sched.search_space(seg, rt.info)
-                names = [n for n in space if hasattr(default, n)]
+                names = list(space)
                 study = optuna.create_study(
                     study_name=study_name(seg, env),
                     storage=_storage(store.url if store is not None else None), direction="minimize",
                     sampler=optuna.samplers.TPESampler(seed=seed), load_if_exists=True)
 
                 def fixed(p: Any) -> dict:
-                    return {n: getattr(p, n) for n in names if getattr(p, n) in space[n].choices}
+                    return {n: value_of(p, n) for n in names if value_of(p, n) in space[n].choices}
 
                 study.enqueue_trial(fixed(default), skip_if_exists=True)
                 near = store.nearest(seg.kernel_key, seg.shape_key, env) if store is not None else None
@@ -192,7 +191,7 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                     for _ in range(min(batch, trials - done)):
                         asks += 1
                         trial = study.ask({n: space[n] for n in names})
-                        params = dataclasses.replace(default, **{n: trial.params[n] for n in names})
+                        params = with_values(default, {n: trial.params[n] for n in names})
                         why = sched.is_valid(seg, rt.info, params)
                         if why is not None:  # invalid points are never compiled
                             study.tell(trial, state=optuna.trial.TrialState.PRUNED)
