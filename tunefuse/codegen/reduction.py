@@ -36,19 +36,28 @@ class _Accumulator:
     reduces: list[EReduce]
 
 
-def _collect(e: Expr, out: list[EReduce], seen: set[int]) -> None:
-    if id(e) in seen:
-        return
-    seen.add(id(e))
-    if isinstance(e, EReduce):
-        _collect(e.operand, out, seen)
+def _post_order(roots: list[Expr]) -> list[Expr]:
+    """Every subexpression of `roots` once, operands before their users."""
+    out: list[Expr] = []
+    seen: set[int] = set()
+
+    def visit(e: Expr) -> None:
+        if id(e) in seen:
+            return
+        seen.add(id(e))
+        if isinstance(e, EReduce):
+            visit(e.operand)
+        elif isinstance(e, EOp):
+            for x in e.operands:
+                visit(x)
+        elif isinstance(e, EGuard):
+            visit(e.then)
+            visit(e.other)
         out.append(e)
-    elif isinstance(e, EOp):
-        for x in e.operands:
-            _collect(x, out, seen)
-    elif isinstance(e, EGuard):
-        _collect(e.then, out, seen)
-        _collect(e.other, out, seen)
+
+    for root in roots:
+        visit(root)
+    return out
 
 
 _FAMILY = {OpKind.SUM: "sum", OpKind.MEAN: "sum", OpKind.PROD: "prod", OpKind.MAX: "max",
@@ -57,10 +66,7 @@ _FAMILY = {OpKind.SUM: "sum", OpKind.MEAN: "sum", OpKind.PROD: "prod", OpKind.MA
 
 def accumulators(segment: Segment) -> list[_Accumulator]:
     """Distinct accumulators, operands before their users (post-order)."""
-    reduces: list[EReduce] = []
-    seen: set[int] = set()
-    for st in segment.stores:
-        _collect(st.expr, reduces, seen)
+    reduces = [e for e in _post_order([st.expr for st in segment.stores]) if isinstance(e, EReduce)]
     accs: list[_Accumulator] = []
     by_key: dict[tuple, _Accumulator] = {}
     for r in reduces:
@@ -142,29 +148,12 @@ class _Emitter:
     def reductions_used_as_divisors(self) -> dict[tuple[int, int], DataType]:
         """(accumulator, reduce) -> the floating compute type of the divisions by it."""
         found: dict[tuple[int, int], DataType] = {}
-        seen: set[int] = set()
-
-        def visit(e: Expr) -> None:
-            if id(e) in seen:
-                return
-            seen.add(id(e))
-            if isinstance(e, EOp):
-                compute = e.operand_dtype.compute
-                if e.op in (OpKind.DIV, OpKind.TRUEDIV) and compute.is_floating:
-                    for acc in self.accs:
-                        for k, r in enumerate(acc.reduces):
-                            if r is e.operands[1] or r == e.operands[1]:
-                                found[(acc.index, k)] = compute
-                for x in e.operands:
-                    visit(x)
-            elif isinstance(e, EReduce):
-                visit(e.operand)
-            elif isinstance(e, EGuard):
-                visit(e.then)
-                visit(e.other)
-
-        for st in self.s.stores:
-            visit(st.expr)
+        for e in _post_order([st.expr for st in self.s.stores]):
+            if isinstance(e, EOp) and e.op in (OpKind.DIV, OpKind.TRUEDIV) and e.operand_dtype.compute.is_floating:
+                for acc in self.accs:
+                    for k, r in enumerate(acc.reduces):
+                        if r is e.operands[1] or r == e.operands[1]:
+                            found[(acc.index, k)] = e.operand_dtype.compute
         return found
 
     def w(self, line: str) -> None:

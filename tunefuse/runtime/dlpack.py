@@ -33,7 +33,7 @@ class DLTensor(ctypes.Structure):
 
 
 class DLManagedTensor(ctypes.Structure):
-    pass
+    """Declared before its fields: the deleter's type points back at it."""
 
 
 _Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
