@@ -68,6 +68,23 @@ def kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType]) -> list[Ke
     return args
 
 
+def moves_with_every_dim(segment: Segment, k: int) -> bool:
+    """True when load k's offset moves with every iteration dim (no broadcast), so that a
+    single pass of the kernel reads each of its elements once."""
+    offset = segment.loads[k].offset
+    return offset.is_affine and all(
+        offset.coeff(Var(j, e)) != 0 for j, e in enumerate(segment.extents) if e != 1)
+
+
+def load_text(buffer: int, offset: str, stream: bool, vector_type: str | None = None) -> str:
+    """C that loads B<buffer>[offset] (a `vector_type` from there, when given); `stream`
+    loads it evict-first (`tf_ld_stream`), for data read once."""
+    if vector_type is None:
+        return f"tf_ld_stream(&B{buffer}[{offset}])" if stream else f"B{buffer}[{offset}]"
+    pointer = f"reinterpret_cast<const {vector_type}*>(&B{buffer}[{offset}])"
+    return f"tf_ld_stream({pointer})" if stream else f"*{pointer}"
+
+
 def render_affine(offset: Affine, side: str, k: int, var_name: Callable[[int], str], itype: str) -> str:
     """C for an offset: arguments for strides and the constant, literals for 1 and 0;
     a non-affine offset (div/mod) renders its numbers literally."""

@@ -1,67 +1,202 @@
-"""CUDA for a pointwise segment (and a transpose whose reads and writes agree)."""
+"""CUDA for a pointwise segment (and a transpose whose reads and writes agree).
+
+Two shapes of kernel, chosen by `Params.split`:
+- flat (split 0): one grid-stride loop over the collapsed iteration space; each group of
+  `vector` elements is unravelled into every index (a div/mod per dim);
+- 2-D (split s >= 1): threads along x cover dims [s, rank) (the inner part, unravelled once a
+  thread), a grid-stride loop along y covers dims [0, s) (the outer part). Inner index math,
+  inner offsets and the loads that do not move with the outer dims (a bias broadcast along
+  rows) are computed once a thread, outside the loop; an iteration only unravels the outer
+  index: none at all for s = 1. Block shape: blockDim.x * blockDim.y = block_size, read at
+  run time, so that one binary serves every shape.
+
+Loads that read each element once are evict-first (`tf_ld_stream`)."""
 
 from __future__ import annotations
 
-from tunefuse.codegen.expr import ExprRenderer, KernelArg, index_ctype, kernel_signature, render_affine
+from tunefuse.codegen.expr import (
+    ExprRenderer,
+    KernelArg,
+    index_ctype,
+    kernel_signature,
+    load_text,
+    moves_with_every_dim,
+    render_affine,
+)
 from tunefuse.schedulers.common import coeff
 from tunefuse.schedulers.pointwise import Params
 from tunefuse.segment import Segment
 
 
 def emit_pointwise(segment: Segment, name: str, args: list[KernelArg], p: Params) -> str:
-    itype = index_ctype(segment)
-    rank = len(segment.extents)
-    last = rank - 1
-    vec = p.vector
-    lines = [kernel_signature(name, args, p.block_size) + " {"]
-    numel = " * ".join(f"({itype})E{j}" for j in range(rank))
-    lines.append(f"  const {itype} numel = {numel};")
-    lines.append(f"  const {itype} groups = numel / {vec};")
-    lines.append(f"  const {itype} step = ({itype})gridDim.x * {p.block_size * p.unroll};")
-    lines.append(f"  for ({itype} base = ({itype})blockIdx.x * {p.block_size * p.unroll} + threadIdx.x; base < groups; base += step) {{")
-    lines.append("    #pragma unroll")
-    lines.append(f"    for (int u = 0; u < {p.unroll}; ++u) {{")
-    lines.append(f"      const {itype} g = base + ({itype})u * {p.block_size};")
-    lines.append("      if (g >= groups) break;")
-    lines.append(f"      {itype} rem = g * {vec};")
-    for j in reversed(range(1, rank)):
-        lines.append(f"      const {itype} i{j} = rem % E{j}; rem /= E{j};")
-    lines.append(f"      const {itype} i0 = rem;")
-    vector_loads = {
-        k for k, ld in enumerate(segment.loads)
-        if vec > 1 and ld.offset.is_affine and coeff(ld.offset, segment, last) == 1
-    }
-    for k in sorted(vector_loads):
-        ld = segment.loads[k]
-        t = ld.dtype.cuda
-        off = render_affine(ld.offset, "L", k, lambda j: f"i{j}", itype)
-        lines.append(f"      const TfVec<{t}, {vec}> v{k} = *reinterpret_cast<const TfVec<{t}, {vec}>*>(&B{ld.buffer}[{off}]);")
-    for k, st in enumerate(segment.stores):
-        lines.append(f"      TfVec<{st.dtype.cuda}, {vec}> o{k};")
-    lines.append("      #pragma unroll")
-    lines.append(f"      for (int e = 0; e < {vec}; ++e) {{")
+    return _PointwiseEmitter(segment, p).emit(name, args)
 
-    def var_name(j: int) -> str:
-        return f"(i{j} + e)" if j == last and vec > 1 else f"i{j}"
 
-    def load(k: int) -> str:
-        if k in vector_loads:
-            return f"v{k}.v[e]"
-        ld = segment.loads[k]
-        return f"B{ld.buffer}[{render_affine(ld.offset, 'L', k, var_name, itype)}]"
+class _PointwiseEmitter:
+    def __init__(self, segment: Segment, p: Params) -> None:
+        self.s = segment
+        self.p = p
+        self.it = index_ctype(segment)
+        self.rank = len(segment.extents)
+        self.last = self.rank - 1
+        self.vec = p.vector
+        self.outer = list(range(p.split))
+        self.inner = list(range(p.split, self.rank))
+        self.vector_loads = {
+            k for k, ld in enumerate(segment.loads)
+            if self.vec > 1 and ld.offset.is_affine and coeff(ld.offset, segment, self.last) == 1
+        }
+        self.streamed = {k for k in range(len(segment.loads)) if moves_with_every_dim(segment, k)}
+        stored = segment.stored_buffers
+        # 2-D: loads that stay put along the outer dims are read once a thread, before the loop.
+        self.hoisted = {
+            k for k, ld in enumerate(segment.loads)
+            if p.split and ld.offset.is_affine and ld.buffer not in stored
+            and all(coeff(ld.offset, segment, j) == 0 for j in self.outer)
+        }
 
-    r = ExprRenderer(segment, load, var_name, lambda e: "", indent="        ")
-    for k, st in enumerate(segment.stores):
-        v = r.value(st.expr)
-        cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
-        r.emit(f"o{k}.v[e] = {cast};")
-    lines += r.lines
-    lines.append("      }")
-    for k, st in enumerate(segment.stores):
-        off = render_affine(st.offset, "S", k, lambda j: f"i{j}", itype)
-        if vec > 1:
-            lines.append(f"      *reinterpret_cast<TfVec<{st.dtype.cuda}, {vec}>*>(&B{st.buffer}[{off}]) = o{k};")
+    # -- offsets ----------------------------------------------------------------------
+    def terms(self, offset, side: str, k: int, dims: list[int]) -> list[str]:  # noqa: ANN001
+        out = []
+        for atom, c in offset.terms:
+            if atom.k in dims:
+                out.append(f"i{atom.k}" if c == 1 else f"{side}{k}_s{atom.k} * i{atom.k}")
+        return out
+
+    def offset(self, offset, side: str, k: int) -> str:  # noqa: ANN001
+        """An access's offset at the group's first element. In a 2-D kernel the inner terms
+        are a per-thread constant (`<side><k>_in`) computed before the loop."""
+        if not (self.p.split and offset.is_affine):
+            return render_affine(offset, side, k, lambda j: f"i{j}", self.it)
+        return " + ".join([f"{side}{k}_o", *self.terms(offset, side, k, self.outer), f"{side}{k}_in"])
+
+    def inner_offsets(self, indent: str) -> list[str]:
+        lines = []
+        for side, accesses in (("L", self.s.loads), ("S", self.s.stores)):
+            for k, acc in enumerate(accesses):
+                if acc.offset.is_affine:
+                    terms = self.terms(acc.offset, side, k, self.inner) or [f"({self.it})0"]
+                    lines.append(f"{indent}const {self.it} {side}{k}_in = {' + '.join(terms)};")
+        return lines
+
+    # -- the body of one group of `vector` elements --------------------------------------
+    def var_name(self, j: int) -> str:
+        return f"(i{j} + e)" if j == self.last and self.vec > 1 else f"i{j}"
+
+    def vector_type(self, dtype) -> str:  # noqa: ANN001
+        return f"TfVec<{dtype.cuda}, {self.vec}>"
+
+    def load_lines(self, ks: list[int], indent: str, prefix: str) -> list[str]:
+        """Vector loads of `ks` (v<k>, or h<k> when hoisted), and for a hoisted scalar load its
+        `vector` elements (h<k>[e])."""
+        lines = []
+        for k in ks:
+            ld = self.s.loads[k]
+            if k in self.vector_loads:
+                vt = self.vector_type(ld.dtype)
+                text = load_text(ld.buffer, self.offset(ld.offset, "L", k), k in self.streamed, vt)
+                lines.append(f"{indent}const {vt} {prefix}{k} = {text};")
+            elif prefix == "h":
+                text = load_text(ld.buffer, render_affine(ld.offset, "L", k, self.var_name, self.it), k in self.streamed)
+                lines.append(f"{indent}{ld.dtype.cuda} h{k}[{self.vec}];")
+                lines.append(f"{indent}#pragma unroll")
+                lines.append(f"{indent}for (int e = 0; e < {self.vec}; ++e) h{k}[e] = {text};")
+        return lines
+
+    def group_body(self, indent: str) -> list[str]:
+        s = self.s
+        lines = self.load_lines(sorted(self.vector_loads - self.hoisted), indent, "v")
+        for k, st in enumerate(s.stores):
+            lines.append(f"{indent}{self.vector_type(st.dtype)} o{k};")
+        lines.append(f"{indent}#pragma unroll")
+        lines.append(f"{indent}for (int e = 0; e < {self.vec}; ++e) {{")
+
+        def load(k: int) -> str:
+            if k in self.hoisted:
+                return f"h{k}.v[e]" if k in self.vector_loads else f"h{k}[e]"
+            if k in self.vector_loads:
+                return f"v{k}.v[e]"
+            ld = s.loads[k]
+            return load_text(ld.buffer, render_affine(ld.offset, "L", k, self.var_name, self.it), k in self.streamed)
+
+        r = ExprRenderer(s, load, self.var_name, lambda e: "", indent=indent + "  ")
+        for k, st in enumerate(s.stores):
+            v = r.value(st.expr)
+            cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
+            r.emit(f"o{k}.v[e] = {cast};")
+        lines += r.lines
+        lines.append(f"{indent}}}")
+        for k, st in enumerate(s.stores):
+            off = self.offset(st.offset, "S", k)
+            if self.vec > 1:
+                lines.append(f"{indent}*reinterpret_cast<{self.vector_type(st.dtype)}*>(&B{st.buffer}[{off}]) = o{k};")
+            else:
+                lines.append(f"{indent}B{st.buffer}[{off}] = o{k}.v[0];")
+        return lines
+
+    @staticmethod
+    def unravel(dims: list[int], linear: str, indent: str, it: str) -> list[str]:
+        """`linear` split into the indices of `dims` (row-major, last fastest)."""
+        if not dims:
+            return []
+        lines = [f"{indent}{it} {linear}_rem = {linear};"]
+        for j in reversed(dims[1:]):
+            lines.append(f"{indent}const {it} i{j} = {linear}_rem % E{j}; {linear}_rem /= E{j};")
+        lines.append(f"{indent}const {it} i{dims[0]} = {linear}_rem;")
+        return lines
+
+    # -- kernels --------------------------------------------------------------------------
+    def emit(self, name: str, args: list[KernelArg]) -> str:
+        p, it = self.p, self.it
+        lines = [kernel_signature(name, args, p.block_size) + " {"]
+        if p.split == 0:
+            lines += self.flat()
         else:
-            lines.append(f"      B{st.buffer}[{off}] = o{k}.v[0];")
-    lines += ["    }", "  }", "}"]
-    return "\n".join(lines)
+            lines += self.two_d()
+        lines.append("}")
+        return "\n".join(lines)
+
+    def flat(self) -> list[str]:
+        p, it, vec = self.p, self.it, self.vec
+        numel = " * ".join(f"({it})E{j}" for j in range(self.rank))
+        lines = [
+            f"  const {it} groups = {numel} / {vec};",
+            f"  const {it} step = ({it})gridDim.x * {p.block_size * p.unroll};",
+            f"  for ({it} base = ({it})blockIdx.x * {p.block_size * p.unroll} + threadIdx.x; base < groups; base += step) {{",
+            "    #pragma unroll",
+            f"    for (int u = 0; u < {p.unroll}; ++u) {{",
+            f"      const {it} g = base + ({it})u * {p.block_size};",
+            "      if (g >= groups) break;",
+            f"      const {it} first = g * {vec};",
+        ]
+        lines += self.unravel(list(range(self.rank)), "first", "      ", it)
+        lines += self.group_body("      ")
+        lines += ["    }", "  }"]
+        return lines
+
+    def two_d(self) -> list[str]:
+        p, it, vec = self.p, self.it, self.vec
+        inner = " * ".join(f"({it})E{j}" for j in self.inner)
+        outer = " * ".join(f"({it})E{j}" for j in self.outer)
+        lines = [
+            f"  const {it} inner_groups = {inner} / {vec};",
+            f"  const {it} outer = {outer};",
+            f"  const {it} g = ({it})blockIdx.x * blockDim.x + threadIdx.x;",
+            "  if (g >= inner_groups) return;",
+            f"  const {it} first = g * {vec};",
+        ]
+        lines += self.unravel(self.inner, "first", "  ", it)
+        lines += self.inner_offsets("  ")
+        lines += self.load_lines(sorted(self.hoisted), "  ", "h")
+        lines += [
+            f"  const {it} step = ({it})gridDim.y * blockDim.y * {p.unroll};",
+            f"  for ({it} base = ({it})blockIdx.y * blockDim.y * {p.unroll} + threadIdx.y; base < outer; base += step) {{",
+            "    #pragma unroll",
+            f"    for (int u = 0; u < {p.unroll}; ++u) {{",
+            f"      const {it} o = base + ({it})u * blockDim.y;",
+            "      if (o >= outer) break;",
+        ]
+        lines += self.unravel(self.outer, "o", "      ", it)
+        lines += self.group_body("      ")
+        lines += ["    }", "  }"]
+        return lines

@@ -164,5 +164,20 @@ template <typename T> __device__ __forceinline__ TfWelford<T> tf_welford_merge(T
 }
 
 template <typename T, int N> struct __align__(sizeof(T) * N) TfVec { T v[N]; };
+
+// Data read once (no broadcast, one pass over it) is loaded evict-first (ld.global.cs), so
+// that it does not push out of L2 the lines other loads will want again.
+template <typename T, typename U> __device__ __forceinline__ T tf_ld_stream_as(const T* p) {
+  union { U u; T t; } bits;
+  bits.u = __ldcs(reinterpret_cast<const U*>(p));
+  return bits.t;
+}
+template <typename T> __device__ __forceinline__ T tf_ld_stream(const T* p) {
+  if constexpr (sizeof(T) == 16) return tf_ld_stream_as<T, uint4>(p);
+  else if constexpr (sizeof(T) == 8) return tf_ld_stream_as<T, uint2>(p);
+  else if constexpr (sizeof(T) == 4) return tf_ld_stream_as<T, unsigned int>(p);
+  else if constexpr (sizeof(T) == 2) return tf_ld_stream_as<T, unsigned short>(p);
+  else return tf_ld_stream_as<T, unsigned char>(p);
+}
 // ---- end of preamble ---------------------------------------------------------------
 """

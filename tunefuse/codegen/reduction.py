@@ -16,12 +16,14 @@ from tunefuse.codegen.expr import (
     index_ctype,
     kernel_signature,
     literal,
+    load_text,
+    moves_with_every_dim,
     render_affine,
     unravel_lines,
 )
 from tunefuse.dtypes import DataType
 from tunefuse.indexing import Var
-from tunefuse.kernel_ir import EGuard, EOp, EReduce, Expr
+from tunefuse.kernel_ir import EGuard, ELoad, EOp, EReduce, Expr
 from tunefuse.ops import OpKind
 from tunefuse.segment import Segment
 
@@ -139,11 +141,28 @@ class _Emitter:
         self.divided_by = self.reductions_used_as_divisors()
         self.lines: list[str] = []
         self.counter = [0]
+        self.streamed = self.loads_read_once()
         self.cached_loads = [
             k for k, ld in enumerate(segment.loads)
             if self.cache and (not ld.offset.is_affine or any(
                 ld.offset.coeff(Var(j, segment.extents[j])) for j in self.red))
         ]
+
+    def loads_read_once(self) -> set[int]:
+        """Loads whose every element this kernel reads once (no broadcast, and one pass over
+        the row: the row cached in registers, or a single phase reading it): evict-first."""
+        phases = [[acc.operand] for acc in self.accs]
+        full = [st.expr for st in self.s.stores if not st.reduced]
+        if full:
+            phases.append(full)
+        passes: dict[int, int] = {}
+        for roots in phases:
+            for k in {e.load for e in _post_order(roots) if isinstance(e, ELoad)}:
+                passes[k] = passes.get(k, 0) + 1
+        return {
+            k for k in range(len(self.s.loads))
+            if moves_with_every_dim(self.s, k) and (self.cache or passes.get(k, 0) <= 1)
+        }
 
     def reductions_used_as_divisors(self) -> dict[tuple[int, int], DataType]:
         """(accumulator, reduce) -> the floating compute type of the divisions by it."""
@@ -168,9 +187,11 @@ class _Emitter:
         vectorized = in_chunk and self.vec > 1
         return lambda j: f"(i{j} + v)" if vectorized and j == self.last else f"i{j}"
 
+    def offset(self, k: int, in_chunk: bool = False) -> str:
+        return render_affine(self.s.loads[k].offset, "L", k, self.var_name(in_chunk), self.itype)
+
     def load_inline(self, k: int, in_chunk: bool = False) -> str:
-        ld = self.s.loads[k]
-        return f"B{ld.buffer}[{render_affine(ld.offset, 'L', k, self.var_name(in_chunk), self.itype)}]"
+        return load_text(self.s.loads[k].buffer, self.offset(k, in_chunk), k in self.streamed)
 
     def renderer(self, indent: str, element_cached: bool, in_vector: bool = False) -> ExprRenderer:
         def load(k: int) -> str:
@@ -204,7 +225,7 @@ class _Emitter:
     def vector_load(self, k: int, name: str, indent: str) -> None:
         ld = self.s.loads[k]
         vt = f"TfVec<{ld.dtype.cuda}, {self.vec}>"
-        self.w(f"{indent}const {vt} {name} = *reinterpret_cast<const {vt}*>(&{self.load_inline(k)});")
+        self.w(f"{indent}const {vt} {name} = {load_text(ld.buffer, self.offset(k), k in self.streamed, vt)};")
 
     def element_loop(self, body, indent: str, fill: bool = False, chunk_open=None,  # noqa: ANN001
                      chunk_close=None) -> None:  # noqa: ANN001

@@ -1,9 +1,18 @@
 """CUDA for a transpose segment: a tile read along the reads' innermost dim, staged in
-padded shared memory, written along the writes' innermost dim."""
+padded shared memory, written along the writes' innermost dim. Loads that read each
+element once are evict-first."""
 
 from __future__ import annotations
 
-from tunefuse.codegen.expr import ExprRenderer, KernelArg, index_ctype, kernel_signature, render_affine
+from tunefuse.codegen.expr import (
+    ExprRenderer,
+    KernelArg,
+    index_ctype,
+    kernel_signature,
+    load_text,
+    moves_with_every_dim,
+    render_affine,
+)
 from tunefuse.schedulers.transpose import Params, tiled_dims
 from tunefuse.segment import Segment
 
@@ -33,7 +42,8 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
 
     def load(k: int) -> str:
         ld = segment.loads[k]
-        return f"B{ld.buffer}[{render_affine(ld.offset, 'L', k, lambda j: f'i{j}', it)}]"
+        offset = render_affine(ld.offset, "L", k, lambda j: f"i{j}", it)
+        return load_text(ld.buffer, offset, moves_with_every_dim(segment, k))
 
     r = ExprRenderer(segment, load, lambda j: f"i{j}", lambda e: "", indent="        ")
     for k, st in enumerate(segment.stores):

@@ -1,5 +1,7 @@
-"""Pointwise scheduler: a grid-stride loop over the collapsed iteration space, each thread
-taking `unroll` groups of `vector` consecutive innermost elements."""
+"""Pointwise scheduler: each thread takes `unroll` groups of `vector` consecutive innermost
+elements; flat (one grid-stride loop over the collapsed space) or 2-D (`split` s: threads
+along x over dims [s, rank), a grid-stride loop along y over dims [0, s)); see
+codegen/pointwise.py for why 2-D saves index math."""
 
 from __future__ import annotations
 
@@ -16,6 +18,24 @@ class Params:
     vector: int = 1
     unroll: int = 1
     blocks_per_sm: int = 8  # grid cap in waves: blocks_per_sm * SM count
+    split: int = 0  # 0: flat; s >= 1: dims [0, s) outer (grid y), dims [s, rank) inner (x)
+
+
+def _product(extents) -> int:  # noqa: ANN001
+    n = 1
+    for e in extents:
+        n *= e
+    return n
+
+
+def block_shape(segment: Segment, p: Params) -> tuple[int, int]:
+    """(x, y) threads of a 2-D block: x covers the inner groups (a power of two, at most the
+    block), y the rest of the block."""
+    inner_groups = max(1, _product(segment.extents[p.split:]) // p.vector)
+    x = 1
+    while x < p.block_size and x < inner_groups:
+        x *= 2
+    return x, p.block_size // x
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
@@ -23,13 +43,22 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     is enough work to fill every SM twice over, smaller blocks (more of them) when not; the
     grid covers the work in one pass up to 32 blocks an SM. Measured on H100 with an
     exhaustive sweep (benchmarks/trials_to_sweep.py): 1024 x vector 4, unroll 1, 32 blocks
-    an SM is the best of 225 points for GELU 8192x3072 and bias+GELU 8192x4096."""
+    an SM is the best of 225 points for GELU 8192x3072 and bias+GELU 8192x4096.
+    2-D (split 1) wherever the inner dims fill the block's x with at most 1/8 of it idle:
+    no index math in the loop, broadcast operands of the inner dims read once a thread."""
     vector = max_vector(segment)
     groups = segment.numel // vector
     block = min(1024, device.max_threads_per_block)
     while block > 128 and groups < block * device.sm_count * 2:
         block //= 2
-    return Params(block_size=block, vector=vector, unroll=1, blocks_per_sm=32)
+    flat = Params(block_size=block, vector=vector, unroll=1, blocks_per_sm=32)
+    if len(segment.extents) < 2:
+        return flat
+    two_d = Params(block_size=block, vector=vector, unroll=1, blocks_per_sm=32, split=1)
+    inner_groups = _product(segment.extents[1:]) // vector
+    x, _ = block_shape(segment, two_d)
+    covered = -(-inner_groups // x) * x
+    return two_d if inner_groups >= 32 and (covered - inner_groups) * 8 <= covered else flat
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
@@ -40,6 +69,8 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return f"vector {p.vector} (at most {max_vector(segment)} here)"
     if p.unroll not in (1, 2, 4, 8) or p.blocks_per_sm < 1:
         return "unroll / blocks_per_sm"
+    if p.split < 0 or (p.split and p.split >= len(segment.extents)):
+        return f"split {p.split} (0 to {max(0, len(segment.extents) - 1)} here)"
     return None
 
 
@@ -52,11 +83,20 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "vector": optuna.distributions.CategoricalDistribution(vectors),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([2, 4, 8, 16, 32]),
+        "split": optuna.distributions.CategoricalDistribution(list(range(max(1, len(segment.extents))))),
     }
 
 
 def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    cap = p.blocks_per_sm * device.sm_count
+    if p.split:
+        x, y = block_shape(segment, p)
+        inner_groups = _product(segment.extents[p.split:]) // p.vector
+        blocks_x = max(1, -(-inner_groups // x))
+        outer = _product(segment.extents[:p.split])
+        blocks_y = max(1, min(-(-outer // (y * p.unroll)), max(1, cap // blocks_x), 65535))
+        return (blocks_x, blocks_y, 1), (x, y, 1), 0
     groups = segment.numel // p.vector
     per_block = p.block_size * p.unroll
-    blocks = max(1, min(-(-groups // per_block), p.blocks_per_sm * device.sm_count))
+    blocks = max(1, min(-(-groups // per_block), cap))
     return (blocks, 1, 1), (p.block_size, 1, 1), 0

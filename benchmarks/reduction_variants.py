@@ -1,0 +1,133 @@
+"""Experiment: hand-written row-sum and column-sum kernels (8192 x 4096 fp32), to learn which
+structure the reduction emitter should generate. Not part of the benchmark table.
+
+    python3 benchmarks/reduction_variants.py
+"""
+import statistics
+
+import cupy as cp
+
+R, C = 8192, 4096
+FLUSH = cp.empty(256 * 1024 * 1024, dtype=cp.uint8)
+
+ROW = r"""
+extern "C" __global__ void __launch_bounds__(TR * ROWS) k(const float* __restrict__ x, float* __restrict__ y, int n_out, int n_red) {
+  const int tr = threadIdx.x, to = threadIdx.y;
+  for (int row = blockIdx.x * ROWS + to; row - to < n_out; row += gridDim.x * ROWS) {
+    float acc = 0.f;
+    if (row < n_out) {
+      const float* p = x + (long long)row * n_red;
+      #pragma unroll UNROLL
+      for (int r = tr * 4; r < n_red; r += TR * 4) {
+        float4 v = LOAD(reinterpret_cast<const float4*>(p + r));
+        acc += v.x + v.y + v.z + v.w;
+      }
+    }
+    for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+    if (TR > 32) {
+      __shared__ float sm[ROWS * (TR / 32 + 1)];
+      if ((tr & 31) == 0) sm[to * (TR / 32) + (tr >> 5)] = acc;
+      __syncthreads();
+      acc = sm[to * (TR / 32)];
+      for (int w = 1; w < TR / 32; ++w) acc += sm[to * (TR / 32) + w];
+      __syncthreads();
+    }
+    if (row < n_out && tr == 0) y[row] = acc;
+  }
+}
+"""
+
+COL = r"""
+template <int N> struct alignas(4 * N) Vec { float v[N]; };
+extern "C" __global__ void __launch_bounds__(TO * TR) k(const float* __restrict__ x, float* __restrict__ y, int n_red, int n_out) {
+  const int to = threadIdx.x, tr = threadIdx.y;
+  const int col = (blockIdx.x * TO + to) * V;
+  const int r_per = (n_red + SPLIT - 1) / SPLIT;
+  const int r_lo = blockIdx.y * r_per, r_hi = min(n_red, r_lo + r_per);
+  float acc[V];
+  for (int v = 0; v < V; ++v) acc[v] = 0.f;
+  if (col < n_out) {
+    #pragma unroll UNROLL
+    for (int r = r_lo + tr; r < r_hi; r += TR) {
+      Vec<V> a = *reinterpret_cast<const Vec<V>*>(x + (long long)r * n_out + col);
+      for (int v = 0; v < V; ++v) acc[v] += a.v[v];
+    }
+  }
+  __shared__ float sm[TR][TO * V + 1];
+  for (int v = 0; v < V; ++v) sm[tr][to * V + v] = acc[v];
+  __syncthreads();
+  for (int s = TR / 2; s > 0; s >>= 1) {
+    if (tr < s) for (int v = 0; v < V; ++v) sm[tr][to * V + v] += sm[tr + s][to * V + v];
+    __syncthreads();
+  }
+  if (tr == 0 && col < n_out) for (int v = 0; v < V; ++v) {
+    if (SPLIT == 1) y[col + v] = sm[0][to * V + v]; else atomicAdd(&y[col + v], sm[0][to * V + v]);
+  }
+}
+"""
+
+
+def timed(fn, reps=60):
+    for _ in range(5):
+        fn()
+    cp.cuda.Device().synchronize()
+    ts = []
+    for _ in range(reps):
+        FLUSH.fill(0)
+        a, b = cp.cuda.Event(), cp.cuda.Event()
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        ts.append(cp.cuda.get_elapsed_time(a, b) * 1000)
+    return statistics.median(ts)
+
+
+def kernel(src, **defs):
+    head = "".join(f"#define {k} {v}\n" for k, v in defs.items())
+    return cp.RawKernel(head + src, "k", options=("-std=c++17",))
+
+
+def main():
+    x = cp.random.standard_normal((R, C), dtype=cp.float32)
+    y = cp.empty(R, cp.float32)
+    yc = cp.empty(C, cp.float32)
+    b = cp.empty_like(x)
+    copy_us = timed(lambda: b.__setitem__(Ellipsis, x))
+    read_bytes = x.nbytes
+    print(f"copy {copy_us:.1f} us = {2 * x.nbytes / copy_us / 1e6:.2f} TB/s; the read alone at that rate: {copy_us / 2:.1f} us")
+    print(f"cupy sum(1) {timed(lambda: x.sum(1)):.1f} us; sum(0) {timed(lambda: x.sum(0)):.1f} us")
+    want_r, want_c = x.sum(1), x.sum(0)
+    sm = cp.cuda.Device().attributes["MultiProcessorCount"]
+    print("-- row sum: TR ROWS UNROLL LOAD grid")
+    for tr, rows, unroll, load, bps in [
+        (256, 2, 4, "__ldg", 0), (256, 2, 4, "__ldcs", 0), (256, 2, 4, "__ldlu", 0), (1024, 1, 1, "__ldg", 0),
+        (512, 1, 2, "__ldg", 0), (128, 4, 8, "__ldg", 0), (32, 8, 8, "__ldg", 0), (32, 16, 8, "__ldg", 0),
+        (64, 8, 8, "__ldg", 0), (256, 2, 4, "__ldg", 4), (256, 2, 4, "__ldg", 8), (128, 4, 8, "__ldg", 8),
+        (512, 2, 2, "__ldg", 0), (256, 4, 4, "__ldg", 0)]:
+        k = kernel(ROW, TR=tr, ROWS=rows, UNROLL=unroll, LOAD=load)
+        grid = -(-R // rows) if bps == 0 else bps * sm
+        run = lambda: k((grid,), (tr, rows), (x, y, cp.int32(R), cp.int32(C)))  # noqa: E731
+        run()
+        ok = bool(cp.allclose(y, want_r, rtol=1e-3, atol=1e-2))
+        us = timed(run)
+        print(f"  {tr:5d} {rows:3d} {unroll:2d} {load:7s} grid {grid:5d}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+    print("-- column sum: TO TR V UNROLL SPLIT")
+    for to, tr, v, unroll, split in [
+        (32, 32, 1, 8, 1), (8, 128, 4, 8, 1), (8, 64, 4, 8, 1), (4, 128, 4, 8, 1), (4, 64, 4, 8, 1),
+        (16, 64, 4, 8, 1), (16, 32, 2, 8, 1), (8, 128, 4, 4, 1), (32, 32, 4, 4, 1), (8, 32, 4, 8, 4),
+        (8, 64, 4, 8, 2), (16, 32, 4, 8, 4), (32, 16, 4, 8, 8), (8, 128, 4, 8, 4)]:
+        k = kernel(COL, TO=to, TR=tr, V=v, UNROLL=unroll, SPLIT=split)
+        grid = (-(-C // (to * v)), split)
+        def run(k=k, grid=grid, to=to, tr=tr, split=split):
+            if split > 1:
+                yc.fill(0)
+            k(grid, (to, tr), (x, yc, cp.int32(R), cp.int32(C)))
+        run()
+        ok = bool(cp.allclose(yc, want_c, rtol=1e-3, atol=1e-2))
+        us = timed(run)
+        print(f"  {to:3d} {tr:4d} {v} {unroll} {split}: grid {grid}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+
+
+if __name__ == "__main__":
+    main()
