@@ -1,8 +1,13 @@
-"""Experiment: hand-written row-sum and column-sum kernels (8192 x 4096 fp32), to learn which
-structure the reduction emitter should generate. Not part of the benchmark table.
+"""Experiment: hand-written row-sum, column-sum and transpose kernels (8192 x 4096 fp32), to
+learn which structure the emitters should generate. Not part of the benchmark table.
 
-    python3 benchmarks/reduction_variants.py
+    python3 benchmarks/kernel_variants.py [row] [col] [transpose]
+
+What it taught (H100): evict-first loads (ld.global.cs) of data read once take a row sum
+from 55.6 to 49.3 us; under the default policy no thread layout, vector width or
+cross-block split of a column sum beat 58 us.
 """
+import sys
 import statistics
 
 import cupy as cp
@@ -67,6 +72,33 @@ extern "C" __global__ void __launch_bounds__(TO * TR) k(const float* __restrict_
 """
 
 
+TRANSPOSE = r"""
+extern "C" __global__ void __launch_bounds__(TX * TY) k(const float* __restrict__ x, float* __restrict__ y, int rows, int cols) {
+  // x: rows x cols, y: cols x rows. One TILE x TILE tile a block.
+  __shared__ float tile[TILE][TILE + PAD];
+  const int c0 = blockIdx.x * TILE, r0 = blockIdx.y * TILE;
+  if (V == 1) {
+    for (int r = threadIdx.y; r < TILE; r += TY) tile[r][threadIdx.x] = __ldcs(&x[(long long)(r0 + r) * cols + c0 + threadIdx.x]);
+    __syncthreads();
+    for (int c = threadIdx.y; c < TILE; c += TY) STORE(&y[(long long)(c0 + c) * rows + r0 + threadIdx.x], tile[threadIdx.x][c]);
+  } else {
+    // TX * 4 == TILE: a thread moves float4s along both sides.
+    for (int r = threadIdx.y; r < TILE; r += TY) {
+      const float4 v = __ldcs(reinterpret_cast<const float4*>(&x[(long long)(r0 + r) * cols + c0 + 4 * threadIdx.x]));
+      tile[r][4 * threadIdx.x] = v.x; tile[r][4 * threadIdx.x + 1] = v.y; tile[r][4 * threadIdx.x + 2] = v.z; tile[r][4 * threadIdx.x + 3] = v.w;
+    }
+    __syncthreads();
+    for (int c = threadIdx.y; c < TILE; c += TY) {
+      const float4 v = make_float4(tile[4 * threadIdx.x][c], tile[4 * threadIdx.x + 1][c], tile[4 * threadIdx.x + 2][c], tile[4 * threadIdx.x + 3][c]);
+      STORE(reinterpret_cast<float4*>(&y[(long long)(c0 + c) * rows + r0 + 4 * threadIdx.x]), v);
+    }
+  }
+}
+"""
+
+STORE_PLAIN = "template <typename T> __device__ __forceinline__ void st_plain(T* p, T v) { *p = v; }\n"
+
+
 def timed(fn, reps=60):
     for _ in range(5):
         fn()
@@ -99,6 +131,10 @@ def main():
     print(f"cupy sum(1) {timed(lambda: x.sum(1)):.1f} us; sum(0) {timed(lambda: x.sum(0)):.1f} us")
     want_r, want_c = x.sum(1), x.sum(0)
     sm = cp.cuda.Device().attributes["MultiProcessorCount"]
+    if "transpose" in sys.argv:
+        transpose(x, copy_us)
+    if "row" not in sys.argv:
+        return
     print("-- row sum: TR ROWS UNROLL LOAD grid")
     for tr, rows, unroll, load, bps in [
         (256, 2, 4, "__ldg", 0), (256, 2, 4, "__ldcs", 0), (256, 2, 4, "__ldlu", 0), (1024, 1, 1, "__ldg", 0),
@@ -112,6 +148,8 @@ def main():
         ok = bool(cp.allclose(y, want_r, rtol=1e-3, atol=1e-2))
         us = timed(run)
         print(f"  {tr:5d} {rows:3d} {unroll:2d} {load:7s} grid {grid:5d}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+    if "col" not in sys.argv:
+        return
     print("-- column sum: TO TR V UNROLL SPLIT")
     for to, tr, v, unroll, split in [
         (32, 32, 1, 8, 1), (8, 128, 4, 8, 1), (8, 64, 4, 8, 1), (4, 128, 4, 8, 1), (4, 64, 4, 8, 1),
@@ -127,6 +165,24 @@ def main():
         ok = bool(cp.allclose(yc, want_c, rtol=1e-3, atol=1e-2))
         us = timed(run)
         print(f"  {to:3d} {tr:4d} {v} {unroll} {split}: grid {grid}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+
+
+def transpose(x, copy_us):
+    yt = cp.empty((C, R), cp.float32)
+    want = x.T.copy()
+    print(f"-- transpose (copy of the same bytes: {copy_us:.1f} us): TILE TX TY V PAD STORE")
+    for tile, tx, ty, v, pad, store in [
+        (64, 64, 16, 1, 1, "st_plain"), (64, 64, 16, 1, 1, "__stcs"), (32, 32, 8, 1, 1, "st_plain"),
+        (64, 16, 16, 4, 1, "st_plain"), (64, 16, 16, 4, 1, "__stcs"), (64, 16, 32, 4, 1, "st_plain"),
+        (64, 16, 16, 4, 4, "st_plain"), (32, 8, 32, 4, 1, "st_plain"), (32, 8, 16, 4, 1, "st_plain"),
+        (64, 16, 8, 4, 1, "st_plain")]:
+        k = cp.RawKernel(STORE_PLAIN + "".join(f"#define {n} {val}\n" for n, val in dict(
+            TILE=tile, TX=tx, TY=ty, V=v, PAD=pad, STORE=store).items()) + TRANSPOSE, "k", options=("-std=c++17",))
+        run = lambda k=k, tile=tile, tx=tx, ty=ty: k((C // tile, R // tile), (tx, ty), (x, yt, cp.int32(R), cp.int32(C)))  # noqa: E731
+        run()
+        ok = bool((yt == want).all())
+        us = timed(run)
+        print(f"  {tile} {tx:3d} {ty:3d} {v} {pad} {store:8s}: {us:6.1f} us  {2 * x.nbytes / us / 1e6:.2f} TB/s  ok={ok}")
 
 
 if __name__ == "__main__":
