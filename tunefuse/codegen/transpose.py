@@ -1,6 +1,8 @@
 """CUDA for a transpose segment: a tile read along the reads' innermost dim, staged in
-padded shared memory, written along the writes' innermost dim. Loads that read each
-element once are evict-first."""
+padded shared memory, written along the writes' innermost dim. With `vector` V a thread
+reads V consecutive elements along the read dim and writes V consecutive ones along the
+write dim (one 16-byte access each side for fp32 at V = 4). Loads that read each element
+once are evict-first."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ from tunefuse.codegen.expr import (
     moves_with_every_dim,
     render_affine,
 )
+from tunefuse.schedulers.common import coeff
 from tunefuse.schedulers.transpose import Params, tiled_dims
 from tunefuse.segment import Segment
 
@@ -21,43 +24,68 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
     it = index_ctype(segment)
     a, b = tiled_dims(segment)  # type: ignore[misc]
     others = [j for j in range(len(segment.extents)) if j not in (a, b)]
-    tile, rows, pad = p.tile, p.block_rows, p.padding
-    lines = [kernel_signature(name, args, tile * rows) + " {"]
+    tile, rows, pad, vec = p.tile, p.block_rows, p.padding, p.vector
+    lines = [kernel_signature(name, args, tile // vec * rows) + " {"]
     for k, st in enumerate(segment.stores):
         lines.append(f"  __shared__ {st.dtype.cuda} tile{k}[{tile}][{tile + pad}];")
     rest = " * ".join(f"({it})E{j}" for j in others) or f"({it})1"
     lines.append(f"  const {it} rest = {rest};")
     lines.append(f"  const {it} b0 = ({it})blockIdx.x * {tile};")
     lines.append(f"  const {it} a0 = ({it})blockIdx.y * {tile};")
+    lines.append(f"  const int lane = threadIdx.x * {vec};")
     lines.append(f"  for ({it} z = blockIdx.z; z < rest; z += gridDim.z) {{")
     if others:
         lines.append(f"    {it} z_rem = z;")
         for j in reversed(others[1:]):
             lines.append(f"    const {it} i{j} = z_rem % E{j}; z_rem /= E{j};")
         lines.append(f"    const {it} i{others[0]} = z_rem;")
+    # Read phase: thread (x, y) takes elements lane .. lane + V - 1 of the tile's row y.
     lines.append(f"    for (int y = threadIdx.y; y < {tile}; y += {rows}) {{")
-    lines.append(f"      const {it} i{b} = b0 + threadIdx.x;")
+    lines.append(f"      const {it} i{b} = b0 + lane;")
     lines.append(f"      const {it} i{a} = a0 + y;")
     lines.append(f"      if (i{b} < E{b} && i{a} < E{a}) {{")
+    vector_loads = [k for k, ld in enumerate(segment.loads)
+                    if vec > 1 and ld.offset.is_affine and coeff(ld.offset, segment, b) == 1]
+    for k in vector_loads:
+        ld = segment.loads[k]
+        vt = f"TfVec<{ld.dtype.cuda}, {vec}>"
+        offset = render_affine(ld.offset, "L", k, lambda j: f"i{j}", it)
+        lines.append(f"        const {vt} v{k} = {load_text(ld.buffer, offset, moves_with_every_dim(segment, k), vt)};")
+
+    def var_name(j: int) -> str:
+        return f"(i{j} + e)" if j == b and vec > 1 else f"i{j}"
 
     def load(k: int) -> str:
+        if k in vector_loads:
+            return f"v{k}.v[e]"
         ld = segment.loads[k]
-        offset = render_affine(ld.offset, "L", k, lambda j: f"i{j}", it)
+        offset = render_affine(ld.offset, "L", k, var_name, it)
         return load_text(ld.buffer, offset, moves_with_every_dim(segment, k))
 
-    r = ExprRenderer(segment, load, lambda j: f"i{j}", lambda e: "", indent="        ")
+    lines.append("        #pragma unroll")
+    lines.append(f"        for (int e = 0; e < {vec}; ++e) {{")
+    r = ExprRenderer(segment, load, var_name, lambda e: "", indent="          ")
     for k, st in enumerate(segment.stores):
         v = r.value(st.expr)
         cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
-        r.emit(f"tile{k}[y][threadIdx.x] = {cast};")
+        r.emit(f"tile{k}[y][lane + e] = {cast};")
     lines += r.lines
-    lines += ["      }", "    }", "    __syncthreads();"]
+    lines += ["        }", "      }", "    }", "    __syncthreads();"]
+    # Write phase: thread (x, y) writes elements lane .. lane + V - 1 of the output's row y,
+    # column lane + e of the tile's row y.
     lines.append(f"    for (int y = threadIdx.y; y < {tile}; y += {rows}) {{")
-    lines.append(f"      const {it} i{a} = a0 + threadIdx.x;")
+    lines.append(f"      const {it} i{a} = a0 + lane;")
     lines.append(f"      const {it} i{b} = b0 + y;")
     lines.append(f"      if (i{b} < E{b} && i{a} < E{a}) {{")
     for k, st in enumerate(segment.stores):
         off = render_affine(st.offset, "S", k, lambda j: f"i{j}", it)
-        lines.append(f"        B{st.buffer}[{off}] = tile{k}[threadIdx.x][y];")
+        if vec > 1:
+            vt = f"TfVec<{st.dtype.cuda}, {vec}>"
+            lines.append(f"        {vt} o{k};")
+            lines.append("        #pragma unroll")
+            lines.append(f"        for (int e = 0; e < {vec}; ++e) o{k}.v[e] = tile{k}[lane + e][y];")
+            lines.append(f"        *reinterpret_cast<{vt}*>(&B{st.buffer}[{off}]) = o{k};")
+        else:
+            lines.append(f"        B{st.buffer}[{off}] = tile{k}[threadIdx.x][y];")
     lines += ["      }", "    }", "    __syncthreads();", "  }", "}"]
     return "\n".join(lines)

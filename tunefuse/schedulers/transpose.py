@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers import pointwise
-from tunefuse.schedulers.common import coeff
+from tunefuse.schedulers.common import MAX_VECTOR_BYTES, coeff
 from tunefuse.segment import Segment
 
 
@@ -19,6 +19,7 @@ class Params:
     block_rows: int = 8
     padding: int = 1
     pointwise: pointwise.Params = pointwise.Params()
+    vector: int = 1  # consecutive elements a thread reads (along the read dim) and writes (along the write dim)
 
 
 def tiled_dims(segment: Segment) -> tuple[int, int] | None:
@@ -39,13 +40,42 @@ def tiled_dims(segment: Segment) -> tuple[int, int] | None:
     return None
 
 
+def max_tile_vector(segment: Segment) -> int:
+    """The widest vector that every load unit-stride along the read dim and every store
+    (unit-stride along the write dim) allows: both tiled extents, offsets and other strides
+    divisible, pointers aligned, at most 16 bytes; 1 when nothing is tiled."""
+    dims = tiled_dims(segment)
+    if dims is None:
+        return 1
+    a, b = dims
+    accesses = [(st.offset, st.dtype, st.buffer, a) for st in segment.stores]
+    accesses += [(ld.offset, ld.dtype, ld.buffer, b) for ld in segment.loads
+                 if ld.offset.is_affine and coeff(ld.offset, segment, b) == 1]
+    alignment = dict(segment.buffer_alignments)
+    best = 1
+    for vec in (2, 4, 8):
+        ok = segment.extents[a] % vec == 0 and segment.extents[b] % vec == 0
+        for offset, dtype, buffer, unit in accesses:
+            others = [coeff(offset, segment, j) for j in range(len(segment.extents)) if j != unit]
+            if (vec * dtype.itemsize > MAX_VECTOR_BYTES or offset.const % vec or any(c % vec for c in others)
+                    or alignment.get(buffer, 1) < vec * dtype.itemsize):
+                ok = False
+        if not ok:
+            break
+        best = vec
+    return best
+
+
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
+    """64 x 64 tiles. With 16-byte vectors along both sides (where the sizes and alignment
+    allow) and 32 rows of threads: 96.8 us for an 8192 x 4096 fp32 transpose on H100, against
+    102.6 for one element a thread and 16 rows (benchmarks/kernel_variants.py transpose),
+    which was itself the best of the 36 scalar points of the space (32 x 8: 118.4).
+    Kernels with several outputs may not have the shared memory for it: then 32 x 32."""
     if tiled_dims(segment) is None:
         return Params(tile=0, pointwise=pointwise.default_params(segment, device))
-    # 64 x 64 tiles, 16 rows of threads: the best of the 36 points of the space for an
-    # 8192 x 4096 fp32 transpose on H100 (105.9 us against 118.4 us for 32 x 8).
-    # Kernels with several outputs may not have the shared memory for it: then 32 x 32.
-    wide = Params(tile=64, block_rows=16, padding=1)
+    vector = min(max_tile_vector(segment), max(1, MAX_VECTOR_BYTES // max(st.dtype.itemsize for st in segment.stores)))
+    wide = Params(tile=64, block_rows=32, padding=1, vector=vector) if vector > 1 else Params(tile=64, block_rows=16, padding=1)
     return wide if is_valid(segment, device, wide) is None else Params(tile=32, block_rows=8, padding=1)
 
 
@@ -56,7 +86,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return "no pair of dims to tile"
     if p.tile not in (8, 16, 32, 64) or p.block_rows < 1 or p.tile % p.block_rows:
         return f"tile {p.tile} x block_rows {p.block_rows}"
-    if p.tile * p.block_rows > device.max_threads_per_block:
+    if p.vector < 1 or max_tile_vector(segment) % p.vector or p.tile % p.vector or p.tile // p.vector > 1024:
+        return f"vector {p.vector} (at most {max_tile_vector(segment)} here, dividing the tile)"
+    if p.tile // p.vector * p.block_rows > device.max_threads_per_block:
         return "too many threads"
     smem = len(segment.stores) * p.tile * (p.tile + p.padding) * 8
     if smem > device.shared_per_block:
@@ -73,8 +105,9 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         return {f"pointwise.{name}": d for name, d in pointwise.search_space(segment, device).items()}
     return {
         "tile": optuna.distributions.CategoricalDistribution([16, 32, 64]),
-        "block_rows": optuna.distributions.CategoricalDistribution([2, 4, 8, 16]),
+        "block_rows": optuna.distributions.CategoricalDistribution([2, 4, 8, 16, 32]),
         "padding": optuna.distributions.CategoricalDistribution([0, 1, 2]),
+        "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_tile_vector(segment) % v == 0]),
     }
 
 
@@ -88,4 +121,4 @@ def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, in
             rest *= e
     tiles_b = -(-segment.extents[b] // p.tile)
     tiles_a = -(-segment.extents[a] // p.tile)
-    return (tiles_b, tiles_a, rest), (p.tile, p.block_rows, 1), 0
+    return (tiles_b, tiles_a, rest), (p.tile // p.vector, p.block_rows, 1), 0
