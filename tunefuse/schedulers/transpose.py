@@ -67,15 +67,15 @@ def max_tile_vector(segment: Segment) -> int:
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
-    """64 x 64 tiles. With 16-byte vectors along both sides (where the sizes and alignment
-    allow) and 32 rows of threads: 96.8 us for an 8192 x 4096 fp32 transpose on H100, against
-    102.6 for one element a thread and 16 rows (benchmarks/kernel_variants.py transpose),
-    which was itself the best of the 36 scalar points of the space (32 x 8: 118.4).
-    Kernels with several outputs may not have the shared memory for it: then 32 x 32."""
+    """64 x 64 tiles, 16 rows of threads, 16-byte vectors along both sides where the sizes
+    and alignment allow: 98.4 us for an 8192 x 4096 fp32 transpose on H100, the best of the
+    41 points of the space with padding 1 (one element a thread: 106.0; 32 x 32 tiles: 104.2;
+    `benchmarks/sweep.py transpose2d float 8192 4096 padding=1`). Kernels with several
+    outputs may not have the shared memory for it: then 32 x 32, one element a thread."""
     if tiled_dims(segment) is None:
         return Params(tile=0, pointwise=pointwise.default_params(segment, device))
     vector = min(max_tile_vector(segment), max(1, MAX_VECTOR_BYTES // max(st.dtype.itemsize for st in segment.stores)))
-    wide = Params(tile=64, block_rows=32, padding=1, vector=vector) if vector > 1 else Params(tile=64, block_rows=16, padding=1)
+    wide = Params(tile=64, block_rows=16, padding=1, vector=vector)
     return wide if is_valid(segment, device, wide) is None else Params(tile=32, block_rows=8, padding=1)
 
 
