@@ -22,10 +22,19 @@ from tunefuse.codegen.expr import (
     load_text,
     moves_with_every_dim,
     render_affine,
+    unravel_lines,
 )
 from tunefuse.schedulers.common import coeff
 from tunefuse.schedulers.pointwise import Params
 from tunefuse.segment import Segment
+
+
+def _extent(j: int) -> str:
+    return f"E{j}"
+
+
+def _index(j: int) -> str:
+    return f"i{j}"
 
 
 def emit_pointwise(segment: Segment, name: str, args: list[KernelArg], p: Params) -> str:
@@ -67,7 +76,7 @@ class _PointwiseEmitter:
         """An access's offset at the group's first element. In a 2-D kernel the inner terms
         are a per-thread constant (`<side><k>_in`) computed before the loop."""
         if not (self.p.split and offset.is_affine):
-            return render_affine(offset, side, k, lambda j: f"i{j}", self.it)
+            return render_affine(offset, side, k, _index, self.it)
         return " + ".join([f"{side}{k}_o", *self.terms(offset, side, k, self.outer), f"{side}{k}_in"])
 
     def inner_offsets(self, indent: str) -> list[str]:
@@ -134,17 +143,6 @@ class _PointwiseEmitter:
                 lines.append(f"{indent}B{st.buffer}[{off}] = o{k}.v[0];")
         return lines
 
-    @staticmethod
-    def unravel(dims: list[int], linear: str, indent: str, it: str) -> list[str]:
-        """`linear` split into the indices of `dims` (row-major, last fastest)."""
-        if not dims:
-            return []
-        lines = [f"{indent}{it} {linear}_rem = {linear};"]
-        for j in reversed(dims[1:]):
-            lines.append(f"{indent}const {it} i{j} = {linear}_rem % E{j}; {linear}_rem /= E{j};")
-        lines.append(f"{indent}const {it} i{dims[0]} = {linear}_rem;")
-        return lines
-
     # -- kernels --------------------------------------------------------------------------
     def emit(self, name: str, args: list[KernelArg]) -> str:
         p, it = self.p, self.it
@@ -169,7 +167,7 @@ class _PointwiseEmitter:
             "      if (g >= groups) break;",
             f"      const {it} first = g * {vec};",
         ]
-        lines += self.unravel(list(range(self.rank)), "first", "      ", it)
+        lines += unravel_lines(list(range(self.rank)), "first", _extent, _index, it, "      ")
         lines += self.group_body("      ")
         lines += ["    }", "  }"]
         return lines
@@ -185,7 +183,7 @@ class _PointwiseEmitter:
             "  if (g >= inner_groups) return;",
             f"  const {it} first = g * {vec};",
         ]
-        lines += self.unravel(self.inner, "first", "  ", it)
+        lines += unravel_lines(self.inner, "first", _extent, _index, it, "  ")
         lines += self.inner_offsets("  ")
         lines += self.load_lines(sorted(self.hoisted), "  ", "h")
         lines += [
@@ -196,7 +194,7 @@ class _PointwiseEmitter:
             f"      const {it} o = base + ({it})u * blockDim.y;",
             "      if (o >= outer) break;",
         ]
-        lines += self.unravel(self.outer, "o", "      ", it)
+        lines += unravel_lines(self.outer, "o", _extent, _index, it, "      ")
         lines += self.group_body("      ")
         lines += ["    }", "  }"]
         return lines

@@ -16,6 +16,15 @@ def coeff(offset, segment: Segment, j: int) -> int:  # noqa: ANN001
     return offset.coeff(Var(j, segment.extents[j])) if segment.extents[j] != 1 else 0
 
 
+def vector_fits(segment: Segment, offset, dtype, buffer: int, unit: int, vec: int) -> bool:  # noqa: ANN001
+    """True when an access that is unit-stride along dim `unit` can move `vec` consecutive
+    elements at once: at most 16 bytes, its constant offset and every other stride divisible
+    by `vec`, its pointer aligned to the vector."""
+    return (vec * dtype.itemsize <= MAX_VECTOR_BYTES and offset.const % vec == 0
+            and all(coeff(offset, segment, j) % vec == 0 for j in range(len(segment.extents)) if j != unit)
+            and dict(segment.buffer_alignments).get(buffer, 1) >= vec * dtype.itemsize)
+
+
 def max_vector(segment: Segment) -> int:
     """The widest vector (in elements) every unit-stride access of the innermost dim allows:
     extent divisible, offsets and outer strides divisible, pointers aligned, <= 16 bytes."""
@@ -26,26 +35,14 @@ def max_vector(segment: Segment) -> int:
         (st.offset, st.dtype, st.buffer) for st in segment.stores]
     if any(not off.is_affine for off, _, _ in accesses):
         return 1
-    alignment = dict(segment.buffer_alignments)
     stores_unit = all(coeff(st.offset, segment, last) == 1 for st in segment.stores)
     if not stores_unit:
         return 1
+    unit = [(off, dtype, buf) for off, dtype, buf in accesses if coeff(off, segment, last) == 1]
     best = 1
     for vec in (2, 4, 8, 16):
-        ok = segment.extents[last] % vec == 0
-        for off, dtype, buf in accesses:
-            c = coeff(off, segment, last)
-            if c == 0:
-                continue
-            if c != 1 or vec * dtype.itemsize > MAX_VECTOR_BYTES:
-                if c == 1:
-                    ok = False
-                continue
-            if off.const % vec or any(coeff(off, segment, j) % vec for j in range(last)):
-                ok = False
-            if alignment.get(buf, 1) < vec * dtype.itemsize:
-                ok = False
-        if not ok:
+        if segment.extents[last] % vec or not all(vector_fits(segment, off, dtype, buf, last, vec)
+                                                  for off, dtype, buf in unit):
             break
         best = vec
     return best

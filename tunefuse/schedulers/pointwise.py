@@ -5,6 +5,7 @@ codegen/pointwise.py for why 2-D saves index math."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
@@ -21,17 +22,10 @@ class Params:
     split: int = 0  # 0: flat; s >= 1: dims [0, s) outer (grid y), dims [s, rank) inner (x)
 
 
-def _product(extents) -> int:  # noqa: ANN001
-    n = 1
-    for e in extents:
-        n *= e
-    return n
-
-
 def block_shape(segment: Segment, p: Params) -> tuple[int, int]:
     """(x, y) threads of a 2-D block: x covers the inner groups (a power of two, at most the
     block), y the rest of the block."""
-    inner_groups = max(1, _product(segment.extents[p.split:]) // p.vector)
+    inner_groups = max(1, math.prod(segment.extents[p.split:]) // p.vector)
     x = 1
     while x < p.block_size and x < inner_groups:
         x *= 2
@@ -55,7 +49,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     if len(segment.extents) < 2:
         return flat
     two_d = Params(block_size=block, vector=vector, unroll=1, blocks_per_sm=32, split=1)
-    inner_groups = _product(segment.extents[1:]) // vector
+    inner_groups = math.prod(segment.extents[1:]) // vector
     x, _ = block_shape(segment, two_d)
     covered = -(-inner_groups // x) * x
     return two_d if inner_groups >= 32 and (covered - inner_groups) * 8 <= covered else flat
@@ -91,9 +85,9 @@ def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, in
     cap = p.blocks_per_sm * device.sm_count
     if p.split:
         x, y = block_shape(segment, p)
-        inner_groups = _product(segment.extents[p.split:]) // p.vector
+        inner_groups = math.prod(segment.extents[p.split:]) // p.vector
         blocks_x = max(1, -(-inner_groups // x))
-        outer = _product(segment.extents[:p.split])
+        outer = math.prod(segment.extents[:p.split])
         blocks_y = max(1, min(-(-outer // (y * p.unroll)), max(1, cap // blocks_x), 65535))
         return (blocks_x, blocks_y, 1), (x, y, 1), 0
     groups = segment.numel // p.vector

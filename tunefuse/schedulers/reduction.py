@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.schedulers.common import MAX_VECTOR_BYTES, coeff
+from tunefuse.schedulers.common import coeff, vector_fits
 from tunefuse.segment import Segment
 
 
@@ -34,20 +34,11 @@ def max_vector(segment: Segment) -> int:
         (st.offset, st.dtype, st.buffer) for st in segment.stores if not st.reduced]
     if any(not offset.is_affine for offset, _, _ in accesses):
         return 1
-    alignment = dict(segment.buffer_alignments)
+    unit = [(offset, dtype, buffer) for offset, dtype, buffer in accesses if coeff(offset, segment, last) == 1]
     best = 1
     for vec in (2, 4, 8):
-        ok = segment.extents[last] % vec == 0
-        for offset, dtype, buffer in accesses:
-            if coeff(offset, segment, last) != 1:
-                continue
-            if vec * dtype.itemsize > MAX_VECTOR_BYTES or offset.const % vec:
-                ok = False
-            if alignment.get(buffer, 1) < vec * dtype.itemsize:
-                ok = False
-            if any(coeff(offset, segment, j) % vec for j in range(last)):
-                ok = False
-        if not ok:
+        if segment.extents[last] % vec or not all(vector_fits(segment, offset, dtype, buffer, last, vec)
+                                                  for offset, dtype, buffer in unit):
             break
         best = vec
     return best

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers import pointwise
-from tunefuse.schedulers.common import MAX_VECTOR_BYTES, coeff
+from tunefuse.schedulers.common import coeff, vector_fits
 from tunefuse.segment import Segment
 
 
@@ -51,16 +51,10 @@ def max_tile_vector(segment: Segment) -> int:
     accesses = [(st.offset, st.dtype, st.buffer, a) for st in segment.stores]
     accesses += [(ld.offset, ld.dtype, ld.buffer, b) for ld in segment.loads
                  if ld.offset.is_affine and coeff(ld.offset, segment, b) == 1]
-    alignment = dict(segment.buffer_alignments)
     best = 1
     for vec in (2, 4, 8):
-        ok = segment.extents[a] % vec == 0 and segment.extents[b] % vec == 0
-        for offset, dtype, buffer, unit in accesses:
-            others = [coeff(offset, segment, j) for j in range(len(segment.extents)) if j != unit]
-            if (vec * dtype.itemsize > MAX_VECTOR_BYTES or offset.const % vec or any(c % vec for c in others)
-                    or alignment.get(buffer, 1) < vec * dtype.itemsize):
-                ok = False
-        if not ok:
+        if segment.extents[a] % vec or segment.extents[b] % vec or not all(
+                vector_fits(segment, offset, dtype, buffer, unit, vec) for offset, dtype, buffer, unit in accesses):
             break
         best = vec
     return best
@@ -74,8 +68,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     outputs may not have the shared memory for it: then 32 x 32, one element a thread."""
     if tiled_dims(segment) is None:
         return Params(tile=0, pointwise=pointwise.default_params(segment, device))
-    vector = min(max_tile_vector(segment), max(1, MAX_VECTOR_BYTES // max(st.dtype.itemsize for st in segment.stores)))
-    wide = Params(tile=64, block_rows=16, padding=1, vector=vector)
+    wide = Params(tile=64, block_rows=16, padding=1, vector=max_tile_vector(segment))
     return wide if is_valid(segment, device, wide) is None else Params(tile=32, block_rows=8, padding=1)
 
 
