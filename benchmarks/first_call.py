@@ -1,12 +1,12 @@
 """First-call latency of a fusion in a fresh process: cold (NVRTC) against warm (cache).
 
-    python3 benchmarks/first_call.py            # prints JSON: cold_ms, warm_ms, compiles
+    python3 benchmarks/first_call.py            # JSON: median cold_ms, warm_ms (3 of each), compiles
     python3 benchmarks/first_call.py --profile  # and a cProfile of the warm call (stderr)
 As a child: python3 benchmarks/first_call.py --child  (TUNEFUSE_CACHE_URL set by the parent)
 
-Both children run with the same bytecode cache, compiled before either starts (as an
-installed package has its .pyc files): Python compiling tunefuse's sources is not part of
-a first call, and must not fall on one side only.
+Both children run with .pyc files for every module, compiled before either starts (as an
+installed package has them): Python compiling sources is not part of a first call, and
+must not fall on one side only.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ def child() -> None:
 
         profiler = cProfile.Profile()
         profiler.enable()
+    modules_before = set(sys.modules)
     start = time.perf_counter()
     for fd, xs in zip(cases, inputs):
         fd.execute(xs)
@@ -59,30 +60,42 @@ def child() -> None:
 
         profiler.disable()
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+        print("modules imported by the call:", sorted(set(sys.modules) - modules_before), file=sys.stderr)
     print(json.dumps({"ms": elapsed * 1000, "compiles": STATS.count}))
 
 
-def measure(profile: bool = False) -> dict:
+def measure(profile: bool = False, repeats: int = 3) -> dict:
+    """Median of `repeats` cold first calls (each on a new, empty cache) and of as many warm
+    ones (each a new process on the cache the cold one left)."""
+    import statistics
+
+    cold, warm, cold_compiles, warm_compiles = [], [], [], []
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, TUNEFUSE_CACHE_URL=f"sqlite:///{tmp}/cache.sqlite",
-                   PYTHONPYCACHEPREFIX=f"{tmp}/pycache")
+        env = dict(os.environ)
+        env.pop("PYTHONPYCACHEPREFIX", None)  # a prefix would hide the stdlib's own .pyc files
         sources = [ROOT / "tunefuse", ROOT / "cache_db", ROOT / "tests" / "fusion_zoo.py"]
         for name in ("sqlalchemy", "alembic", "mako", "platformdirs", "psycopg"):
             spec = importlib.util.find_spec(name)
             if spec is not None and spec.submodule_search_locations:
                 sources += [pathlib.Path(p) for p in spec.submodule_search_locations]
         subprocess.run([sys.executable, "-m", "compileall", "-q", *map(str, sources)], env=env,
-                       check=True)
-        runs = []
-        for warm in (False, True):
-            args = [sys.executable, __file__, "--child"] + (["--profile"] if warm and profile else [])
-            out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
-            if warm and profile:
-                print(out.stderr, file=sys.stderr)
-            runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    return {"cold_ms": round(runs[0]["ms"], 1), "cold_compiles": runs[0]["compiles"],
-            "warm_ms": round(runs[1]["ms"], 1), "warm_compiles": runs[1]["compiles"],
-            "speedup": round(runs[0]["ms"] / runs[1]["ms"], 1)}
+                       check=False)  # a read-only site-packages keeps the .pyc files pip wrote
+        for rep in range(repeats):
+            env["TUNEFUSE_CACHE_URL"] = f"sqlite:///{tmp}/cache{rep}.sqlite"
+            for is_warm in (False, True):
+                show = is_warm and profile and rep == repeats - 1
+                args = [sys.executable, __file__, "--child"] + (["--profile"] if show else [])
+                out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
+                if show:
+                    print(out.stderr, file=sys.stderr)
+                run = json.loads(out.stdout.strip().splitlines()[-1])
+                (warm if is_warm else cold).append(run["ms"])
+                (warm_compiles if is_warm else cold_compiles).append(run["compiles"])
+    cold_ms, warm_ms = statistics.median(cold), statistics.median(warm)
+    return {"cold_ms": round(cold_ms, 1), "cold_compiles": max(cold_compiles),
+            "warm_ms": round(warm_ms, 1), "warm_compiles": max(warm_compiles),
+            "speedup": round(cold_ms / warm_ms, 1),
+            "cold_runs_ms": [round(x, 1) for x in cold], "warm_runs_ms": [round(x, 1) for x in warm]}
 
 
 if __name__ == "__main__":

@@ -224,7 +224,7 @@ def main() -> None:
     lines += ["", f"Host cost of one cache-hit call (small bias+GELU): tunefuse {host_tf:.1f} µs, "
               f"torch eager op {host_eager:.1f} µs, torch.compile'd fn {host_compiled if host_compiled is None else round(host_compiled, 1)} µs"]
     lines += ["", f"First call of 4 fusions (softmax, layernorm, bias+GELU, row sum; 1024x1024) in a fresh process: "
-              f"cold {first_call['cold_ms']} ms ({first_call['cold_compiles']} NVRTC compiles), warm from the cache "
+              f"cold {first_call['cold_ms']} ms (median of 3) ({first_call['cold_compiles']} NVRTC compiles), warm from the cache "
               f"{first_call['warm_ms']} ms ({first_call['warm_compiles']} compiles): {first_call['speedup']}x"]
     (out / "bench.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

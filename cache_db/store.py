@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import base64
 import datetime as dt
+import functools
 import hashlib
 import json
 import math
 import os
 import pathlib
+import threading
+import weakref
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 
@@ -59,7 +63,12 @@ class Env:
 
     @property
     def key(self) -> str:
-        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()
+        return _env_key(self)
+
+
+@functools.lru_cache(maxsize=64)
+def _env_key(env: Env) -> str:
+    return hashlib.sha256(json.dumps(asdict(env), sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -164,6 +173,33 @@ def nearest_record(records: Iterable[TunedRecord], shape_key: str) -> TunedRecor
     return best
 
 
+def _plan_read(sql: str) -> sa.TextClause:
+    return sa.text(sql).bindparams(sa.bindparam("keys", expanding=True))
+
+
+# The reads on every new plan's path, as plain SQL: a fresh process pays no SQL compilation
+# for them (~2 ms each the first time as Core expressions), and no expression building after.
+_PLAN_RECORDS = _plan_read(
+    f"SELECT {', '.join(c.name for c in RecordRow.__table__.columns)} FROM {RecordRow.__tablename__} "
+    "WHERE kernel_key IN :keys AND env_key = :env_key AND quarantined = false")
+_PLAN_JOBS = _plan_read(f"SELECT kernel_key, shape_key FROM {JobRow.__tablename__} "
+                        "WHERE kernel_key IN :keys AND env_key = :env_key")
+_PLAN_BINARIES = _plan_read(f"SELECT code_key, cubin, sha256, kernel_name FROM {BinaryRow.__tablename__} "
+                            "WHERE code_key IN :keys AND quarantined = false")
+
+
+def _flush_at_exit(ref: weakref.ref) -> None:
+    store = ref()
+    if store is None:
+        return
+    try:
+        store.flush_counts()
+    except Exception as e:  # noqa: BLE001 - counts are hints; exit must not fail over them
+        import warnings
+
+        warnings.warn(f"tunefuse cache {store.url}: counts not written at exit: {e}", RuntimeWarning, stacklevel=1)
+
+
 class CacheStore:
     """One cache database. Thread-safe; share one per process."""
 
@@ -171,6 +207,11 @@ class CacheStore:
         self.engine = engine
         self.write_engine = engine.execution_options(tunefuse_write=True)
         self.url = url
+        # Hits on records and repeats of queued jobs, counted in memory and written with the
+        # next write or at exit: a plan whose kernels are all known then costs no write.
+        self._later: Counter[tuple[str, str, str, str]] = Counter()  # (table, kernel, shape, env_key)
+        self._later_lock = threading.Lock()
+        self._exit_hook = False
 
     @classmethod
     def open(cls, url: str | None = None, *, migrate_schema: bool = True) -> CacheStore:
@@ -181,6 +222,7 @@ class CacheStore:
         return cls(engine, url)
 
     def close(self) -> None:
+        self.flush_counts()
         self.engine.dispose()
 
     def session(self) -> Session:
@@ -329,27 +371,27 @@ class CacheStore:
         return nearest_record(self.records_of_kernels([kernel_key], env), shape_key)
 
     def records_of_kernels(self, kernel_keys: Iterable[str], env: Env) -> list[TunedRecord]:
-        """Every usable record of these kernels in `env`, in one query (a plan's lookups)."""
+        """Every usable record of these kernels in `env`, in one query."""
+        return self.plan_lookup(kernel_keys, env)[0]
+
+    def plan_lookup(self, kernel_keys: Iterable[str], env: Env) -> tuple[list[TunedRecord], set[tuple[str, str]]]:
+        """A new plan's one read: every usable record of these kernels in `env`, and the
+        (kernel_key, shape_key) pairs that already have a tuning job."""
         keys = sorted(set(kernel_keys))
         if not keys:
-            return []
-        # Core rows, not ORM objects: this read is on every new plan's path.
-        table = RecordRow.__table__
+            return [], set()
         with self.engine.connect() as c:
-            rows = c.execute(select(table).where(
-                table.c.kernel_key.in_(keys), table.c.env_key == env.key,
-                table.c.quarantined.is_(False))).all()
-        return [_record_from_row(r) for r in rows]
+            rows = c.execute(_PLAN_RECORDS, {"keys": keys, "env_key": env.key}).all()
+            queued = c.execute(_PLAN_JOBS, {"keys": keys, "env_key": env.key}).all()
+        return [_record_from_row(r) for r in rows], {(k, s) for k, s in queued}
 
     def get_binaries(self, code_keys: Iterable[str]) -> dict[str, tuple[bytes, str]]:
         """Verified binaries by code key, in one query; mismatches are quarantined."""
         keys = sorted(set(code_keys))
         if not keys:
             return {}
-        table = BinaryRow.__table__
         with self.engine.connect() as c:
-            rows = c.execute(select(table.c.code_key, table.c.cubin, table.c.sha256, table.c.kernel_name)
-                             .where(table.c.code_key.in_(keys), table.c.quarantined.is_(False))).all()
+            rows = c.execute(_PLAN_BINARIES, {"keys": keys}).all()
         found: dict[str, tuple[bytes, str]] = {}
         for code_key, cubin, digest, name in rows:
             if hashlib.sha256(cubin).hexdigest() == digest:
@@ -364,29 +406,82 @@ class CacheStore:
         """What executing a new plan leaves behind, in one transaction: the fusion, freshly
         compiled binaries (code_key, cubin, name, arch, nvrtc, source), hits on the tuned records
         used (kernel_key, shape_key), and a tuning job per untuned kernel (fusion_id,
-        segment index, kernel_key, shape_key, signature JSON): new, or one more hit."""
+        segment index, kernel_key, shape_key, signature JSON): new, or one more hit.
+        Counts left by `count_later` are written in the same transaction."""
         now = utcnow()
+        pending = self._take_counts()
+        pending.update(("hits", k, s, env.key) for k, s in hits)
         # A Core connection, not an ORM session: this write is on every new plan's path.
+        queue = JobRow.__table__
+        try:
+            with self.write_engine.begin() as s:
+                if fusion is not None:
+                    self._insert_ignore(s, FusionRow, dict(fusion_id=fusion[0], canonical_json=fusion[1],
+                                                           name=fusion[2], created_at=now))
+                for code_key, cubin, name, arch, nvrtc, source in binaries:
+                    self._put_binary(s, code_key, cubin, name, arch, nvrtc, source)
+                for fusion_id, index, kernel_key, shape_key, signature in jobs:
+                    bumped = s.execute(update(queue).where(
+                        queue.c.kernel_key == kernel_key, queue.c.shape_key == shape_key,
+                        queue.c.env_key == env.key).values(priority=queue.c.priority + 1, updated_at=now))
+                    if not bumped.rowcount:
+                        self._insert_ignore(s, JobRow, dict(
+                            fusion_id=fusion_id, segment_index=index, kernel_key=kernel_key, shape_key=shape_key,
+                            env_key=env.key, signature_json=signature, state="queued", priority=1, attempts=0,
+                            created_at=now, updated_at=now))
+                self._write_counts(s, pending, now)
+        except Exception:
+            self._give_back_counts(pending)
+            raise
+
+    def count_later(self, env: Env, *, hits: Iterable[tuple[str, str]] = (),
+                    queued: Iterable[tuple[str, str]] = ()) -> None:
+        """Count hits on tuned records and repeats of already-queued jobs (kernel_key,
+        shape_key) without a write now: they go with the next write, `flush_counts`,
+        `close`, or the process's exit. Counts only steer the daemon's order; a process
+        killed before its exit loses its own, and nothing else."""
+        with self._later_lock:
+            self._later.update(("hits", k, s, env.key) for k, s in hits)
+            self._later.update(("jobs", k, s, env.key) for k, s in queued)
+            if not self._exit_hook:
+                self._exit_hook = True
+                import atexit
+
+                atexit.register(_flush_at_exit, weakref.ref(self))
+
+    def flush_counts(self) -> None:
+        """Write the counts `count_later` kept, in one transaction (nothing to do: no write)."""
+        pending = self._take_counts()
+        if not pending:
+            return
+        try:
+            with self.write_engine.begin() as s:
+                self._write_counts(s, pending, utcnow())
+        except Exception:
+            self._give_back_counts(pending)
+            raise
+
+    def _take_counts(self) -> Counter:
+        with self._later_lock:
+            pending, self._later = self._later, Counter()
+        return pending
+
+    def _give_back_counts(self, pending: Counter) -> None:
+        with self._later_lock:
+            self._later.update(pending)
+
+    @staticmethod
+    def _write_counts(s: sa.Connection, pending: Counter, now: dt.datetime) -> None:
         records, queue = RecordRow.__table__, JobRow.__table__
-        with self.write_engine.begin() as s:
-            if fusion is not None:
-                self._insert_ignore(s, FusionRow, dict(fusion_id=fusion[0], canonical_json=fusion[1], name=fusion[2],
-                                                       created_at=now))
-            for code_key, cubin, name, arch, nvrtc, source in binaries:
-                self._put_binary(s, code_key, cubin, name, arch, nvrtc, source)
-            for kernel_key, shape_key in hits:
+        for (table, kernel_key, shape_key, env_key), n in sorted(pending.items()):
+            if table == "hits":
                 s.execute(update(records).where(
                     records.c.kernel_key == kernel_key, records.c.shape_key == shape_key,
-                    records.c.env_key == env.key).values(hits=records.c.hits + 1, last_used_at=now))
-            for fusion_id, index, kernel_key, shape_key, signature in jobs:
-                bumped = s.execute(update(queue).where(
-                    queue.c.kernel_key == kernel_key, queue.c.shape_key == shape_key, queue.c.env_key == env.key)
-                    .values(priority=queue.c.priority + 1, updated_at=now))
-                if not bumped.rowcount:
-                    self._insert_ignore(s, JobRow, dict(
-                        fusion_id=fusion_id, segment_index=index, kernel_key=kernel_key, shape_key=shape_key,
-                        env_key=env.key, signature_json=signature, state="queued", priority=1, attempts=0,
-                        created_at=now, updated_at=now))
+                    records.c.env_key == env_key).values(hits=records.c.hits + n, last_used_at=now))
+            else:
+                s.execute(update(queue).where(
+                    queue.c.kernel_key == kernel_key, queue.c.shape_key == shape_key,
+                    queue.c.env_key == env_key).values(priority=queue.c.priority + n, updated_at=now))
 
     def records(self) -> list[TunedRecord]:
         with self.session() as s:

@@ -258,6 +258,9 @@ def test_a_plans_reads_and_its_one_write(store):
     assert store.lookup("k" * 64, "64x64", ENV).hits == 1
     jobs = {j.shape_key: j.priority for j in store.jobs()}
     assert jobs == {"4": 2, "5": 1}
+    records, queued = store.plan_lookup(["k" * 64, "j" * 64], ENV)
+    assert [r.shape_key for r in records] == ["64x64"] and queued == {("j" * 64, "4"), ("j" * 64, "5")}
+    assert store.plan_lookup(["j" * 64], OTHER_ENV) == ([], set())  # jobs are per env too
     with store.engine.begin() as c:
         c.execute(sa.update(BinaryRow).where(BinaryRow.code_key == rec.code_key).values(cubin=b"bad"))
     assert store.get_binaries([rec.code_key]) == {}  # a corrupt binary is never handed out
@@ -276,3 +279,40 @@ def test_daemon_workers_report_in_place(store):
     assert (busy.state, busy.job_id, busy.jobs_done, busy.device) == ("busy", 7, 2, 0)
     assert busy.last_seen_at >= busy.started_at
     assert busy.silent_for().total_seconds() < 60
+
+
+def test_counts_kept_for_later_are_written_with_the_next_write_or_a_flush(store):
+    """A plan of known kernels writes nothing: its hits and job repeats wait in memory."""
+    fid = fusion_row(store)
+    rec, cubin = record(shape="64x64")
+    store.put_record(rec, cubin, "sm_90", "13.5")
+    store.note_plan(ENV, jobs=[(fid, 0, "j" * 64, "4", "[]")])
+    store.count_later(ENV, hits=[("k" * 64, "64x64")] * 3, queued=[("j" * 64, "4")] * 2)
+    assert store.lookup("k" * 64, "64x64", ENV).hits == 0  # not written yet
+    store.note_plan(ENV, jobs=[(fid, 1, "j" * 64, "5", "[]")])  # the next write takes them along
+    assert store.lookup("k" * 64, "64x64", ENV).hits == 3
+    assert {j.shape_key: j.priority for j in store.jobs()} == {"4": 3, "5": 1}
+    store.count_later(ENV, hits=[("k" * 64, "64x64")], queued=[("j" * 64, "5")])
+    store.flush_counts()
+    store.flush_counts()  # nothing left: no double count
+    assert store.lookup("k" * 64, "64x64", ENV).hits == 4
+    assert {j.shape_key: j.priority for j in store.jobs()} == {"4": 3, "5": 2}
+
+
+def test_counts_kept_for_later_are_written_at_process_exit(tmp_path):
+    import subprocess
+    import sys
+
+    url = f"sqlite:///{tmp_path / 'cache.sqlite'}"
+    store = CacheStore.open(url)
+    rec, cubin = record(shape="64x64")
+    store.put_record(rec, cubin, "sm_90", "13.5")
+    env = json.dumps([ENV.compute_capability, ENV.device_name, ENV.nvrtc_version, ENV.driver_version,
+                      ENV.codegen_version])
+    code = ("import json, sys; from cache_db.store import CacheStore, Env; "
+            f"s = CacheStore.open({url!r}); s.count_later(Env(*json.loads(sys.argv[1])), "
+            "hits=[('k' * 64, '64x64')] * 2)")
+    out = subprocess.run([sys.executable, "-c", code, env], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert store.lookup("k" * 64, "64x64", ENV).hits == 2
+    store.close()
