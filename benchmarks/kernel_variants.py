@@ -1,7 +1,7 @@
 """Experiment: hand-written row-sum, column-sum and transpose kernels (8192 x 4096 fp32), to
 learn which structure the emitters should generate. Not part of the benchmark table.
 
-    python3 benchmarks/kernel_variants.py [row] [col] [transpose]
+    python3 benchmarks/kernel_variants.py [row] [col] [transpose] [pointwise]
 
 What it taught (H100): evict-first loads (ld.global.cs) of data read once take a row sum
 from 55.6 to 49.3 us; under the default policy no thread layout, vector width or
@@ -96,6 +96,25 @@ extern "C" __global__ void __launch_bounds__(TX * TY) k(const float* __restrict_
 }
 """
 
+POINTWISE = r"""
+// y = gelu(x + b[col]) over rows x cols, float4 a thread; grid-stride when GRID > 0, else
+// one float4 a thread (as many blocks as it takes).
+extern "C" __global__ void __launch_bounds__(BLOCK) k(const float* __restrict__ x, const float* __restrict__ b, float* __restrict__ y, long long n4, int cols4) {
+  long long i = (long long)blockIdx.x * BLOCK + threadIdx.x;
+  const long long step = GRID > 0 ? (long long)gridDim.x * BLOCK : n4;
+  for (; i < n4; i += step) {
+    const float4 v = LOAD(reinterpret_cast<const float4*>(x) + i);
+    const float4 c = __ldg(reinterpret_cast<const float4*>(b) + i % cols4);
+    float4 o;
+    o.x = 0.5f * (v.x + c.x) * (1.f + erff((v.x + c.x) * 0.70710678f));
+    o.y = 0.5f * (v.y + c.y) * (1.f + erff((v.y + c.y) * 0.70710678f));
+    o.z = 0.5f * (v.z + c.z) * (1.f + erff((v.z + c.z) * 0.70710678f));
+    o.w = 0.5f * (v.w + c.w) * (1.f + erff((v.w + c.w) * 0.70710678f));
+    STORE(reinterpret_cast<float4*>(y) + i, o);
+  }
+}
+"""
+
 STORE_PLAIN = "template <typename T> __device__ __forceinline__ void st_plain(T* p, T v) { *p = v; }\n"
 
 
@@ -133,6 +152,8 @@ def main():
     sm = cp.cuda.Device().attributes["MultiProcessorCount"]
     if "transpose" in sys.argv:
         transpose(x, copy_us)
+    if "pointwise" in sys.argv:
+        pointwise(x, copy_us, sm)
     if "row" not in sys.argv:
         return
     print("-- row sum: TR ROWS UNROLL LOAD grid")
@@ -165,6 +186,29 @@ def main():
         ok = bool(cp.allclose(yc, want_c, rtol=1e-3, atol=1e-2))
         us = timed(run)
         print(f"  {to:3d} {tr:4d} {v} {unroll} {split}: grid {grid}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+
+
+def pointwise(x, copy_us, sm):
+    bias = cp.random.standard_normal(C, dtype=cp.float32)
+    out = cp.empty_like(x)
+    want = None
+    print(f"-- bias + GELU (copy of the same bytes: {copy_us:.1f} us): BLOCK GRID LOAD STORE")
+    n4 = x.size // 4
+    for block, grid, load, store in [
+        (256, 0, "__ldg", "st_plain"), (256, 0, "__ldcs", "st_plain"), (256, 0, "__ldcs", "__stcs"),
+        (256, 0, "__ldg", "__stcs"), (512, 0, "__ldcs", "st_plain"), (128, 0, "__ldcs", "st_plain"),
+        (256, 4, "__ldcs", "st_plain"), (256, 8, "__ldcs", "st_plain"), (512, 4, "__ldcs", "st_plain"),
+        (256, 8, "__ldcs", "__stcs"), (1024, 2, "__ldcs", "st_plain"), (256, 16, "__ldcs", "st_plain")]:
+        k = cp.RawKernel(STORE_PLAIN + "".join(f"#define {n} {val}\n" for n, val in dict(
+            BLOCK=block, GRID=grid, LOAD=load, STORE=store).items()) + POINTWISE, "k", options=("-std=c++17",))
+        blocks = grid * sm if grid > 0 else -(-n4 // block)
+        run = lambda k=k, blocks=blocks, block=block: k((blocks,), (block,), (x, bias, out, cp.int64(n4), cp.int32(C // 4)))  # noqa: E731
+        run()
+        if want is None:
+            want = out.copy()
+        ok = bool(cp.allclose(out, want, rtol=1e-5, atol=1e-5))
+        us = timed(run)
+        print(f"  {block:4d} {grid:2d} {load:6s} {store:8s}: {us:6.1f} us  {2 * x.nbytes / us / 1e6:.2f} TB/s  ok={ok}")
 
 
 def transpose(x, copy_us):

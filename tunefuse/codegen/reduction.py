@@ -8,6 +8,7 @@ and for a normalization the full-size outputs are computed from the reduced valu
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tunefuse.codegen.expr import (
@@ -141,16 +142,24 @@ class _Emitter:
         self.divided_by = self.reductions_used_as_divisors()
         self.lines: list[str] = []
         self.counter = [0]
-        self.streamed = self.loads_read_once()
+        passes = self.phases_reading()
+        self.streamed = {
+            k for k in range(len(segment.loads))
+            if moves_with_every_dim(segment, k) and (self.cache or passes.get(k, 0) <= 1)
+        }
+        # With the row cached, an input lives in registers across the phases only when more
+        # than one phase reads it; one read in a single phase (a norm's weight, read by the
+        # output phase alone) is loaded where it is used: fewer registers, more rows in flight.
         self.cached_loads = [
             k for k, ld in enumerate(segment.loads)
-            if self.cache and (not ld.offset.is_affine or any(
+            if self.cache and passes.get(k, 0) > 1 and (not ld.offset.is_affine or any(
                 ld.offset.coeff(Var(j, segment.extents[j])) for j in self.red))
         ]
 
-    def loads_read_once(self) -> set[int]:
-        """Loads whose every element this kernel reads once (no broadcast, and one pass over
-        the row: the row cached in registers, or a single phase reading it): evict-first."""
+    def phases_reading(self) -> dict[int, int]:
+        """Load -> how many phases (each accumulator's pass, then the output pass) read it.
+        A load that moves with every dim and is read in one pass (or cached) is read once:
+        it is loaded evict-first."""
         phases = [[acc.operand] for acc in self.accs]
         full = [st.expr for st in self.s.stores if not st.reduced]
         if full:
@@ -159,10 +168,7 @@ class _Emitter:
         for roots in phases:
             for k in {e.load for e in _post_order(roots) if isinstance(e, ELoad)}:
                 passes[k] = passes.get(k, 0) + 1
-        return {
-            k for k in range(len(self.s.loads))
-            if moves_with_every_dim(self.s, k) and (self.cache or passes.get(k, 0) <= 1)
-        }
+        return passes
 
     def reductions_used_as_divisors(self) -> dict[tuple[int, int], DataType]:
         """(accumulator, reduce) -> the floating compute type of the divisions by it."""
@@ -228,13 +234,15 @@ class _Emitter:
         self.w(f"{indent}const {vt} {name} = {load_text(ld.buffer, self.offset(k), k in self.streamed, vt)};")
 
     def element_loop(self, body, indent: str, fill: bool = False, chunk_open=None,  # noqa: ANN001
-                     chunk_close=None) -> None:  # noqa: ANN001
+                     chunk_close=None, reads: Sequence[Expr] = ()) -> None:  # noqa: ANN001
         """Runs body(indent, cached, in_vector) for each of this thread's elements of the
         current row, in chunks of V consecutive elements: element v of chunk c is
         r = c * (TR * V) + tr * V + v. With the row cached, the chunks are unrolled and the
         elements live in registers (`fill` loads them there); otherwise a strided loop reads
         each chunk with one vector load per unit-stride input, `unroll` chunks in flight.
-        chunk_open(indent) and chunk_close(indent) emit code around a chunk's lanes."""
+        chunk_open(indent) and chunk_close(indent) emit code around a chunk's lanes; `reads`
+        are the expressions the body computes (their uncached unit-stride inputs are read with
+        one vector load a chunk)."""
         tr_n, vec, it = self.p.threads_r, self.vec, self.itype
         cached = self.cache and not fill
         if self.cache:
@@ -263,8 +271,9 @@ class _Emitter:
                     self.w(f"{inner}  cl{k}[c * {vec} + v] = {self.load_inline(k, True)};")
                 self.w(f"{inner}}}")
         else:
-            if not cached:
-                for k in sorted(self.vec_loads):
+            read = {e.load for e in _post_order(list(reads)) if isinstance(e, ELoad)}
+            for k in sorted(self.vec_loads & read):
+                if not cached or k not in self.cached_loads:
                     self.vector_load(k, f"vl{k}", inner)
             if chunk_open:
                 chunk_open(inner)
@@ -369,7 +378,7 @@ class _Emitter:
         def add_value(ind: str, cached: bool, in_vector: bool) -> None:
             self.w(f"{ind}acc{total.index} += {self.operand(acc, ind, cached, in_vector)};")
 
-        self.element_loop(add_value, indent)
+        self.element_loop(add_value, indent, reads=[acc.operand])
         self.block_reduce(total, indent)
         self.w(f"{indent}const {t} mean{acc.index} = acc{total.index} / ({t})n_red;")
         self.w(f"{indent}{t} acc{squares.index} = {_init(squares)};")
@@ -378,7 +387,7 @@ class _Emitter:
             x = self.operand(acc, ind, cached, in_vector)
             self.w(f"{ind}{{ const {t} d = {x} - mean{acc.index}; acc{squares.index} += d * d; }}")
 
-        self.element_loop(add_square, indent)
+        self.element_loop(add_square, indent, reads=[acc.operand])
         self.block_reduce(squares, indent)
         self.w(f"{indent}TfWelford<{t}> acc{acc.index}{{mean{acc.index}, acc{squares.index}, ({t})n_red}};")
 
@@ -438,7 +447,7 @@ class _Emitter:
                 else:
                     self.w(f"{indent}acc{acc.index} = {_combine(acc, f'acc{acc.index}', x)};")
 
-            self.element_loop(accumulate, "    ")
+            self.element_loop(accumulate, "    ", reads=[acc.operand])
             self.block_reduce(acc, "    ")
             self.finalize(acc, "    ")
         reduced = [(k, st) for k, st in enumerate(s.stores) if st.reduced]
@@ -480,7 +489,8 @@ class _Emitter:
                         offset = render_affine(st.offset, "S", k, lambda j: f"i{j}", it)
                         self.w(f"{indent}*reinterpret_cast<{vt[k]}*>(&B{st.buffer}[{offset}]) = vo{k};")
 
-            self.element_loop(store, "    ", chunk_open=open_outputs, chunk_close=write_outputs)
+            self.element_loop(store, "    ", chunk_open=open_outputs, chunk_close=write_outputs,
+                              reads=[st.expr for _, st in full])
         self.w("  }")
         self.w("}")
         return "\n".join(self.lines)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from tunefuse.device_info import DeviceInfo
 from tunefuse.indexing import Var
 from tunefuse.segment import Segment
 
@@ -46,3 +47,12 @@ def max_vector(segment: Segment) -> int:
             break
         best = vec
     return best
+
+
+MAX_GRID_X = 2**31 - 1
+
+
+def grid_cap(device: DeviceInfo, blocks_per_sm: int) -> int:
+    """The most blocks a grid-stride kernel is launched with: `blocks_per_sm` waves' worth
+    of blocks an SM, or (0) as many as the work needs, each block one pass."""
+    return blocks_per_sm * device.sm_count if blocks_per_sm > 0 else MAX_GRID_X

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.schedulers.common import coeff, vector_fits
+from tunefuse.schedulers.common import coeff, grid_cap, vector_fits
 from tunefuse.segment import Segment
 
 
@@ -18,7 +18,7 @@ class Params:
     threads_r: int = 128
     rows_per_block: int = 1
     inner: bool = True
-    blocks_per_sm: int = 32
+    blocks_per_sm: int = 32  # grid cap: blocks_per_sm * SM count blocks; 0: one block per rows_per_block rows
     vector: int = 1  # consecutive reduced elements a thread loads at once
     unroll: int = 1  # chunks of the strided loop unrolled, so that their loads are in flight together
 
@@ -99,6 +99,8 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return f"vector {p.vector} (at most {max_vector(segment)} here)"
     if p.unroll not in (1, 2, 4, 8):
         return f"unroll {p.unroll} (1, 2, 4 or 8)"
+    if p.blocks_per_sm < 0:
+        return f"blocks_per_sm {p.blocks_per_sm} (0: no cap, else at least 1)"
     return None
 
 
@@ -109,7 +111,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "threads_r": optuna.distributions.CategoricalDistribution([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]),
         "rows_per_block": optuna.distributions.CategoricalDistribution([1, 2, 4, 8, 16, 32, 64]),
         "inner": optuna.distributions.CategoricalDistribution([True, False]),
-        "blocks_per_sm": optuna.distributions.CategoricalDistribution([4, 8, 16, 32, 64]),
+        "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 4, 8, 16, 32, 64]),
         "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_vector(segment) % v == 0]),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
     }
@@ -117,6 +119,6 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
 
 def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     n_out, _ = sizes(segment)
-    blocks = max(1, min(-(-n_out // p.rows_per_block), p.blocks_per_sm * device.sm_count))
+    blocks = max(1, min(-(-n_out // p.rows_per_block), grid_cap(device, p.blocks_per_sm)))
     block = (p.threads_r, p.rows_per_block, 1) if p.inner else (p.rows_per_block, p.threads_r, 1)
     return (blocks, 1, 1), block, 0
