@@ -7,6 +7,7 @@ which the best-so-far comes within 3% of the sweep's best, and how far the store
 from it.
 
     python3 benchmarks/trials_to_sweep.py --out DIR      # DIR/trials.json and DIR/trials.md
+    python3 benchmarks/trials_to_sweep.py --out DIR --cases transpose2d   # names containing it
 """
 
 from __future__ import annotations
@@ -61,12 +62,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--trials", type=int, default=40)
+    ap.add_argument("--cases", nargs="*", default=[], help="only cases whose label contains one of these")
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
     os.environ["TUNEFUSE_STUDIES"] = tmp  # fresh studies: nothing resumed from an earlier run
     device = runtime(0)
     rows = []
     for label, fd, inputs in cases():
+        if args.cases and not any(c in label for c in args.cases):
+            continue
         segment = only_segment(fd, inputs)
         sched = scheduler_for(segment.scheduler)
         default = sched.default_params(segment, device.info)
