@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import datetime as dt
 import functools
 import hashlib
@@ -409,30 +410,23 @@ class CacheStore:
         segment index, kernel_key, shape_key, signature JSON): new, or one more hit.
         Counts left by `count_later` are written in the same transaction."""
         now = utcnow()
-        pending = self._take_counts()
-        pending.update(("hits", k, s, env.key) for k, s in hits)
-        # A Core connection, not an ORM session: this write is on every new plan's path.
         queue = JobRow.__table__
-        try:
-            with self.write_engine.begin() as s:
-                if fusion is not None:
-                    self._insert_ignore(s, FusionRow, dict(fusion_id=fusion[0], canonical_json=fusion[1],
-                                                           name=fusion[2], created_at=now))
-                for code_key, cubin, name, arch, nvrtc, source in binaries:
-                    self._put_binary(s, code_key, cubin, name, arch, nvrtc, source)
-                for fusion_id, index, kernel_key, shape_key, signature in jobs:
-                    bumped = s.execute(update(queue).where(
-                        queue.c.kernel_key == kernel_key, queue.c.shape_key == shape_key,
-                        queue.c.env_key == env.key).values(priority=queue.c.priority + 1, updated_at=now))
-                    if not bumped.rowcount:
-                        self._insert_ignore(s, JobRow, dict(
-                            fusion_id=fusion_id, segment_index=index, kernel_key=kernel_key, shape_key=shape_key,
-                            env_key=env.key, signature_json=signature, state="queued", priority=1, attempts=0,
-                            created_at=now, updated_at=now))
-                self._write_counts(s, pending, now)
-        except Exception:
-            self._give_back_counts(pending)
-            raise
+        # A Core connection, not an ORM session: this write is on every new plan's path.
+        with self._writing_counts(now, [("hits", k, sh, env.key) for k, sh in hits]) as s:
+            if fusion is not None:
+                self._insert_ignore(s, FusionRow, dict(fusion_id=fusion[0], canonical_json=fusion[1],
+                                                       name=fusion[2], created_at=now))
+            for code_key, cubin, name, arch, nvrtc, source in binaries:
+                self._put_binary(s, code_key, cubin, name, arch, nvrtc, source)
+            for fusion_id, index, kernel_key, shape_key, signature in jobs:
+                bumped = s.execute(update(queue).where(
+                    queue.c.kernel_key == kernel_key, queue.c.shape_key == shape_key,
+                    queue.c.env_key == env.key).values(priority=queue.c.priority + 1, updated_at=now))
+                if not bumped.rowcount:
+                    self._insert_ignore(s, JobRow, dict(
+                        fusion_id=fusion_id, segment_index=index, kernel_key=kernel_key, shape_key=shape_key,
+                        env_key=env.key, signature_json=signature, state="queued", priority=1, attempts=0,
+                        created_at=now, updated_at=now))
 
     def count_later(self, env: Env, *, hits: Iterable[tuple[str, str]] = (),
                     queued: Iterable[tuple[str, str]] = ()) -> None:
@@ -451,24 +445,27 @@ class CacheStore:
 
     def flush_counts(self) -> None:
         """Write the counts `count_later` kept, in one transaction (nothing to do: no write)."""
-        pending = self._take_counts()
-        if not pending:
-            return
-        try:
-            with self.write_engine.begin() as s:
-                self._write_counts(s, pending, utcnow())
-        except Exception:
-            self._give_back_counts(pending)
-            raise
+        with self._later_lock:
+            if not self._later:
+                return
+        with self._writing_counts(utcnow()):
+            pass
 
-    def _take_counts(self) -> Counter:
+    @contextlib.contextmanager
+    def _writing_counts(self, now: dt.datetime, extra: Iterable[tuple[str, str, str, str]] = ()):  # noqa: ANN202
+        """A write transaction that also writes the kept counts (and `extra` ones); on a
+        failure the kept counts are kept again for the next write."""
         with self._later_lock:
             pending, self._later = self._later, Counter()
-        return pending
-
-    def _give_back_counts(self, pending: Counter) -> None:
-        with self._later_lock:
-            self._later.update(pending)
+        pending.update(extra)
+        try:
+            with self.write_engine.begin() as s:
+                yield s
+                self._write_counts(s, pending, now)
+        except Exception:
+            with self._later_lock:
+                self._later.update(pending)
+            raise
 
     @staticmethod
     def _write_counts(s: sa.Connection, pending: Counter, now: dt.datetime) -> None:

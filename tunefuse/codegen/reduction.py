@@ -157,9 +157,9 @@ class _Emitter:
         ]
 
     def phases_reading(self) -> dict[int, int]:
-        """Load -> how many phases (each accumulator's pass, then the output pass) read it.
-        A load that moves with every dim and is read in one pass (or cached) is read once:
-        it is loaded evict-first."""
+        """Load -> how many phases (each accumulator's pass, then the output pass) read it:
+        what decides whether a load is read once (evict-first) and whether a cached row keeps
+        it in registers."""
         phases = [[acc.operand] for acc in self.accs]
         full = [st.expr for st in self.s.stores if not st.reduced]
         if full:
