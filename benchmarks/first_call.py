@@ -2,6 +2,7 @@
 
     python3 benchmarks/first_call.py            # JSON: median cold_ms, warm_ms (3 of each), compiles
     python3 benchmarks/first_call.py --profile  # and a cProfile of the warm call (stderr)
+    python3 benchmarks/first_call.py --profile-out=FILE  # and its pstats dump in FILE
 As a child: python3 benchmarks/first_call.py --child  (TUNEFUSE_CACHE_URL set by the parent)
 
 Both children run with .pyc files for every module, compiled before either starts (as an
@@ -60,11 +61,14 @@ def child() -> None:
 
         profiler.disable()
         pstats.Stats(profiler, stream=sys.stderr).sort_stats("cumulative").print_stats(40)
+        dump = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--profile-out=")), None)
+        if dump:
+            profiler.dump_stats(dump)
         print("modules imported by the call:", sorted(set(sys.modules) - modules_before), file=sys.stderr)
     print(json.dumps({"ms": elapsed * 1000, "compiles": STATS.count}))
 
 
-def measure(profile: bool = False, repeats: int = 3) -> dict:
+def measure(profile: bool = False, repeats: int = 3, profile_out: list[str] = ()) -> dict:
     """Median of `repeats` cold first calls (each on a new, empty cache) and of as many warm
     ones (each a new process on the cache the cold one left)."""
     import statistics
@@ -84,7 +88,7 @@ def measure(profile: bool = False, repeats: int = 3) -> dict:
             env["TUNEFUSE_CACHE_URL"] = f"sqlite:///{tmp}/cache{rep}.sqlite"
             for is_warm in (False, True):
                 show = is_warm and profile and rep == repeats - 1
-                args = [sys.executable, __file__, "--child"] + (["--profile"] if show else [])
+                args = [sys.executable, __file__, "--child"] + (["--profile"] + profile_out if show else [])
                 out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
                 if show:
                     print(out.stderr, file=sys.stderr)
@@ -102,4 +106,5 @@ if __name__ == "__main__":
     if "--child" in sys.argv:
         child()
     else:
-        print(json.dumps(measure(profile="--profile" in sys.argv)))
+        dumps = [a for a in sys.argv if a.startswith("--profile-out=")]
+        print(json.dumps(measure(profile="--profile" in sys.argv or bool(dumps), profile_out=dumps)))

@@ -115,6 +115,19 @@ class JobRow(Base):
     updated_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
 
 
+class LaunchPlanRow(Base):
+    """A fusion's launch plan for one input signature in one env (tunefuse.runtime.launch_plan):
+    what a new process needs to run that signature without planning or generating code.
+    Derived data: never exported, re-planned whenever it no longer matches the cache."""
+
+    __tablename__ = "launch_plans"
+    plan_key: Mapped[str] = mapped_column(String(64), primary_key=True)  # fusion, signature, outputs, env
+    env_key: Mapped[str] = mapped_column(String(64))
+    fusion_id: Mapped[str] = mapped_column(String(64))
+    plan_json: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[dt.datetime] = mapped_column(DateTime, default=utcnow)
+
+
 class WorkerRow(Base):
     """A daemon worker's last sign of life: written when it starts, polls, beats and stops,
     so that `tunefuse doctor` can tell a running daemon from a dead one."""

@@ -30,7 +30,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cache_db import migrate
-from cache_db.models import BinaryRow, FusionRow, JobRow, RecordRow, utcnow
+from cache_db.models import BinaryRow, FusionRow, JobRow, LaunchPlanRow, RecordRow, utcnow
 
 ENV_VAR = "TUNEFUSE_CACHE_URL"
 EXPORT_FORMAT = "tunefuse.cache.v1"
@@ -102,6 +102,7 @@ class Stats:
     jobs: dict = field(default_factory=dict)
     stale_records: int = 0
     quarantined: int = 0
+    launch_plans: int = 0
 
 
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
@@ -185,6 +186,7 @@ _PLAN_RECORDS = _plan_read(
     "WHERE kernel_key IN :keys AND env_key = :env_key AND quarantined = false")
 _PLAN_JOBS = _plan_read(f"SELECT kernel_key, shape_key FROM {JobRow.__tablename__} "
                         "WHERE kernel_key IN :keys AND env_key = :env_key")
+_LAUNCH_PLAN = sa.text(f"SELECT plan_json FROM {LaunchPlanRow.__tablename__} WHERE plan_key = :plan_key")
 _PLAN_BINARIES = _plan_read(f"SELECT code_key, cubin, sha256, kernel_name FROM {BinaryRow.__tablename__} "
                             "WHERE code_key IN :keys AND quarantined = false")
 
@@ -237,11 +239,14 @@ class CacheStore:
     def _insert_ignore(self, s: Session | sa.Connection, model: type, values: dict) -> None:
         """INSERT that leaves an existing row alone: several writers may store the same
         binary or fusion at once (on PostgreSQL they do not wait for one another)."""
+        s.execute(self._insert(model).values(**values).on_conflict_do_nothing())
+
+    def _insert(self, model: type):  # noqa: ANN202 - the dialect's INSERT, with ON CONFLICT
         if self.engine.dialect.name == "postgresql":
             from sqlalchemy.dialects.postgresql import insert
         else:
             from sqlalchemy.dialects.sqlite import insert
-        s.execute(insert(model).values(**values).on_conflict_do_nothing())
+        return insert(model)
 
     # -- fusions ---------------------------------------------------------------------
     def put_fusion(self, fusion_id: str, canonical_json: str, name: str | None = None) -> None:
@@ -401,13 +406,20 @@ class CacheStore:
                 self.quarantine_binary(code_key)
         return found
 
+    def get_launch_plan(self, plan_key: str) -> str | None:
+        """The launch plan JSON kept under `plan_key` (tunefuse.runtime.launch_plan), or None."""
+        with self.engine.connect() as c:
+            return c.execute(_LAUNCH_PLAN, {"plan_key": plan_key}).scalar()
+
     def note_plan(self, env: Env, *, fusion: tuple[str, str, str | None] | None = None,
                   binaries: Iterable[tuple[str, bytes, str, str, str, str | None]] = (),
-                  hits: Iterable[tuple[str, str]] = (), jobs: Iterable[tuple[str, int, str, str, str]] = ()) -> None:
+                  hits: Iterable[tuple[str, str]] = (), jobs: Iterable[tuple[str, int, str, str, str]] = (),
+                  launch_plan: tuple[str, str, str] | None = None) -> None:
         """What executing a new plan leaves behind, in one transaction: the fusion, freshly
         compiled binaries (code_key, cubin, name, arch, nvrtc, source), hits on the tuned records
-        used (kernel_key, shape_key), and a tuning job per untuned kernel (fusion_id,
-        segment index, kernel_key, shape_key, signature JSON): new, or one more hit.
+        used (kernel_key, shape_key), a tuning job per untuned kernel (fusion_id,
+        segment index, kernel_key, shape_key, signature JSON): new, or one more hit, and the
+        launch plan (plan_key, fusion_id, JSON; it replaces one kept under that key).
         Counts left by `count_later` are written in the same transaction."""
         now = utcnow()
         queue = JobRow.__table__
@@ -418,6 +430,11 @@ class CacheStore:
                                                        name=fusion[2], created_at=now))
             for code_key, cubin, name, arch, nvrtc, source in binaries:
                 self._put_binary(s, code_key, cubin, name, arch, nvrtc, source)
+            if launch_plan is not None:
+                plan_key, fusion_id, text = launch_plan
+                values = dict(env_key=env.key, fusion_id=fusion_id, plan_json=text, created_at=now)
+                s.execute(self._insert(LaunchPlanRow).values(plan_key=plan_key, **values)
+                          .on_conflict_do_update(index_elements=["plan_key"], set_=values))
             for fusion_id, index, kernel_key, shape_key, signature in jobs:
                 bumped = s.execute(update(queue).where(
                     queue.c.kernel_key == kernel_key, queue.c.shape_key == shape_key,
@@ -520,6 +537,7 @@ class CacheStore:
             st.binary_bytes = s.scalar(select(sa.func.coalesce(sa.func.sum(BinaryRow.size), 0))) or 0
             st.hits = s.scalar(select(sa.func.coalesce(sa.func.sum(RecordRow.hits), 0))) or 0
             st.quarantined = s.scalar(select(sa.func.count()).select_from(BinaryRow).where(BinaryRow.quarantined)) or 0
+            st.launch_plans = s.scalar(select(sa.func.count()).select_from(LaunchPlanRow)) or 0
             for state, n in s.execute(select(JobRow.state, sa.func.count()).group_by(JobRow.state)):
                 st.jobs[state] = n
             if env is not None:
@@ -531,7 +549,9 @@ class CacheStore:
         """Delete records tuned before `older_than`, unused for `unused_for`, or measured in
         another env than `stale_env`; then, least recently used first, records and binaries
         until the binaries fit in `max_bytes`. A binary goes when no kept record needs it.
-        Returns what went (or, with `dry_run`, would go)."""
+        Launch plans of another env, made before either age, or naming a binary that goes,
+        go too (the next call of their signature plans again). Returns what went (or, with
+        `dry_run`, would go)."""
         now = utcnow()
         with self.writer() as s, s.begin():
             rows = list(s.execute(select(RecordRow)).scalars())
@@ -561,16 +581,28 @@ class CacheStore:
                     doomed[r.id] = "size cap"
                     if not any(o.code_key == r.code_key for o in rows if o.id not in doomed):
                         gone.add(r.code_key)
+            # Launch plans are derived: one goes with its env, its age, or a binary it names.
+            dropped = []
+            for plan_key, env_key, created_at, text in s.execute(select(
+                    LaunchPlanRow.plan_key, LaunchPlanRow.env_key, LaunchPlanRow.created_at, LaunchPlanRow.plan_json)):
+                if ((stale_env is not None and env_key != stale_env.key)
+                        or (older_than is not None and created_at < now - older_than)
+                        or (unused_for is not None and created_at < now - unused_for)
+                        or any(k in text for k in gone)):
+                    dropped.append(plan_key)
             result = {
                 "records": [{"id": r.id, "kernel_key": r.kernel_key, "shape_key": r.shape_key,
                              "why": doomed[r.id]} for r in rows if r.id in doomed],
                 "binaries": sorted(k for k in gone if k in binaries),
+                "launch_plans": len(dropped),
             }
             if not dry_run:
                 if doomed:
                     s.execute(sa.delete(RecordRow).where(RecordRow.id.in_(list(doomed))))
                 if gone:
                     s.execute(sa.delete(BinaryRow).where(BinaryRow.code_key.in_(list(gone))))
+                if dropped:
+                    s.execute(sa.delete(LaunchPlanRow).where(LaunchPlanRow.plan_key.in_(dropped)))
             return result
 
     def vacuum(self) -> None:

@@ -122,10 +122,10 @@ def show(
 
 @app.command("stats")
 def stats(cache: CacheOption = None, as_json: JsonOption = False) -> None:
-    """Entries, binaries, bytes, hit counts, jobs."""
+    """Entries, binaries, bytes, hit counts, jobs, launch plans."""
     st = open_store(cache).stats()
     data = {"records": st.records, "binaries": st.binaries, "binary_bytes": st.binary_bytes, "hits": st.hits,
-            "quarantined": st.quarantined, "jobs": st.jobs}
+            "quarantined": st.quarantined, "jobs": st.jobs, "launch_plans": st.launch_plans}
     emit(data, as_json, text="\n".join(f"{k}: {v}" for k, v in data.items()))
 
 
@@ -149,12 +149,14 @@ def prune(
                   stale_env=_current_env() if stale else None, max_bytes=max_bytes)
     plan = store.prune(**kwargs, dry_run=True)
     if dry_run:
-        emit(plan, as_json, text=f"would delete {len(plan['records'])} records and {len(plan['binaries'])} binaries")
+        emit(plan, as_json, text=f"would delete {len(plan['records'])} records, {len(plan['binaries'])} binaries"
+                                 f" and {plan['launch_plans']} launch plans")
         return
     if not yes and not typer.confirm(f"delete {len(plan['records'])} records and {len(plan['binaries'])} binaries?"):
         raise typer.Exit(1)
     done = store.prune(**kwargs)
-    emit(done, as_json, text=f"deleted {len(done['records'])} records and {len(done['binaries'])} binaries")
+    emit(done, as_json, text=f"deleted {len(done['records'])} records, {len(done['binaries'])} binaries"
+                                 f" and {done['launch_plans']} launch plans")
 
 
 @app.command("export")

@@ -127,7 +127,7 @@ def test_jobs_ls_show_retry_cancel(filled):
 def test_doctor_reports_the_cache(filled):
     url, _ = filled
     result = run("doctor", "--cache", url, "--quick")
-    assert "cache" in result.output and "revision 0003" in result.output
+    assert "cache" in result.output and "revision 0004" in result.output
     assert "1 queued tuning jobs wait for `tunefuse daemon`" in result.output  # a note, not a failure
     assert "FAIL daemon" not in result.output
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from tunefuse.arrays import Device, framework_of
+from tunefuse.cache import signature_json
 from tunefuse.codegen import KernelSource, generate
 from tunefuse.compiler import compile_kernel
 from tunefuse.dtypes import DataType
@@ -23,8 +24,10 @@ from tunefuse.plan import Plan, out_signature, plan_for
 from tunefuse.reference import eval_node
 from tunefuse.runtime.device import Runtime, runtime
 from tunefuse.runtime.device_array import DeviceArray
+from tunefuse.runtime.launch_plan import KernelLaunch, LaunchPlan, LaunchPlanError, kernel_launch, launch_plan_key
 from tunefuse.runtime.transfer import host_to_device
-from tunefuse.schedulers import scheduler_for
+from tunefuse.kernel_ir import SchedulerKind
+from tunefuse.schedulers import params_from_dict, scheduler_for
 from tunefuse.segment import Segment
 from tunefuse.signature import FusionInputs, bind_inputs
 
@@ -36,8 +39,7 @@ _NP_SCALAR = {
 
 @dataclass
 class LaunchRecipe:
-    segment: Segment
-    source: KernelSource
+    launch: KernelLaunch
     kernel: object
     config: object
     args: list  # static values; None where a pointer or scalar goes
@@ -47,38 +49,39 @@ class LaunchRecipe:
     compiled: bool  # False when the binary came from a cache
 
 
+def _recipe(launch: KernelLaunch, kernel: object, compile_ms: float = 0.0, compiled: bool = False) -> LaunchRecipe:
+    from cuda.core import LaunchConfig
+
+    config = LaunchConfig(grid=launch.grid, block=launch.block, shmem_size=launch.shared_bytes)
+    return LaunchRecipe(launch, kernel, config, launch.arg_template(), list(launch.pointer_slots),
+                        [(pos, vid, _NP_SCALAR[dt]) for pos, vid, dt in launch.scalar_slots], compile_ms, compiled)
+
+
 @dataclass
 class ExecutablePlan:
-    plan: Plan
+    """A launch plan with its kernels loaded. `plan` is the Plan it was made from, None
+    when it was read back from the persistent cache."""
+
+    fusion: object  # tunefuse.ir.Fusion
+    launch: LaunchPlan
     recipes: list[LaunchRecipe]
+    plan: Plan | None = None
 
+    @property
+    def buffers(self) -> tuple:
+        return self.launch.buffers
 
-def _static_args(segment: Segment, source: KernelSource) -> tuple[list, list, list]:
-    itype = np.int32 if segment.index_type == "int32" else np.int64
-    values: list = []
-    pointers: list[tuple[int, int]] = []
-    scalars: list[tuple[int, int, Any]] = []
-    for pos, arg in enumerate(source.args):
-        if arg.kind == "ptr":
-            values.append(None)
-            pointers.append((pos, arg.ref[0]))
-        elif arg.kind == "extent":
-            values.append(itype(segment.extents[arg.ref[0]]))
-        elif arg.kind in ("offset", "coeff"):
-            side, k = arg.ref[0], arg.ref[1]
-            offset = segment.loads[k].offset if side == "L" else segment.stores[k].offset
-            if arg.kind == "offset":
-                values.append(itype(offset.const))
-            else:
-                from tunefuse.indexing import Var
+    @property
+    def outputs(self) -> tuple:
+        return self.launch.outputs
 
-                j = arg.ref[2]
-                values.append(itype(offset.coeff(Var(j, segment.extents[j]))))
-        else:
-            sc = segment.scalars[arg.ref[0]]
-            values.append(None)
-            scalars.append((pos, sc.value, _NP_SCALAR[sc.dtype.compute]))
-    return values, pointers, scalars
+    @property
+    def fixed_scalars(self) -> tuple:
+        return self.launch.fixed_scalars
+
+    @property
+    def host_scalar_nodes(self) -> tuple:
+        return tuple(self.fusion.nodes[i] for i in self.launch.host_nodes)  # type: ignore[attr-defined]
 
 
 class Executor:
@@ -95,22 +98,70 @@ class Executor:
         self.params_source = params_source
         self.lock = threading.Lock()
         self.compiles = 0
+        self.restored = 0  # plans read back from the persistent cache
         # The hot path: a key read straight off torch tensors -> a launcher with every
         # check already passed for exactly that key.
         self.fast: dict[tuple, TorchLauncher] = {}
         self._last_key: tuple | None = None
 
     # -- planning ----------------------------------------------------------------------
-    def prepare(self, plan: Plan, rt: Runtime, bound=None) -> ExecutablePlan:  # noqa: ANN001
+    def _persists(self) -> bool:
+        """Plans go to (and come from) the cache only when nothing outside it chose params."""
+        return self.cache is not None and self.params_source is None and not self.precompiled
+
+    def restore(self, bound, out_sig: tuple, rt: Runtime) -> ExecutablePlan | None:  # noqa: ANN001
+        """The launch plan the cache keeps for this signature, if it still holds: every tuned
+        record it used is still the cache's, no kernel it chose by default or by a nearby
+        shape has a tuned record of its own now, and every binary is there and verified.
+        Else None (the caller plans afresh and stores the new plan). Reads only; hits and
+        repeats of queued jobs are counted for later."""
+        store = self.cache.store if self.cache is not None else None
+        if store is None:
+            return None
+        env = rt.env
+        key = launch_plan_key(self.fusion.fusion_id, bound.signature, out_sig, env.key)
+        text = self.cache.guard(lambda: store.get_launch_plan(key), None)
+        if text is None:
+            return None
+        try:
+            launch = LaunchPlan.from_json(text, len(self.fusion.nodes))
+        except LaunchPlanError:
+            return None  # planned afresh; the new plan replaces it
+        kernels = [k for k in launch.kernels if k.numel > 0]  # the ones launched
+        records, queued = self.cache.guard(lambda: store.plan_lookup([k.kernel_key for k in launch.kernels], env),
+                                           ([], set()))
+        exact = {(r.kernel_key, r.shape_key): r for r in records}
+        for k in launch.kernels:
+            record = exact.get((k.kernel_key, k.shape_key))
+            if (k.chosen == "record") != (record is not None):
+                return None  # tuned since, or its record is gone
+            if record is not None and record.params != k.params:
+                kind = SchedulerKind(k.scheduler)
+                if params_from_dict(kind, record.params) != params_from_dict(kind, k.params):
+                    return None  # tuned again
+        binaries = self.cache.guard(lambda: store.get_binaries([k.code_key for k in kernels]), {})
+        if any(binaries.get(k.code_key, (b"", ""))[1] != k.kernel_name for k in kernels):
+            return None
+        hits = [(k.kernel_key, k.shape_key) for k in launch.kernels if k.chosen == "record"]
+        waiting = [(k.kernel_key, k.shape_key) for k in launch.kernels if k.chosen != "record"]
+        jobs = [(self.fusion.fusion_id, index, k.kernel_key, k.shape_key, signature_json(bound.signature))
+                for index, k in enumerate(launch.kernels) if k.chosen != "record" and (k.kernel_key, k.shape_key) not in queued]
+        store.count_later(env, hits=hits, queued=[w for w in waiting if w in queued])
+        if jobs:
+            fusion = (self.fusion.fusion_id, self.fusion.to_json(), self.name)
+            self.cache.guard(lambda: store.note_plan(env, fusion=fusion, jobs=jobs), None)
+        recipes = [_recipe(k, rt.kernel(k.kernel_name, binaries[k.code_key][0]) if k.numel > 0 else None)
+                   for k in launch.kernels]
+        self.restored += 1
+        return ExecutablePlan(self.fusion, launch, recipes)
+
+    def prepare(self, plan: Plan, rt: Runtime, bound=None, out_sig: tuple = ()) -> ExecutablePlan:  # noqa: ANN001
         """Params and a binary for every kernel: tuned ones from the cache, else the nearest
         tuned shape's, else the default heuristic; binaries from the cache, else NVRTC.
         The cache is read twice (records and queued jobs, binaries) and written at most once
-        per plan: new binaries and a tuning job for every kernel without tuned params and
-        without a job yet. Hits and repeats of queued jobs are counted in memory and written
-        with the next write or at exit, so a plan of known kernels writes nothing."""
-        from cuda.core import LaunchConfig
-
-        from tunefuse.cache import signature_json
+        per plan: new binaries, a tuning job for every kernel without tuned params and
+        without a job yet, and the launch plan (for the next process). Hits and repeats of
+        queued jobs are counted in memory and written with the next write or at exit."""
         from tunefuse.compiler import COMPILE_OPTIONS, CompiledKernel, source_key
 
         dtypes = {b.id: b.dtype for b in plan.buffers}
@@ -124,7 +175,7 @@ class Executor:
         binaries = self.cache.guard(lambda: store.get_binaries(code_keys), {}) if store is not None else {}
         new_binaries, hits, jobs, repeats = [], [], [], []
         recipes = []
-        for index, (seg, (params, tuned), source, code_key) in enumerate(zip(plan.segments, chosen, sources, code_keys)):
+        for index, (seg, (params, how), source, code_key) in enumerate(zip(plan.segments, chosen, sources, code_keys)):
             cached = binaries.get(code_key)
             if source.name in self.precompiled:
                 cached = (self.precompiled[source.name], source.name)
@@ -137,32 +188,37 @@ class Executor:
                 from_cache = False
                 new_binaries.append((code_key, compiled.cubin, source.name, rt.info.arch, compiled.nvrtc_version,
                                      source.source))
-            if tuned == "record":
+            if how == "record":
                 hits.append((seg.kernel_key, seg.shape_key))
-            elif not tuned and bound is not None:
+            elif how != "source" and bound is not None:
                 if (seg.kernel_key, seg.shape_key) in queued:
                     repeats.append((seg.kernel_key, seg.shape_key))
                 else:
                     jobs.append((self.fusion.fusion_id, index, seg.kernel_key, seg.shape_key,
                                  signature_json(bound.signature)))
-            kernel = rt.kernel(source.name, compiled.cubin)
-            config = LaunchConfig(grid=source.grid, block=source.block, shmem_size=source.shared_bytes)
-            values, pointers, scalars = _static_args(seg, source)
-            recipes.append(LaunchRecipe(seg, source, kernel, config, values, pointers, scalars,
-                                        compiled.compile_ms, not from_cache))
+            launch = kernel_launch(seg, source, params, how, code_key)
+            recipes.append(_recipe(launch, rt.kernel(source.name, compiled.cubin), compiled.compile_ms, not from_cache))
+        launch_plan = LaunchPlan.of(plan, [r.launch for r in recipes])
+        stored = None
+        if store is not None and bound is not None and self._persists():
+            try:
+                stored = (launch_plan_key(self.fusion.fusion_id, bound.signature, out_sig, env.key),
+                          self.fusion.fusion_id, launch_plan.to_json())
+            except LaunchPlanError:
+                stored = None  # a host scalar JSON cannot hold: this signature is planned per process
         if store is not None and (hits or repeats):
             store.count_later(env, hits=hits, queued=repeats)  # in memory: written with the next write
-        if store is not None and (new_binaries or jobs):
+        if store is not None and (new_binaries or jobs or stored):
             fusion = (self.fusion.fusion_id, self.fusion.to_json(), self.name) if jobs else None
-            self.cache.guard(lambda: store.note_plan(env, fusion=fusion, binaries=new_binaries, jobs=jobs), None)
-        return ExecutablePlan(plan, recipes)
+            self.cache.guard(lambda: store.note_plan(env, fusion=fusion, binaries=new_binaries, jobs=jobs,
+                                                     launch_plan=stored), None)
+        return ExecutablePlan(self.fusion, launch_plan, recipes, plan)
 
-    def choose_params(self, segment: Segment, rt: Runtime, records=()) -> tuple[object, object]:  # noqa: ANN001
+    def choose_params(self, segment: Segment, rt: Runtime, records=()) -> tuple[object, str]:  # noqa: ANN001
         """(params, how): an explicit source ("source"), the cache's exact record
-        ("record"), else the nearest tuned shape's or the default heuristic (False: worth
-        a tuning job). Invalid params are never used."""
+        ("record"), else the nearest tuned shape's ("near") or the default heuristic
+        ("default"); the last two are worth a tuning job. Invalid params are never used."""
         from cache_db.store import nearest_record
-        from tunefuse.schedulers import params_from_dict
 
         scheduler = scheduler_for(segment.scheduler)
 
@@ -183,8 +239,8 @@ class Executor:
         if near is not None:
             params = params_from_dict(segment.scheduler, near.params)
             if usable(params):
-                return params, False
-        return scheduler.default_params(segment, rt.info), False
+                return params, "near"
+        return scheduler.default_params(segment, rt.info), "default"
 
     # -- running -----------------------------------------------------------------------
     def run(self, inputs: Sequence[object], out: Sequence[object] | None = None) -> list:
@@ -211,9 +267,11 @@ class Executor:
         if exe is None:
             with self.lock:
                 exe = self.plans.get(key)
+                if exe is None and self._persists():
+                    exe = self.restore(bound, out_sig, rt)
                 if exe is None:
-                    exe = self.prepare(plan_for(self.fusion, bound, out_sig), rt, bound)
-                    self.plans[key] = exe
+                    exe = self.prepare(plan_for(self.fusion, bound, out_sig), rt, bound, out_sig)
+                self.plans[key] = exe
         self._last_key = key
         return _launch(exe, bound, inputs, out, rt)
 
@@ -286,7 +344,7 @@ def _as_array(framework: str, alloc: _Allocation, dtype: DataType, shape, stride
 def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runtime) -> list:  # noqa: ANN001
     from cuda.core import launch
 
-    plan = exe.plan
+    plan = exe
     framework = _framework(inputs)
     device_index = next((a.device_index for a in bound.arrays.values() if a.device is Device.CUDA), 0)
     stream = rt.stream_for(_stream_handle(framework, device_index))
@@ -331,7 +389,7 @@ def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runti
         for v, r in zip(node.outputs, eval_node(plan.fusion, node, env)):
             host[v] = r.item()
     for recipe in exe.recipes:
-        if recipe.segment.numel == 0:
+        if recipe.launch.numel == 0:
             continue
         args = list(recipe.args)
         for pos, buffer_id in recipe.pointer_slots:
@@ -341,7 +399,7 @@ def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runti
         try:
             launch(stream, recipe.config, recipe.kernel, *args)
         except Exception as e:  # noqa: BLE001
-            raise ExecutionError(f"launch of {recipe.source.name} ({recipe.segment.name}) failed: {e}") from e
+            raise ExecutionError(f"launch of {recipe.launch.kernel_name} ({recipe.launch.segment}) failed: {e}") from e
     results = []
     for binding in plan.outputs:
         if not binding.returned:
@@ -452,7 +510,7 @@ class TorchLauncher:
     def __init__(self, exe: ExecutablePlan, inputs: Sequence[object], fusion_inputs: FusionInputs) -> None:
         import torch
 
-        plan = exe.plan
+        plan = exe
         self.exe = exe
         self.device_index = inputs[next(i for i, x in enumerate(inputs) if hasattr(x, "is_cuda"))].device.index or 0
         self.rt = runtime(self.device_index)
@@ -496,7 +554,7 @@ class TorchLauncher:
                              if not plan.fusion.is_tensor(vid)]
         self.fixed = dict(plan.fixed_scalars)
         self.host_nodes = plan.host_scalar_nodes
-        self.recipes = [r for r in exe.recipes if r.segment.numel > 0]
+        self.recipes = [r for r in exe.recipes if r.launch.numel > 0]
         self.results = []
         for binding in plan.outputs:
             if not binding.returned:
@@ -528,7 +586,7 @@ class TorchLauncher:
                 host[vid] = inputs[pos]
             for node in self.host_nodes:
                 env = {v: np.asarray(host[v]) for v in node.inputs}
-                for v, r in zip(node.outputs, eval_node(self.exe.plan.fusion, node, env)):
+                for v, r in zip(node.outputs, eval_node(self.exe.fusion, node, env)):
                     host[v] = r.item()
         for recipe in self.recipes:
             args = list(recipe.args)

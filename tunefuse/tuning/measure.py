@@ -86,6 +86,6 @@ def measure(request: dict, state: dict) -> dict:
                 return {"ok": False, "error": "output differs from tunefuse.reference"}
     timing = state["timer"].time(lambda: executor.run(state["executor_inputs"]),
                                  min_total_us=request.get("min_total_us", 20_000.0))
-    recipe = next(r for r in next(iter(executor.plans.values())).recipes if r.segment.kernel_key == request["kernel_key"])
+    recipe = next(r for r in next(iter(executor.plans.values())).recipes if r.launch.kernel_key == request["kernel_key"])
     return {"ok": True, "median_us": timing.median_us, "spread_us": timing.spread_us, "reps": timing.reps,
-            "kernel_name": recipe.source.name}
+            "kernel_name": recipe.launch.kernel_name}
