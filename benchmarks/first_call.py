@@ -34,6 +34,8 @@ def child() -> None:
     import cache_db.store  # noqa: F401
     import cuda.core  # noqa: F401
     import sqlalchemy.dialects.sqlite  # noqa: F401
+    import sqlite3  # noqa: F401 - the driver SQLAlchemy imports at the first connect
+    import tunefuse.serialize  # noqa: F401 - imported by the first fusion_id
     import tunefuse.runtime.executor  # noqa: F401 - imported lazily by the first execute
     from fusion_zoo import ZOO, build
     from tunefuse import DataType

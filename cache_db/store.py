@@ -20,7 +20,7 @@ import pathlib
 import threading
 import weakref
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 
 import sqlalchemy as sa
@@ -114,15 +114,24 @@ def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
     cursor.close()
 
 
+def _parse_url(url: str) -> sa.engine.URL:
+    """The URL; a plain SQLite file URL (the default cache's) skips SQLAlchemy's URL parser,
+    whose regular expression costs a new process ~2 ms to compile."""
+    prefix = "sqlite:///"
+    if url.startswith(prefix) and len(url) > len(prefix) and not any(c in url for c in "?#%@"):
+        return sa.engine.URL.create("sqlite", database=url[len(prefix):])
+    return sa.engine.make_url(url)
+
+
 def make_engine(url: str) -> Engine:
     try:
-        u = sa.engine.make_url(url)
+        u = _parse_url(url)
     except Exception as e:  # noqa: BLE001
         raise CacheError(f"not a database URL: {url!r} ({e})") from None
     if u.get_backend_name() == "sqlite":
         if u.database and u.database != ":memory:":
             pathlib.Path(u.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = sa.create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        engine = sa.create_engine(u, connect_args={"timeout": 30, "check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
         # Writers BEGIN IMMEDIATE: they take the write lock up front (waiting up to the
         # busy timeout), never halfway through a transaction; readers never block in WAL.
@@ -398,6 +407,11 @@ class CacheStore:
             return {}
         with self.engine.connect() as c:
             rows = c.execute(_PLAN_BINARIES, {"keys": keys}).all()
+        return self._verified(rows)
+
+    def _verified(self, rows: Iterable) -> dict[str, tuple[bytes, str]]:
+        """(code_key, cubin, sha256, kernel name) rows -> {code_key: (cubin, name)} of those
+        whose bytes match their sha256; the others are quarantined."""
         found: dict[str, tuple[bytes, str]] = {}
         for code_key, cubin, digest, name in rows:
             if hashlib.sha256(cubin).hexdigest() == digest:
@@ -405,6 +419,46 @@ class CacheStore:
             else:
                 self.quarantine_binary(code_key)
         return found
+
+    def launch_plan_reads(self, plan_key: str, env: Env, keys_of: Callable[[str], tuple[list[str], list[str]] | None]
+                          ) -> tuple[str, dict[tuple[str, str], dict], set[tuple[str, str]], dict[str, tuple[bytes, str]]] | None:
+        """A kept launch plan and what checking it takes, on one connection, as driver SQL (a
+        new process's first call of a known signature pays no SQLAlchemy statement set-up):
+        the plan JSON under `plan_key` (None if there is none or `keys_of` cannot read it);
+        the tuned params {(kernel_key, shape_key): params} and queued (kernel_key, shape_key)
+        of the kernel keys `keys_of(text)` names, in `env`; and its verified binaries by code
+        key (a mismatch is quarantined and left out)."""
+        raw = self.engine.raw_connection()
+        try:
+            cursor = raw.cursor()
+            mark = "?" if self.engine.dialect.paramstyle == "qmark" else "%s"
+
+            def rows(sql: str, *params: object) -> list:
+                cursor.execute(sql.replace("?", mark), params)
+                return cursor.fetchall()
+
+            def marks(n: int) -> str:
+                return ", ".join(["?"] * n)
+
+            found = rows(f"SELECT plan_json FROM {LaunchPlanRow.__tablename__} WHERE plan_key = ?", plan_key)
+            keys = keys_of(found[0][0]) if found else None
+            if keys is None:
+                return None
+            kernel_keys, code_keys = sorted(set(keys[0])), sorted(set(keys[1]))
+            records = {(k, sh): json.loads(p) for k, sh, p in rows(
+                f"SELECT kernel_key, shape_key, params_json FROM {RecordRow.__tablename__} WHERE kernel_key IN "
+                f"({marks(len(kernel_keys))}) AND env_key = ? AND quarantined = false", *kernel_keys, env.key)
+            } if kernel_keys else {}
+            queued = {(k, sh) for k, sh in rows(
+                f"SELECT kernel_key, shape_key FROM {JobRow.__tablename__} WHERE kernel_key IN "
+                f"({marks(len(kernel_keys))}) AND env_key = ?", *kernel_keys, env.key)} if kernel_keys else set()
+            binary_rows = rows(
+                f"SELECT code_key, cubin, sha256, kernel_name FROM {BinaryRow.__tablename__} WHERE code_key IN "
+                f"({marks(len(code_keys))}) AND quarantined = false", *code_keys) if code_keys else []
+            cursor.close()
+        finally:
+            raw.close()
+        return found[0][0], records, queued, self._verified(binary_rows)
 
     def get_launch_plan(self, plan_key: str) -> str | None:
         """The launch plan JSON kept under `plan_key` (tunefuse.runtime.launch_plan), or None."""

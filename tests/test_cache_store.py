@@ -8,6 +8,8 @@ import warnings
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cache_db import migrate
 from cache_db.models import Base, BinaryRow, RecordRow
@@ -316,3 +318,13 @@ def test_counts_kept_for_later_are_written_at_process_exit(tmp_path):
     assert out.returncode == 0, out.stderr
     assert store.lookup("k" * 64, "64x64", ENV).hits == 2
     store.close()
+
+
+@given(st.lists(st.sampled_from(list("abz09_-./ ~+=") + ["é", "dir/"]), min_size=1, max_size=30).map("".join),
+       st.booleans())
+@settings(max_examples=200, deadline=None)
+def test_a_sqlite_url_reads_as_sqlalchemy_reads_it(path, absolute):
+    from cache_db.store import _parse_url
+
+    url = "sqlite:///" + ("/" if absolute else "") + path
+    assert _parse_url(url) == sa.engine.make_url(url)

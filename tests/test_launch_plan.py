@@ -6,7 +6,9 @@ import json
 
 import numpy as np
 import pytest
+import sqlalchemy as sa
 
+from cache_db.models import BinaryRow
 from fusion_zoo import ZOO, build, inputs_for
 from test_cache_store import ENV, OTHER_ENV, fusion_row, store  # noqa: F401 - the store fixture
 from test_frontend import ROOT
@@ -145,3 +147,31 @@ def test_a_launch_plan_goes_with_a_binary_it_names(store):
     done = store.prune(max_bytes=0)
     assert done["binaries"] == ["c" * 64] and done["launch_plans"] == 1
     assert store.get_launch_plan("p" * 64) is None and store.get_launch_plan("r" * 64) is not None
+
+
+def test_a_kept_plan_and_its_checks_are_read_on_one_connection(store):
+    from test_cache_store import record
+
+    fid = fusion_row(store)
+    rec, cubin = record(shape="64x64")
+    store.put_record(rec, cubin, "sm_90", "13.5")
+    other, other_cubin = record(shape="64x64", env=OTHER_ENV, cubin=b"\x7fELF-other")
+    store.put_record(other, other_cubin, "sm_90", "13.5")
+    store.note_plan(ENV, jobs=[(fid, 0, "j" * 64, "4", "[]")], launch_plan=("p" * 64, fid, "the plan"))
+
+    def keys_of(text):
+        assert text == "the plan"
+        return ["k" * 64, "j" * 64, "z" * 64], [rec.code_key, "missing"]
+
+    text, records, queued, binaries = store.launch_plan_reads("p" * 64, ENV, keys_of)
+    assert text == "the plan"
+    assert records == {("k" * 64, "64x64"): rec.params}  # this env's record only
+    assert queued == {("j" * 64, "4")}
+    assert binaries == {rec.code_key: (cubin, "tf_pointwise_x")}
+    assert store.launch_plan_reads("missing", ENV, keys_of) is None
+    assert store.launch_plan_reads("p" * 64, ENV, lambda text: None) is None  # unreadable: re-planned
+    assert store.launch_plan_reads("p" * 64, ENV, lambda text: ([], []))[1:] == ({}, set(), {})
+    with store.engine.begin() as c:
+        c.execute(sa.update(BinaryRow).where(BinaryRow.code_key == rec.code_key).values(cubin=b"bad"))
+    assert store.launch_plan_reads("p" * 64, ENV, keys_of)[3] == {}  # a corrupt binary is never handed out
+    assert store.lookup(rec.kernel_key, rec.shape_key, ENV) is None  # and its record is quarantined

@@ -120,27 +120,29 @@ class Executor:
             return None
         env = rt.env
         key = launch_plan_key(self.fusion.fusion_id, bound.signature, out_sig, env.key)
-        text = self.cache.guard(lambda: store.get_launch_plan(key), None)
-        if text is None:
+        parsed: list[LaunchPlan] = []
+
+        def keys_of(text: str) -> tuple[list[str], list[str]] | None:
+            try:
+                parsed.append(LaunchPlan.from_json(text, len(self.fusion.nodes)))
+            except LaunchPlanError:
+                return None  # planned afresh; the new plan replaces it
+            return [k.kernel_key for k in parsed[0].kernels], [k.code_key for k in parsed[0].kernels if k.numel > 0]
+
+        found = self.cache.guard(lambda: store.launch_plan_reads(key, env, keys_of), None)
+        if found is None:
             return None
-        try:
-            launch = LaunchPlan.from_json(text, len(self.fusion.nodes))
-        except LaunchPlanError:
-            return None  # planned afresh; the new plan replaces it
-        kernels = [k for k in launch.kernels if k.numel > 0]  # the ones launched
-        records, queued = self.cache.guard(lambda: store.plan_lookup([k.kernel_key for k in launch.kernels], env),
-                                           ([], set()))
-        exact = {(r.kernel_key, r.shape_key): r for r in records}
+        _, records, queued, binaries = found
+        launch = parsed[0]
         for k in launch.kernels:
-            record = exact.get((k.kernel_key, k.shape_key))
-            if (k.chosen == "record") != (record is not None):
+            params = records.get((k.kernel_key, k.shape_key))
+            if (k.chosen == "record") != (params is not None):
                 return None  # tuned since, or its record is gone
-            if record is not None and record.params != k.params:
+            if params is not None and params != k.params:
                 kind = SchedulerKind(k.scheduler)
-                if params_from_dict(kind, record.params) != params_from_dict(kind, k.params):
+                if params_from_dict(kind, params) != params_from_dict(kind, k.params):
                     return None  # tuned again
-        binaries = self.cache.guard(lambda: store.get_binaries([k.code_key for k in kernels]), {})
-        if any(binaries.get(k.code_key, (b"", ""))[1] != k.kernel_name for k in kernels):
+        if any(binaries.get(k.code_key, (b"", ""))[1] != k.kernel_name for k in launch.kernels if k.numel > 0):
             return None
         hits = [(k.kernel_key, k.shape_key) for k in launch.kernels if k.chosen == "record"]
         waiting = [(k.kernel_key, k.shape_key) for k in launch.kernels if k.chosen != "record"]
