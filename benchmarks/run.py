@@ -166,8 +166,8 @@ def main() -> None:
         moved = nbytes(inputs) + nbytes(outs)
         rows.append({
             "copy_same_bytes_us": round(copy_us(moved), 1),
-            "case": label, "correct": bool(ok), "kernels": exe.plan.num_kernels,
-            "schedulers": [s.scheduler.value for s in exe.plan.segments],
+            "case": label, "correct": bool(ok), "kernels": len(exe.launch.kernels),
+            "schedulers": [k.scheduler for k in exe.launch.kernels],
             "tunefuse_us": round(tf_us, 1), "eager_us": round(eager_us, 1),
             "compile_us": None if compiled_us is None else round(compiled_us, 1),
             "tunefuse_bw_frac": round(moved / (tf_us * 1e-6) / 1e12 / bw, 3),

@@ -38,8 +38,9 @@ def zoo_case(name: str, dtype: DataType, rows: int, cols: int):  # noqa: ANN201
 
 def only_segment(fd, inputs):  # noqa: ANN001, ANN201
     """The plan's one segment (the cases swept here are one kernel each)."""
-    fd.execute(inputs)
-    (segment,) = next(iter(fd._runner.plans.values())).plan.segments
+    from tunefuse.plan import make_plan
+
+    (segment,) = make_plan(fd.fusion, inputs).segments
     return segment
 
 
