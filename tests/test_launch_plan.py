@@ -7,9 +7,11 @@ import json
 import numpy as np
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
 
 from cache_db.models import BinaryRow
 from fusion_zoo import ZOO, build, inputs_for
+from strategies import fusions
 from test_cache_store import ENV, OTHER_ENV, fusion_row, store  # noqa: F401 - the store fixture
 from test_frontend import ROOT
 from tunefuse import DataType
@@ -175,3 +177,11 @@ def test_a_kept_plan_and_its_checks_are_read_on_one_connection(store):
         c.execute(sa.update(BinaryRow).where(BinaryRow.code_key == rec.code_key).values(cubin=b"bad"))
     assert store.launch_plan_reads("p" * 64, ENV, keys_of)[3] == {}  # a corrupt binary is never handed out
     assert store.lookup(rec.kernel_key, rec.shape_key, ENV) is None  # and its record is quarantined
+
+
+@given(fusions(max_ops=8, dtypes=(DataType.Float, DataType.BFloat16, DataType.Half)))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+def test_any_fusions_launch_plan_reads_back_exactly(case):
+    fd, inputs = case
+    _, lp = launch_plan_for(fd, inputs)
+    assert LaunchPlan.from_json(lp.to_json(), len(fd.fusion.nodes)) == lp
