@@ -46,6 +46,18 @@ extern "C" __global__ void __launch_bounds__(TR * ROWS) k(const float* __restric
 
 COL = r"""
 template <int N> struct alignas(4 * N) Vec { float v[N]; };
+// STREAM 1: evict-first loads (ld.global.cs), as the generated kernels read data used once.
+__device__ __forceinline__ Vec<1> ldv(const Vec<1>* p) {
+  Vec<1> r; r.v[0] = STREAM ? __ldcs(reinterpret_cast<const float*>(p)) : *reinterpret_cast<const float*>(p); return r;
+}
+__device__ __forceinline__ Vec<2> ldv(const Vec<2>* p) {
+  const float2 t = STREAM ? __ldcs(reinterpret_cast<const float2*>(p)) : *reinterpret_cast<const float2*>(p);
+  Vec<2> r; r.v[0] = t.x; r.v[1] = t.y; return r;
+}
+__device__ __forceinline__ Vec<4> ldv(const Vec<4>* p) {
+  const float4 t = STREAM ? __ldcs(reinterpret_cast<const float4*>(p)) : *reinterpret_cast<const float4*>(p);
+  Vec<4> r; r.v[0] = t.x; r.v[1] = t.y; r.v[2] = t.z; r.v[3] = t.w; return r;
+}
 extern "C" __global__ void __launch_bounds__(TO * TR) k(const float* __restrict__ x, float* __restrict__ y, int n_red, int n_out) {
   const int to = threadIdx.x, tr = threadIdx.y;
   const int col = (blockIdx.x * TO + to) * V;
@@ -56,7 +68,7 @@ extern "C" __global__ void __launch_bounds__(TO * TR) k(const float* __restrict_
   if (col < n_out) {
     #pragma unroll UNROLL
     for (int r = r_lo + tr; r < r_hi; r += TR) {
-      Vec<V> a = *reinterpret_cast<const Vec<V>*>(x + (long long)r * n_out + col);
+      Vec<V> a = ldv(reinterpret_cast<const Vec<V>*>(x + (long long)r * n_out + col));
       for (int v = 0; v < V; ++v) acc[v] += a.v[v];
     }
   }
@@ -156,29 +168,30 @@ def main():
         transpose(x, copy_us)
     if "pointwise" in sys.argv:
         pointwise(x, copy_us, sm)
-    if "row" not in sys.argv:
-        return
-    print("-- row sum: TR ROWS UNROLL LOAD grid")
-    for tr, rows, unroll, load, bps in [
-        (256, 2, 4, "__ldg", 0), (256, 2, 4, "__ldcs", 0), (256, 2, 4, "__ldlu", 0), (1024, 1, 1, "__ldg", 0),
-        (512, 1, 2, "__ldg", 0), (128, 4, 8, "__ldg", 0), (32, 8, 8, "__ldg", 0), (32, 16, 8, "__ldg", 0),
-        (64, 8, 8, "__ldg", 0), (256, 2, 4, "__ldg", 4), (256, 2, 4, "__ldg", 8), (128, 4, 8, "__ldg", 8),
-        (512, 2, 2, "__ldg", 0), (256, 4, 4, "__ldg", 0)]:
-        k = kernel(ROW, TR=tr, ROWS=rows, UNROLL=unroll, LOAD=load)
-        grid = -(-R // rows) if bps == 0 else bps * sm
-        run = lambda: k((grid,), (tr, rows), (x, y, cp.int32(R), cp.int32(C)))  # noqa: E731
-        run()
-        ok = bool(cp.allclose(y, want_r, rtol=1e-3, atol=1e-2))
-        us = timed(run)
-        print(f"  {tr:5d} {rows:3d} {unroll:2d} {load:7s} grid {grid:5d}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+    if "row" in sys.argv:
+        print("-- row sum: TR ROWS UNROLL LOAD grid")
+        for tr, rows, unroll, load, bps in [
+            (256, 2, 4, "__ldg", 0), (256, 2, 4, "__ldcs", 0), (256, 2, 4, "__ldlu", 0), (1024, 1, 1, "__ldg", 0),
+            (512, 1, 2, "__ldg", 0), (128, 4, 8, "__ldg", 0), (32, 8, 8, "__ldg", 0), (32, 16, 8, "__ldg", 0),
+            (64, 8, 8, "__ldg", 0), (256, 2, 4, "__ldg", 4), (256, 2, 4, "__ldg", 8), (128, 4, 8, "__ldg", 8),
+            (512, 2, 2, "__ldg", 0), (256, 4, 4, "__ldg", 0)]:
+            k = kernel(ROW, TR=tr, ROWS=rows, UNROLL=unroll, LOAD=load)
+            grid = -(-R // rows) if bps == 0 else bps * sm
+            run = lambda: k((grid,), (tr, rows), (x, y, cp.int32(R), cp.int32(C)))  # noqa: E731
+            run()
+            ok = bool(cp.allclose(y, want_r, rtol=1e-3, atol=1e-2))
+            us = timed(run)
+            print(f"  {tr:5d} {rows:3d} {unroll:2d} {load:7s} grid {grid:5d}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
     if "col" not in sys.argv:
         return
-    print("-- column sum: TO TR V UNROLL SPLIT")
-    for to, tr, v, unroll, split in [
-        (32, 32, 1, 8, 1), (8, 128, 4, 8, 1), (8, 64, 4, 8, 1), (4, 128, 4, 8, 1), (4, 64, 4, 8, 1),
-        (16, 64, 4, 8, 1), (16, 32, 2, 8, 1), (8, 128, 4, 4, 1), (32, 32, 4, 4, 1), (8, 32, 4, 8, 4),
-        (8, 64, 4, 8, 2), (16, 32, 4, 8, 4), (32, 16, 4, 8, 8), (8, 128, 4, 8, 4)]:
-        k = kernel(COL, TO=to, TR=tr, V=v, UNROLL=unroll, SPLIT=split)
+    print("-- column sum: TO TR V UNROLL SPLIT STREAM (a split > 1 adds atomics and the zeroing of y, timed)")
+    for to, tr, v, unroll, split, stream in [
+        (32, 32, 1, 8, 1, 0), (32, 32, 1, 8, 1, 1), (8, 128, 4, 8, 1, 1), (8, 64, 4, 8, 1, 1),
+        (4, 128, 4, 8, 1, 1), (16, 64, 4, 8, 1, 1), (16, 32, 2, 8, 1, 1), (32, 32, 4, 4, 1, 1),
+        (32, 32, 1, 8, 2, 1), (32, 16, 1, 8, 2, 1), (32, 32, 1, 8, 4, 1), (8, 32, 4, 8, 4, 1),
+        (8, 64, 4, 8, 2, 1), (16, 32, 4, 8, 4, 1), (32, 16, 4, 8, 8, 1), (8, 128, 4, 8, 4, 1),
+        (16, 64, 4, 4, 2, 1), (32, 32, 2, 4, 2, 1)]:
+        k = kernel(COL, TO=to, TR=tr, V=v, UNROLL=unroll, SPLIT=split, STREAM=stream)
         grid = (-(-C // (to * v)), split)
         def run(k=k, grid=grid, to=to, tr=tr, split=split):
             if split > 1:
@@ -187,7 +200,8 @@ def main():
         run()
         ok = bool(cp.allclose(yc, want_c, rtol=1e-3, atol=1e-2))
         us = timed(run)
-        print(f"  {to:3d} {tr:4d} {v} {unroll} {split}: grid {grid}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+        print(f"  {to:3d} {tr:4d} {v} {unroll} {split} {stream}: grid {grid}: {us:6.1f} us  "
+              f"{read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
 
 
 def pointwise(x, copy_us, sm):

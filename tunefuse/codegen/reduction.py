@@ -311,6 +311,13 @@ class _Emitter:
             self.w(f"{indent}}}")
         if lanes > 1 or not shuffle:
             slot = "(tr >> 5)" if shuffle else "tr"
+
+            def at(k: str) -> str:
+                """A partial's shared-memory cell: a warp's lanes in consecutive words. An
+                outer layout's lanes are its outputs (`to`): to-major cells would put a warp's
+                32 lanes in one bank, a 32-way conflict at every level of the tree."""
+                return f"({k}) * {rows} + to" if not self.p.inner else f"to * {lanes} + {k}"
+
             for f_ in fields:
                 sfx = f"_{f_}" if f_ else ""
                 self.w(f"{indent}__shared__ {t} sm{acc.index}{sfx}[{rows * lanes}];")
@@ -318,7 +325,7 @@ class _Emitter:
             self.w(f"{indent}if ({cond}) {{")
             for f_ in fields:
                 sfx, dot = (f"_{f_}", f".{f_}") if f_ else ("", "")
-                self.w(f"{indent}  sm{acc.index}{sfx}[to * {lanes} + {slot}] = {a}{dot};")
+                self.w(f"{indent}  sm{acc.index}{sfx}[{at(slot)}] = {a}{dot};")
             self.w(f"{indent}}}")
             self.w(f"{indent}__syncthreads();")
             if shuffle:
@@ -327,20 +334,21 @@ class _Emitter:
             self.w(f"{indent}for (int s = {lanes // 2 if lanes > 1 else 0}; s > 0; s >>= 1) {{")
             self.w(f"{indent}  if ({slot} < s) {{")
             if acc.family == "welford":
-                self.w(f"{indent}    TfWelford<{t}> x{{sm{acc.index}_mean[to * {lanes} + {slot}], sm{acc.index}_m2[to * {lanes} + {slot}], sm{acc.index}_n[to * {lanes} + {slot}]}};")
-                self.w(f"{indent}    TfWelford<{t}> y{{sm{acc.index}_mean[to * {lanes} + {slot} + s], sm{acc.index}_m2[to * {lanes} + {slot} + s], sm{acc.index}_n[to * {lanes} + {slot} + s]}};")
+                here, there = at(slot), at(f"{slot} + s")
+                self.w(f"{indent}    TfWelford<{t}> x{{sm{acc.index}_mean[{here}], sm{acc.index}_m2[{here}], sm{acc.index}_n[{here}]}};")
+                self.w(f"{indent}    TfWelford<{t}> y{{sm{acc.index}_mean[{there}], sm{acc.index}_m2[{there}], sm{acc.index}_n[{there}]}};")
                 self.w(f"{indent}    TfWelford<{t}> z = tf_welford_merge<{t}>(x, y);")
                 for f_ in fields:
-                    self.w(f"{indent}    sm{acc.index}_{f_}[to * {lanes} + {slot}] = z.{f_};")
+                    self.w(f"{indent}    sm{acc.index}_{f_}[{here}] = z.{f_};")
             else:
-                cell = f"sm{acc.index}[to * {lanes} + {slot}]"
-                self.w(f"{indent}    {cell} = {_combine(acc, cell, f'sm{acc.index}[to * {lanes} + {slot} + s]')};")
+                cell, other = f"sm{acc.index}[{at(slot)}]", f"sm{acc.index}[{at(slot + ' + s')}]"
+                self.w(f"{indent}    {cell} = {_combine(acc, cell, other)};")
             self.w(f"{indent}  }}")
             self.w(f"{indent}  __syncthreads();")
             self.w(f"{indent}}}")
             for f_ in fields:
                 sfx, dot = (f"_{f_}", f".{f_}") if f_ else ("", "")
-                self.w(f"{indent}{a}{dot} = sm{acc.index}{sfx}[to * {lanes}];")
+                self.w(f"{indent}{a}{dot} = sm{acc.index}{sfx}[{at('0')}];")
             self.w(f"{indent}__syncthreads();")
 
     def gather_warp_partials(self, acc: _Accumulator, indent: str, lanes: int) -> None:
