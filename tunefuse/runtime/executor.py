@@ -15,7 +15,7 @@ import numpy as np
 
 from tunefuse.arrays import Device, framework_of
 from tunefuse.cache import signature_json
-from tunefuse.codegen import KernelSource, generate
+from tunefuse.codegen import generate
 from tunefuse.compiler import compile_kernel
 from tunefuse.dtypes import DataType
 from tunefuse.errors import ExecutionError
