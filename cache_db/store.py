@@ -520,7 +520,7 @@ class CacheStore:
             if not self._later:
                 return
         with self._writing_counts(utcnow()):
-            pass
+            pass  # nothing besides the counts: _writing_counts writes them as the block ends
 
     @contextlib.contextmanager
     def _writing_counts(self, now: dt.datetime, extra: Iterable[tuple[str, str, str, str]] = ()):  # noqa: ANN202

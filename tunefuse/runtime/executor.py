@@ -6,6 +6,7 @@ with every size and stride argument packed when the plan was made.
 
 from __future__ import annotations
 
+import functools
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -79,7 +80,7 @@ class ExecutablePlan:
     def fixed_scalars(self) -> tuple:
         return self.launch.fixed_scalars
 
-    @property
+    @functools.cached_property
     def host_scalar_nodes(self) -> tuple:
         return tuple(self.fusion.nodes[i] for i in self.launch.host_nodes)  # type: ignore[attr-defined]
 
@@ -144,11 +145,10 @@ class Executor:
                     return None  # tuned again
         if any(binaries.get(k.code_key, (b"", ""))[1] != k.kernel_name for k in launch.kernels if k.numel > 0):
             return None
-        hits = [(k.kernel_key, k.shape_key) for k in launch.kernels if k.chosen == "record"]
-        waiting = [(k.kernel_key, k.shape_key) for k in launch.kernels if k.chosen != "record"]
-        jobs = [(self.fusion.fusion_id, index, k.kernel_key, k.shape_key, signature_json(bound.signature))
-                for index, k in enumerate(launch.kernels) if k.chosen != "record" and (k.kernel_key, k.shape_key) not in queued]
-        store.count_later(env, hits=hits, queued=[w for w in waiting if w in queued])
+        hits, repeats, jobs = self._tuning_bookkeeping(
+            [(k.kernel_key, k.shape_key, k.chosen) for k in launch.kernels], queued, bound)
+        if hits or repeats:
+            store.count_later(env, hits=hits, queued=repeats)
         if jobs:
             fusion = (self.fusion.fusion_id, self.fusion.to_json(), self.name)
             self.cache.guard(lambda: store.note_plan(env, fusion=fusion, jobs=jobs), None)
@@ -175,9 +175,9 @@ class Executor:
         sources = [generate(seg, params, rt.info, dtypes) for seg, (params, _) in zip(plan.segments, chosen)]
         code_keys = [source_key(src.source, rt.info.arch, COMPILE_OPTIONS) for src in sources]
         binaries = self.cache.guard(lambda: store.get_binaries(code_keys), {}) if store is not None else {}
-        new_binaries, hits, jobs, repeats = [], [], [], []
+        new_binaries = []
         recipes = []
-        for index, (seg, (params, how), source, code_key) in enumerate(zip(plan.segments, chosen, sources, code_keys)):
+        for seg, (params, how), source, code_key in zip(plan.segments, chosen, sources, code_keys):
             cached = binaries.get(code_key)
             if source.name in self.precompiled:
                 cached = (self.precompiled[source.name], source.name)
@@ -190,16 +190,10 @@ class Executor:
                 from_cache = False
                 new_binaries.append((code_key, compiled.cubin, source.name, rt.info.arch, compiled.nvrtc_version,
                                      source.source))
-            if how == "record":
-                hits.append((seg.kernel_key, seg.shape_key))
-            elif how != "source" and bound is not None:
-                if (seg.kernel_key, seg.shape_key) in queued:
-                    repeats.append((seg.kernel_key, seg.shape_key))
-                else:
-                    jobs.append((self.fusion.fusion_id, index, seg.kernel_key, seg.shape_key,
-                                 signature_json(bound.signature)))
             launch = kernel_launch(seg, source, params, how, code_key)
             recipes.append(_recipe(launch, rt.kernel(source.name, compiled.cubin), compiled.compile_ms, not from_cache))
+        hits, repeats, jobs = self._tuning_bookkeeping(
+            [(seg.kernel_key, seg.shape_key, how) for seg, (_, how) in zip(plan.segments, chosen)], queued, bound)
         launch_plan = LaunchPlan.of(plan, [r.launch for r in recipes])
         stored = None
         if store is not None and bound is not None and self._persists():
@@ -215,6 +209,25 @@ class Executor:
             self.cache.guard(lambda: store.note_plan(env, fusion=fusion, binaries=new_binaries, jobs=jobs,
                                                      launch_plan=stored), None)
         return ExecutablePlan(self.fusion, launch_plan, recipes, plan)
+
+    def _tuning_bookkeeping(self, kernels: list[tuple[str, str, str]], queued: set[tuple[str, str]],
+                            bound) -> tuple[list, list, list]:  # noqa: ANN001
+        """What a plan's kernels (kernel_key, shape_key, how their params were chosen) leave
+        for the daemon: hits on the tuned records used, repeats of kernels already queued, and
+        a tuning job (fusion, segment index, kernel, shape, signature JSON) for every other
+        kernel whose params did not come from a record or the caller."""
+        hits, repeats, jobs = [], [], []
+        signature = None
+        for index, (kernel_key, shape_key, how) in enumerate(kernels):
+            if how == "record":
+                hits.append((kernel_key, shape_key))
+            elif how != "source" and bound is not None:
+                if (kernel_key, shape_key) in queued:
+                    repeats.append((kernel_key, shape_key))
+                else:
+                    signature = signature or signature_json(bound.signature)
+                    jobs.append((self.fusion.fusion_id, index, kernel_key, shape_key, signature))
+        return hits, repeats, jobs
 
     def choose_params(self, segment: Segment, rt: Runtime, records=()) -> tuple[object, str]:  # noqa: ANN001
         """(params, how): an explicit source ("source"), the cache's exact record
