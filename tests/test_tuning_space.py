@@ -83,3 +83,26 @@ def test_a_transpose_with_nothing_to_tile_is_tuned_as_its_pointwise_kernel():
         ks = generate(seg, params, H100, dtypes)
         compiled.add(compile_kernel(ks.source, ks.name, "sm_90").cubin)
     assert len(compiled) == len(space["pointwise.block_size"].choices)
+
+
+def test_loads_are_evict_first_by_default_only_where_the_kernel_writes_little():
+    """`evict_first` is a tunable flag; its default follows what was measured (a reduction
+    reads much and writes little: evict-first; a full-size output: the default policy), and
+    the flag alone decides whether the kernel streams its loads."""
+    expected = {"row_sum": True, "col_sum": True, "bias_gelu": False, "softmax": False,
+                "layernorm": False, "rmsnorm": False, "transpose2d": False}
+    for name, evict_first in expected.items():
+        fd = build(ZOO[name], DataType.Float)
+        plan = fd.plan(inputs_for(fd, 256, 512, np.random.default_rng(0)))
+        dtypes = {b.id: b.dtype for b in plan.buffers}
+        (seg,) = plan.segments
+        sched = scheduler_for(seg.scheduler)
+        default = sched.default_params(seg, H100)
+        assert default.evict_first is evict_first, name
+        assert "evict_first" in sched.search_space(seg, H100)
+        for flag in (True, False):
+            source = generate(seg, with_values(default, {"evict_first": flag}), H100, dtypes).source
+            body = source.split("end of preamble", 1)[1]
+            assert ("tf_ld_stream(" in body) is flag, (name, flag)
+        why = sched.is_valid(seg, H100, with_values(default, {"evict_first": 1}))
+        assert why is not None and "evict_first" in why

@@ -55,7 +55,7 @@ class _PointwiseEmitter:
             k for k, ld in enumerate(segment.loads)
             if self.vec > 1 and ld.offset.is_affine and coeff(ld.offset, segment, self.last) == 1
         }
-        self.streamed = {k for k in range(len(segment.loads)) if moves_with_every_dim(segment, k)}
+        self.streamed = {k for k in range(len(segment.loads)) if p.evict_first and moves_with_every_dim(segment, k)}
         stored = segment.stored_buffers
         # 2-D: loads that stay put along the outer dims are read once a thread, before the loop.
         self.hoisted = {

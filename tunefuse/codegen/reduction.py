@@ -145,7 +145,7 @@ class _Emitter:
         passes = self.phases_reading()
         self.streamed = {
             k for k in range(len(segment.loads))
-            if moves_with_every_dim(segment, k) and (self.cache or passes.get(k, 0) <= 1)
+            if p.evict_first and moves_with_every_dim(segment, k) and (self.cache or passes.get(k, 0) <= 1)
         }
         # With the row cached, an input lives in registers across the phases only when more
         # than one phase reads it; one read in a single phase (a norm's weight, read by the

@@ -50,7 +50,7 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
         ld = segment.loads[k]
         vt = f"TfVec<{ld.dtype.cuda}, {vec}>"
         offset = render_affine(ld.offset, "L", k, lambda j: f"i{j}", it)
-        lines.append(f"        const {vt} v{k} = {load_text(ld.buffer, offset, moves_with_every_dim(segment, k), vt)};")
+        lines.append(f"        const {vt} v{k} = {load_text(ld.buffer, offset, p.evict_first and moves_with_every_dim(segment, k), vt)};")
 
     def var_name(j: int) -> str:
         return f"(i{j} + e)" if j == b and vec > 1 else f"i{j}"
@@ -60,7 +60,7 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
             return f"v{k}.v[e]"
         ld = segment.loads[k]
         offset = render_affine(ld.offset, "L", k, var_name, it)
-        return load_text(ld.buffer, offset, moves_with_every_dim(segment, k))
+        return load_text(ld.buffer, offset, p.evict_first and moves_with_every_dim(segment, k))
 
     lines.append("        #pragma unroll")
     lines.append(f"        for (int e = 0; e < {vec}; ++e) {{")

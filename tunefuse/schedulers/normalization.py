@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers import reduction
+from tunefuse.schedulers.common import evict_first_pays
 from tunefuse.segment import Segment
 
 
@@ -22,11 +23,12 @@ class Params:
     elements_per_thread: int = 8
     vector: int = 1
     unroll: int = 1  # without cache_row: chunks of each re-read unrolled (loads in flight)
+    evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
 
     def as_reduction(self) -> reduction.Params:
         """The reduction layout these params share with the reduction scheduler."""
         return reduction.Params(self.threads_r, self.rows_per_block, self.inner,
-                                self.blocks_per_sm, self.vector, self.unroll)
+                                self.blocks_per_sm, self.vector, self.unroll, self.evict_first)
 
 
 MAX_CACHED_ELEMENTS = 32  # per thread and cached input: beyond this, registers spill
@@ -49,8 +51,8 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     # One block per `rows` rows, no grid-stride (blocks_per_sm 0): softmax 8192x4096 fp32
     # 95.7 -> 94.1 us, layernorm 95.8 -> 95.3 against 32 blocks an SM (benchmarks/sweep.py).
     if ept <= MAX_CACHED_ELEMENTS:
-        return Params(threads, rows, True, 0, True, ept, vector, 1)
-    return Params(min(threads, 512), 1, True, 0, False, vector, vector, 4)
+        return Params(threads, rows, True, 0, True, ept, vector, 1, evict_first_pays(segment))
+    return Params(min(threads, 512), 1, True, 0, False, vector, vector, 4, evict_first_pays(segment))
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
@@ -80,6 +82,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "vector": optuna.distributions.CategoricalDistribution(
             [v for v in (1, 2, 4, 8) if reduction.max_vector(segment) % v == 0]),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
+        "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
     }
 
 

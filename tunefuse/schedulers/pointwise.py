@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.schedulers.common import grid_cap, max_vector
+from tunefuse.schedulers.common import evict_first_error, evict_first_pays, grid_cap, max_vector
 from tunefuse.segment import Segment
 
 
@@ -20,6 +20,7 @@ class Params:
     unroll: int = 1
     blocks_per_sm: int = 8  # grid cap: blocks_per_sm * SM count blocks; 0: no cap (one pass, no striding)
     split: int = 0  # 0: flat; s >= 1: dims [0, s) outer (grid y), dims [s, rank) inner (x)
+    evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
 
 
 def block_shape(segment: Segment, p: Params) -> tuple[int, int]:
@@ -46,10 +47,11 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     block = min(256, device.max_threads_per_block)
     while block > 64 and groups < block * device.sm_count * 2:
         block //= 2
-    flat = Params(block_size=block, vector=vector, unroll=1, blocks_per_sm=0)
+    evict_first = evict_first_pays(segment)
+    flat = Params(block_size=block, vector=vector, unroll=1, blocks_per_sm=0, evict_first=evict_first)
     if len(segment.extents) < 2:
         return flat
-    two_d = Params(block_size=block, vector=vector, unroll=1, blocks_per_sm=0, split=1)
+    two_d = Params(block_size=block, vector=vector, unroll=1, blocks_per_sm=0, split=1, evict_first=evict_first)
     inner_groups = math.prod(segment.extents[1:]) // vector
     x, _ = block_shape(segment, two_d)
     covered = -(-inner_groups // x) * x
@@ -66,7 +68,7 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return "unroll / blocks_per_sm"
     if p.split < 0 or (p.split and p.split >= len(segment.extents)):
         return f"split {p.split} (0 to {max(0, len(segment.extents) - 1)} here)"
-    return None
+    return evict_first_error(p)
 
 
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
@@ -79,6 +81,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 2, 4, 8, 16, 32]),
         "split": optuna.distributions.CategoricalDistribution(list(range(max(1, len(segment.extents))))),
+        "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
     }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.schedulers.common import coeff, grid_cap, vector_fits
+from tunefuse.schedulers.common import coeff, evict_first_error, evict_first_pays, grid_cap, vector_fits
 from tunefuse.segment import Segment
 
 
@@ -21,6 +21,7 @@ class Params:
     blocks_per_sm: int = 32  # grid cap: blocks_per_sm * SM count blocks; 0: one block per rows_per_block rows
     vector: int = 1  # consecutive reduced elements a thread loads at once
     unroll: int = 1  # chunks of the strided loop unrolled, so that their loads are in flight together
+    evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
 
 
 def max_vector(segment: Segment) -> int:
@@ -74,14 +75,14 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         while threads_r < 512 and threads_r * vector * 4 < n_red:
             threads_r *= 2
         rows = max(1, min(512 // threads_r, 8))
-        return Params(threads_r, rows, True, 32, vector, 4)
+        return Params(threads_r, rows, True, 32, vector, 4, evict_first_pays(segment))
     # Strided reductions: outputs along x for coalescing, 32 threads along the reduction,
     # 8 chunks in flight: 59.5 us, the best of 510 points (64 x 16 threads: 65.9).
     threads_r = 1
     while threads_r < 32 and threads_r * 64 < n_red:
         threads_r *= 2
     rows = 32 if n_out >= 32 else 16 if n_out >= 16 else 8
-    return Params(threads_r, rows, False, 32, 1, 8)
+    return Params(threads_r, rows, False, 32, 1, 8, evict_first_pays(segment))
 
 
 def block_threads(p: Params) -> int:
@@ -101,7 +102,7 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return f"unroll {p.unroll} (1, 2, 4 or 8)"
     if p.blocks_per_sm < 0:
         return f"blocks_per_sm {p.blocks_per_sm} (0: no cap, else at least 1)"
-    return None
+    return evict_first_error(p)
 
 
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
@@ -114,6 +115,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 4, 8, 16, 32, 64]),
         "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_vector(segment) % v == 0]),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
+        "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
     }
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers import pointwise
-from tunefuse.schedulers.common import coeff, vector_fits
+from tunefuse.schedulers.common import coeff, evict_first_error, evict_first_pays, vector_fits
 from tunefuse.segment import Segment
 
 
@@ -20,6 +20,7 @@ class Params:
     padding: int = 1
     pointwise: pointwise.Params = pointwise.Params()
     vector: int = 1  # consecutive elements a thread reads (along the read dim) and writes (along the write dim)
+    evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
 
 
 def tiled_dims(segment: Segment) -> tuple[int, int] | None:
@@ -68,8 +69,10 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     outputs may not have the shared memory for it: then 32 x 32, one element a thread."""
     if tiled_dims(segment) is None:
         return Params(tile=0, pointwise=pointwise.default_params(segment, device))
-    wide = Params(tile=64, block_rows=16, padding=1, vector=max_tile_vector(segment))
-    return wide if is_valid(segment, device, wide) is None else Params(tile=32, block_rows=8, padding=1)
+    evict_first = evict_first_pays(segment)
+    wide = Params(tile=64, block_rows=16, padding=1, vector=max_tile_vector(segment), evict_first=evict_first)
+    return wide if is_valid(segment, device, wide) is None else Params(
+        tile=32, block_rows=8, padding=1, evict_first=evict_first)
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
@@ -86,7 +89,7 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     smem = len(segment.stores) * p.tile * (p.tile + p.padding) * 8
     if smem > device.shared_per_block:
         return f"{smem} bytes of shared memory"
-    return None
+    return evict_first_error(p)
 
 
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
@@ -101,6 +104,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "block_rows": optuna.distributions.CategoricalDistribution([2, 4, 8, 16, 32]),
         "padding": optuna.distributions.CategoricalDistribution([0, 1, 2]),
         "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_tile_vector(segment) % v == 0]),
+        "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
     }
 
 

@@ -1,0 +1,79 @@
+"""A heuristic change measured before it is made (GPU): the default params of a benchmark
+case against variants of them, timed alternately with benchmarks/run.py's `timed`.
+
+    python3 benchmarks/ab.py bias_gelu float 8192 4096 evict_first=False [vector=2,unroll=2 ...] [--rounds=5]
+
+Each variant is a comma-separated list of name=value changes to the default params. The
+rounds alternate default, variant 1, variant 2, ...: drift hits them all alike.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import statistics
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from run import timed  # noqa: E402
+from sweep import only_segment, zoo_case  # noqa: E402
+from tunefuse import DataType  # noqa: E402
+from tunefuse.runtime.device import runtime  # noqa: E402
+from tunefuse.runtime.executor import Executor  # noqa: E402
+from tunefuse.schedulers import scheduler_for, with_values  # noqa: E402
+
+
+def variant(segment, device, default, spec: str):  # noqa: ANN001, ANN201
+    """The default params with the `name=value,...` changes of `spec` (values as the search
+    space spells them); SystemExit naming the change that is not in the space or not valid."""
+    sched = scheduler_for(segment.scheduler)
+    space = sched.search_space(segment, device)
+    changes = {}
+    for item in spec.split(","):
+        name, _, text = item.partition("=")
+        if name not in space:
+            raise SystemExit(f"{name} is not a parameter of {segment.scheduler.value}: {sorted(space)}")
+        by_text = {str(c): c for c in space[name].choices}
+        if text not in by_text:
+            raise SystemExit(f"{name}={text}: choose one of {sorted(by_text)}")
+        changes[name] = by_text[text]
+    params = with_values(default, changes)
+    why = sched.is_valid(segment, device, params)
+    if why is not None:
+        raise SystemExit(f"{spec}: not valid here ({why})")
+    return params
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+    if len(args) < 5:
+        raise SystemExit(__doc__)
+    name, dtype_name, rows, cols = args[0], args[1], int(args[2]), int(args[3])
+    rounds = int(opts.get("rounds", 5))
+    fd, inputs = zoo_case(name, DataType(dtype_name), rows, cols)
+    segment = only_segment(fd, inputs)
+    device = runtime(0).info
+    default = scheduler_for(segment.scheduler).default_params(segment, device)
+    runs = {"default": Executor(fd.fusion, params_source=lambda s, d: default)}
+    for spec in args[4:]:
+        params = variant(segment, device, default, spec)
+        runs[spec] = Executor(fd.fusion, params_source=lambda s, d, p=params: p)
+    want = runs["default"].run(inputs)[0].float()
+    for label, ex in runs.items():
+        got = ex.run(inputs)[0].float()
+        if not bool((got - want).abs().max() <= 1e-3 * (1 + want.abs().max())):
+            raise SystemExit(f"{label}: a different result than the default's")
+    times: dict[str, list[float]] = {label: [] for label in runs}
+    for _ in range(rounds):
+        for label, ex in runs.items():
+            times[label].append(timed(lambda ex=ex: ex.run(inputs)))
+    print(f"{name} {dtype_name} {rows}x{cols}, default {default}")
+    for label, ts in times.items():
+        print(f"  {label:40s} median {statistics.median(ts):7.1f} us of {[round(t, 1) for t in ts]}")
+
+
+if __name__ == "__main__":
+    main()
