@@ -1,9 +1,11 @@
 """A heuristic change measured before it is made (GPU): the default params of a benchmark
 case against variants of them, timed alternately with benchmarks/run.py's `timed`.
 
-    python3 benchmarks/ab.py bias_gelu float 8192 4096 evict_first=False [vector=2,unroll=2 ...] [--rounds=5]
+    python3 benchmarks/ab.py bias_gelu float 8192x4096 evict_first=False [vector=2,unroll=2 ...] [--rounds=5]
+    python3 benchmarks/ab.py transpose_with_views float 768x128x64 pointwise.unroll=2
 
-Each variant is a comma-separated list of name=value changes to the default params. The
+CASE is a tests/fusion_zoo.py case (SHAPE rows x cols) or a fusion of examples/seed_fusions.py
+(SHAPE its input's). Each variant is a comma-separated list of name=value changes to the default params. The
 rounds alternate default, variant 1, variant 2, ...: drift hits them all alike.
 """
 
@@ -17,9 +19,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import torch  # noqa: E402
 from run import timed  # noqa: E402
 from sweep import only_segment, zoo_case  # noqa: E402
+from fusion_zoo import ZOO  # noqa: E402
 from tunefuse import DataType  # noqa: E402
+from tunefuse.fusion_file import load_fusion_file  # noqa: E402
 from tunefuse.runtime.device import runtime  # noqa: E402
 from tunefuse.runtime.executor import Executor  # noqa: E402
 from tunefuse.schedulers import scheduler_for, with_values  # noqa: E402
@@ -46,19 +51,30 @@ def variant(segment, device, default, spec: str):  # noqa: ANN001, ANN201
     return params
 
 
+def case(name: str, dtype: DataType, shape: tuple[int, ...]):  # noqa: ANN201
+    """(fusion definition, torch inputs): a fusion_zoo case, or a seed fusion of one input."""
+    if name in ZOO:
+        return zoo_case(name, dtype, *shape)
+    seeds = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
+    if name not in seeds:
+        raise SystemExit(f"{name}: neither a fusion_zoo case {sorted(ZOO)} nor a seed fusion {sorted(seeds)}")
+    tdtype = {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}[dtype]
+    return seeds[name].build(), [torch.randn(*shape, device="cuda").to(tdtype)]
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
-    if len(args) < 5:
+    if len(args) < 4:
         raise SystemExit(__doc__)
-    name, dtype_name, rows, cols = args[0], args[1], int(args[2]), int(args[3])
+    name, dtype_name, shape_text = args[0], args[1], args[2]
     rounds = int(opts.get("rounds", 5))
-    fd, inputs = zoo_case(name, DataType(dtype_name), rows, cols)
+    fd, inputs = case(name, DataType(dtype_name), tuple(int(n) for n in shape_text.split("x")))
     segment = only_segment(fd, inputs)
     device = runtime(0).info
     default = scheduler_for(segment.scheduler).default_params(segment, device)
     runs = {"default": Executor(fd.fusion, params_source=lambda s, d: default)}
-    for spec in args[4:]:
+    for spec in args[3:]:
         params = variant(segment, device, default, spec)
         runs[spec] = Executor(fd.fusion, params_source=lambda s, d, p=params: p)
     want = runs["default"].run(inputs)[0].float()
@@ -70,7 +86,7 @@ def main() -> None:
     for _ in range(rounds):
         for label, ex in runs.items():
             times[label].append(timed(lambda ex=ex: ex.run(inputs)))
-    print(f"{name} {dtype_name} {rows}x{cols}, default {default}")
+    print(f"{name} {dtype_name} {shape_text}, default {default}")
     for label, ts in times.items():
         print(f"  {label:40s} median {statistics.median(ts):7.1f} us of {[round(t, 1) for t in ts]}")
 

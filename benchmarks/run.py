@@ -2,6 +2,7 @@
 bandwidth, in one run. CUDA events after warm-up, medians, L2 flushed between repetitions.
 
     python3 benchmarks/run.py --out DIR     # writes DIR/bench.json and DIR/bench.md
+    python3 benchmarks/run.py --tune 40 --cases gelu transpose_with_views --out DIR   # some cases, tuned
 """
 
 from __future__ import annotations
@@ -126,10 +127,15 @@ def main() -> None:
     ap.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     ap.add_argument("--tune", type=int, default=0, metavar="TRIALS",
                     help="also tune each case with this many trials and time the tuned kernels")
+    ap.add_argument("--cases", nargs="*", default=[],
+                    help="only the cases whose label contains one of these (a tuned run of all of them "
+                         "outlasts one 10-minute device call)")
     args = ap.parse_args()
     bw = copy_bandwidth()
     rows = []
     for label, fd, inputs in cases():
+        if args.cases and not any(c in label for c in args.cases):
+            continue
         base = label.split()[0]
         ref_fn = torch_of(base if base in ZOO or base.startswith("gelu") else "transpose_with_views")
         if base == "transpose_with_views":

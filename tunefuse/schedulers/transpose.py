@@ -68,7 +68,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     `benchmarks/sweep.py transpose2d float 8192 4096 padding=1`). Kernels with several
     outputs may not have the shared memory for it: then 32 x 32, one element a thread."""
     if tiled_dims(segment) is None:
-        return Params(tile=0, pointwise=pointwise.default_params(segment, device))
+        return Params(tile=0, pointwise=pointwise.default_params(segment, device), evict_first=evict_first_pays(segment))
     evict_first = evict_first_pays(segment)
     wide = Params(tile=64, block_rows=16, padding=1, vector=max_tile_vector(segment), evict_first=evict_first)
     return wide if is_valid(segment, device, wide) is None else Params(
