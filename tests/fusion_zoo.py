@@ -58,6 +58,18 @@ def transpose2d(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
     fd.add_output(fd.ops.set(fd.ops.permute(x, dims=[1, 0])))
 
 
+def shared_costly_values(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
+    """exp(x) and tanh(x) each summed by one pass and used again by the outputs: a cached-row
+    kernel keeps both in registers (not in ZOO: a codegen case, not a benchmark)."""
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    xf = fd.ops.cast(x, DataType.Float)
+    e = fd.ops.exp(fd.ops.sub(xf, fd.ops.max(xf, dims=[1], keepdim=True)))
+    t = fd.ops.tanh(xf)
+    y = fd.ops.add(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)),
+                   fd.ops.mul(t, fd.ops.sum(t, dims=[1], keepdim=True)))
+    fd.add_output(fd.ops.cast(y, dtype))
+
+
 def build(define, dtype: DataType) -> FusionDefinition:  # noqa: ANN001
     with FusionDefinition() as fd:
         define(fd, dtype)

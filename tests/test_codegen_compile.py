@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fusion_zoo import ZOO, build, inputs_for
+from fusion_zoo import ZOO, build, inputs_for, shared_costly_values
 from strategies import fusions
 from test_frontend import ROOT
 from tunefuse import DataType, FusionDefinition
@@ -155,3 +155,28 @@ def test_random_fusions_compile_at_random_valid_params(case, rnd):
             if sched.is_valid(seg, device, params) is None:
                 ks = generate(seg, params, device, dtypes)
                 assert compile_kernel(ks.source, ks.name, "sm_90").cubin
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_cached_row_computes_each_costly_value_once(arch):
+    """Softmax's exp(x - max) is summed by one pass and divided by the sum in the output pass:
+    with the row in registers it is kept there, one exp an element; re-reading the row, it is
+    computed in both passes (nothing to keep it in). GPU: tests/test_gpu_execute.py checks the
+    values against the reference."""
+    device = PROFILES[arch]
+    for define, costly in [(ZOO["softmax"], ["tf_exp("]), (shared_costly_values, ["tf_exp(", "tf_tanh("])]:
+        fd = build(define, DataType.BFloat16)
+        plan = fd.plan(inputs_for(fd, 64, 4096, np.random.default_rng(0)))
+        (seg,) = plan.segments
+        dtypes = {b.id: b.dtype for b in plan.buffers}
+        sched = scheduler_for(seg.scheduler)
+        cached = sched.default_params(seg, device)
+        assert cached.cache_row
+        for params, once in [(cached, True), (with_values(cached, {"cache_row": False, "elements_per_thread": cached.vector}), False)]:
+            assert sched.is_valid(seg, device, params) is None
+            ks = generate(seg, params, device, dtypes)
+            body = ks.source.split("end of preamble", 1)[1]
+            for call in costly:
+                assert body.count(call) == (1 if once else 2), (define.__name__, call, params)
+            assert ("kv0[" in body) is once
+            assert compile_kernel(ks.source, ks.name, arch).cubin

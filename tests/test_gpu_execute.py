@@ -226,3 +226,13 @@ def test_views_only_run_no_kernel_and_alias_the_input():
 def test_random_fusions(case):
     fd, inputs = case
     check(fd, inputs, tol_scale=20)
+
+
+@pytest.mark.parametrize("rows, cols", [(64, 96), (7, 1000), (33, 4096)])
+def test_values_kept_across_passes(rows, cols, rng):
+    """A cached row keeps exp(x - max) and tanh(x) in registers for the output pass."""
+    from fusion_zoo import shared_costly_values
+
+    for dtype in (DataType.Float, DataType.BFloat16):
+        fd = build(shared_costly_values, dtype)
+        check(fd, inputs_for(fd, rows, cols, rng), tol_scale=2, at_least=DataType.Float)

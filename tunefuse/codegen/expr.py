@@ -152,6 +152,10 @@ class ExprRenderer:
         # A name holding 1 / divisor when the caller computed it once for many elements
         # (a reduction's result inside its row's loop); None: divide.
         self.reciprocal_of: Callable[[Expr], str | None] = lambda divisor: None
+        # A value an earlier pass over the same elements kept in a register: its name, or
+        # None to compute it. And where this pass keeps a value for a later one, or None.
+        self.kept: Callable[[Expr], str | None] = lambda e: None
+        self.keep: Callable[[Expr], str | None] = lambda e: None
 
     def dtype(self, e: Expr) -> DataType:
         return expr_dtype(e, self.segment.loads, self.segment.scalars)
@@ -167,7 +171,12 @@ class ExprRenderer:
         key = id(e)
         if key in self.memo:
             return self.memo[key]
-        text = self._value(e)
+        text = self.kept(e)
+        if text is None:
+            text = self._value(e)
+            slot = self.keep(e)
+            if slot is not None:
+                self.emit(f"{slot} = {text};")
         self.memo[key] = text
         return text
 

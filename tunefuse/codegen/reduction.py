@@ -63,6 +63,22 @@ def _post_order(roots: list[Expr]) -> list[Expr]:
     return out
 
 
+# Element ops worth a register a cached element to compute once rather than in two passes.
+_COSTLY = frozenset({
+    OpKind.EXP, OpKind.EXP2, OpKind.EXPM1, OpKind.LOG, OpKind.LOG2, OpKind.LOG1P, OpKind.SQRT,
+    OpKind.RSQRT, OpKind.SIN, OpKind.COS, OpKind.TAN, OpKind.TANH, OpKind.SIGMOID, OpKind.SILU,
+    OpKind.GELU, OpKind.ERF, OpKind.ERFC, OpKind.POW, OpKind.ATAN2, OpKind.DIV, OpKind.TRUEDIV,
+    OpKind.FMOD, OpKind.REMAINDER,
+})
+MAX_KEPT_VALUES = 2  # arrays of ept registers each, on top of the cached row
+
+
+def _children(e: Expr) -> tuple[Expr, ...]:
+    """The operands a value of the current element is computed from; a reduction's result and
+    a guard (its branches run under a condition) are leaves here."""
+    return e.operands if isinstance(e, EOp) else ()
+
+
 _FAMILY = {OpKind.SUM: "sum", OpKind.MEAN: "sum", OpKind.PROD: "prod", OpKind.MAX: "max",
            OpKind.MIN: "min", OpKind.VAR: "welford", OpKind.VAR_MEAN: "welford"}
 
@@ -155,6 +171,38 @@ class _Emitter:
             if self.cache and passes.get(k, 0) > 1 and (not ld.offset.is_affine or any(
                 ld.offset.coeff(Var(j, segment.extents[j])) for j in self.red))
         ]
+        self.phase = 0  # the pass being emitted: accumulator position, len(accs) for the outputs
+        self.kept_values = self.values_kept_across_passes() if self.cache else {}
+
+    def values_kept_across_passes(self) -> dict[Expr, tuple[int, int]]:
+        """Costly element values (an exp, a division...) that one accumulator's pass computes
+        and a later pass computes again -> (register array, the pass that fills it). With the
+        row in registers, softmax's exp(x - max) is summed by one pass and divided by the sum
+        in the output pass: kept, it is computed once an element instead of twice. At most
+        MAX_KEPT_VALUES arrays, so that the registers stay a few; Welford passes not."""
+        first: dict[Expr, int] = {}
+        for pos, acc in enumerate(self.accs):
+            if acc.family == "welford":
+                continue
+            stack = [acc.operand]
+            while stack:
+                e = stack.pop()
+                if isinstance(e, EOp) and e.op in _COSTLY:
+                    first.setdefault(e, pos)
+                stack.extend(_children(e))
+        kept: dict[Expr, tuple[int, int]] = {}
+        later = [(pos, acc.operand) for pos, acc in enumerate(self.accs) if acc.family != "welford"]
+        later += [(len(self.accs), st.expr) for st in self.s.stores if not st.reduced]
+        for pos, root in later:
+            stack = [root]
+            while stack:
+                e = stack.pop()
+                if e in first and first[e] < pos:  # outermost reuse: its operands are not needed
+                    if e not in kept and len(kept) < MAX_KEPT_VALUES:
+                        kept[e] = (len(kept), first[e])
+                    continue
+                stack.extend(_children(e))
+        return kept
 
     def phases_reading(self) -> dict[int, int]:
         """Load -> how many phases (each accumulator's pass, then the output pass) read it:
@@ -217,6 +265,17 @@ class _Emitter:
         r = ExprRenderer(self.s, load, self.var_name(in_vector), reduce_value, indent=indent, prefix="t")
         r.counter = self.counter
         r.reciprocal_of = self.reciprocal_of
+        if element_cached and self.kept_values:
+            phase = self.phase
+
+            def slot(e: Expr, filled_now: bool) -> str | None:
+                entry = self.kept_values.get(e) if isinstance(e, EOp) and e.op in _COSTLY else None
+                if entry is None or (entry[1] == phase) is not filled_now or entry[1] > phase:
+                    return None
+                return f"kv{entry[0]}[c * {self.vec} + v]"
+
+            r.kept = lambda e: slot(e, False)
+            r.keep = lambda e: slot(e, True)
         return r
 
     def reciprocal_of(self, divisor: Expr) -> str | None:
@@ -441,7 +500,11 @@ class _Emitter:
                 self.w("    #pragma unroll")
                 self.w(f"    for (int e = 0; e < {self.ept}; ++e) cl{k}[e] = {s.loads[k].dtype.cuda}{{}};")
             self.fill_cache("    ")
-        for acc in self.accs:
+        r0 = ExprRenderer(self.s, lambda k: "", lambda j: "", lambda e: "")
+        for e, (n, _) in self.kept_values.items():
+            self.w(f"    {r0.dtype(e).cuda} kv{n}[{self.ept}];")
+        for pos, acc in enumerate(self.accs):
+            self.phase = pos
             if acc.family == "welford" and self.cache:
                 self.two_pass_variance(acc, "    ")
                 self.finalize(acc, "    ")
@@ -458,6 +521,7 @@ class _Emitter:
             self.element_loop(accumulate, "    ", reads=[acc.operand])
             self.block_reduce(acc, "    ")
             self.finalize(acc, "    ")
+        self.phase = len(self.accs)
         reduced = [(k, st) for k, st in enumerate(s.stores) if st.reduced]
         full = [(k, st) for k, st in enumerate(s.stores) if not st.reduced]
         if reduced:
