@@ -10,7 +10,7 @@ Two shapes of kernel, chosen by `Params.split`:
   index: none at all for s = 1. Block shape: blockDim.x * blockDim.y = block_size, read at
   run time, so that one binary serves every shape.
 
-Loads that read each element once are evict-first (`tf_ld_stream`)."""
+With `evict_first`, loads that read each element once are evict-first (`tf_ld_stream`)."""
 
 from __future__ import annotations
 

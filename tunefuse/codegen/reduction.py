@@ -3,7 +3,10 @@
 One loop over output rows; for each row, one phase per reduction (in dependency order:
 softmax's sum needs its max), each phase a strided loop of the row's threads followed by a
 block reduction (warp shuffles, then shared memory); then the row's results are stored,
-and for a normalization the full-size outputs are computed from the reduced values.
+and for a normalization the full-size outputs are computed from the reduced values. With
+the row cached in registers, a costly element value that one phase computes and a later one
+needs (softmax's exp(x - max)) is kept there too, computed once. With `evict_first`, loads
+of data read once are evict-first.
 """
 
 from __future__ import annotations

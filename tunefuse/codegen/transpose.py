@@ -1,8 +1,8 @@
 """CUDA for a transpose segment: a tile read along the reads' innermost dim, staged in
 padded shared memory, written along the writes' innermost dim. With `vector` V a thread
 reads V consecutive elements along the read dim and writes V consecutive ones along the
-write dim (one 16-byte access each side for fp32 at V = 4). Loads that read each element
-once are evict-first."""
+write dim (one 16-byte access each side for fp32 at V = 4). With `evict_first`, loads that
+read each element once are evict-first."""
 
 from __future__ import annotations
 
