@@ -21,7 +21,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
 from run import timed  # noqa: E402
-from sweep import only_segment, zoo_case  # noqa: E402
+from sweep import choice, only_segment, torch_dtype, zoo_case  # noqa: E402
 from fusion_zoo import ZOO  # noqa: E402
 from tunefuse import DataType  # noqa: E402
 from tunefuse.fusion_file import load_fusion_file  # noqa: E402
@@ -38,12 +38,7 @@ def variant(segment, device, default, spec: str):  # noqa: ANN001, ANN201
     changes = {}
     for item in spec.split(","):
         name, _, text = item.partition("=")
-        if name not in space:
-            raise SystemExit(f"{name} is not a parameter of {segment.scheduler.value}: {sorted(space)}")
-        by_text = {str(c): c for c in space[name].choices}
-        if text not in by_text:
-            raise SystemExit(f"{name}={text}: choose one of {sorted(by_text)}")
-        changes[name] = by_text[text]
+        changes[name] = choice(space, segment.scheduler.value, name, text)
     params = with_values(default, changes)
     why = sched.is_valid(segment, device, params)
     if why is not None:
@@ -58,8 +53,7 @@ def case(name: str, dtype: DataType, shape: tuple[int, ...]):  # noqa: ANN201
     seeds = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
     if name not in seeds:
         raise SystemExit(f"{name}: neither a fusion_zoo case {sorted(ZOO)} nor a seed fusion {sorted(seeds)}")
-    tdtype = {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}[dtype]
-    return seeds[name].build(), [torch.randn(*shape, device="cuda").to(tdtype)]
+    return seeds[name].build(), [torch.randn(*shape, device="cuda").to(torch_dtype(dtype))]
 
 
 def main() -> None:

@@ -27,10 +27,25 @@ from tunefuse.runtime.executor import Executor  # noqa: E402
 from tunefuse.schedulers import scheduler_for, with_values  # noqa: E402
 
 
+def torch_dtype(dtype: DataType):  # noqa: ANN201
+    return {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}[dtype]
+
+
+def choice(space: dict, kind: str, name: str, text: str):  # noqa: ANN201
+    """The value of search-space parameter `name` spelled `text` (as str() spells it);
+    SystemExit naming the parameter or the choices when there is no such one."""
+    if name not in space:
+        raise SystemExit(f"{name} is not a parameter of {kind}: {sorted(space)}")
+    by_text = {str(c): c for c in space[name].choices}
+    if text not in by_text:
+        raise SystemExit(f"{name}={text}: choose one of {sorted(by_text)}")
+    return by_text[text]
+
+
 def zoo_case(name: str, dtype: DataType, rows: int, cols: int):  # noqa: ANN201
     """(fusion definition, torch inputs) of a fusion_zoo case."""
     fd = build(ZOO[name], dtype)
-    tdtype = {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}[dtype]
+    tdtype = torch_dtype(dtype)
     inputs = [torch.randn(rows, cols, device="cuda").to(tdtype) if fd.fusion.values[v].rank == 2
               else torch.randn(cols, device="cuda").to(tdtype) for v in fd.fusion.inputs]
     return fd, inputs
@@ -53,12 +68,7 @@ def valid_points(segment, device, fixed: dict[str, str] | None = None, every_dim
     skipped = () if every_dim else ("blocks_per_sm", "inner")
     choices = {n: tuple(d.choices) for n, d in space.items() if n not in skipped}
     for n, text in (fixed or {}).items():
-        if n not in space:
-            raise SystemExit(f"{n} is not a parameter of {segment.scheduler.value}: {sorted(space)}")
-        by_text = {str(c): c for c in space[n].choices}
-        if text not in by_text:
-            raise SystemExit(f"{n}={text}: choose one of {sorted(by_text)}")
-        choices[n] = (by_text[text],)
+        choices[n] = (choice(space, segment.scheduler.value, n, text),)
     names = sorted(choices)
     points = []
     for values in itertools.product(*(choices[n] for n in names)):

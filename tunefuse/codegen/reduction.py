@@ -76,6 +76,10 @@ _COSTLY = frozenset({
 MAX_KEPT_VALUES = 2  # arrays of ept registers each, on top of the cached row
 
 
+def _is_costly(e: Expr) -> bool:
+    return isinstance(e, EOp) and e.op in _COSTLY
+
+
 def _children(e: Expr) -> tuple[Expr, ...]:
     """The operands a value of the current element is computed from; a reduction's result and
     a guard (its branches run under a condition) are leaves here."""
@@ -190,7 +194,7 @@ class _Emitter:
             stack = [acc.operand]
             while stack:
                 e = stack.pop()
-                if isinstance(e, EOp) and e.op in _COSTLY:
+                if _is_costly(e):
                     first.setdefault(e, pos)
                 stack.extend(_children(e))
         kept: dict[Expr, tuple[int, int]] = {}
@@ -200,7 +204,7 @@ class _Emitter:
             stack = [root]
             while stack:
                 e = stack.pop()
-                if e in first and first[e] < pos:  # outermost reuse: its operands are not needed
+                if _is_costly(e) and e in first and first[e] < pos:  # outermost reuse: its operands are not needed
                     if e not in kept and len(kept) < MAX_KEPT_VALUES:
                         kept[e] = (len(kept), first[e])
                     continue
@@ -272,10 +276,14 @@ class _Emitter:
             phase = self.phase
 
             def slot(e: Expr, filled_now: bool) -> str | None:
-                entry = self.kept_values.get(e) if isinstance(e, EOp) and e.op in _COSTLY else None
-                if entry is None or (entry[1] == phase) is not filled_now or entry[1] > phase:
+                """The register of `e` where this pass fills it (`filled_now`) or reads what
+                an earlier pass filled; None elsewhere."""
+                entry = self.kept_values.get(e) if _is_costly(e) else None
+                if entry is None:
                     return None
-                return f"kv{entry[0]}[c * {self.vec} + v]"
+                array, filled_in = entry
+                here = filled_in == phase if filled_now else filled_in < phase
+                return f"kv{array}[c * {self.vec} + v]" if here else None
 
             r.kept = lambda e: slot(e, False)
             r.keep = lambda e: slot(e, True)
@@ -503,9 +511,8 @@ class _Emitter:
                 self.w("    #pragma unroll")
                 self.w(f"    for (int e = 0; e < {self.ept}; ++e) cl{k}[e] = {s.loads[k].dtype.cuda}{{}};")
             self.fill_cache("    ")
-        r0 = ExprRenderer(self.s, lambda k: "", lambda j: "", lambda e: "")
         for e, (n, _) in self.kept_values.items():
-            self.w(f"    {r0.dtype(e).cuda} kv{n}[{self.ept}];")
+            self.w(f"    {e.dtype.cuda} kv{n}[{self.ept}];")  # type: ignore[attr-defined]  (an EOp)
         for pos, acc in enumerate(self.accs):
             self.phase = pos
             if acc.family == "welford" and self.cache:
