@@ -26,3 +26,16 @@ def test_a_python_error_is_an_answer_not_a_crash():
         with pytest.raises(RuntimeError, match="ValueError: bad candidate"):
             w.request("raise")
         assert w.request("ok") == "fine" and w.restarts == 0
+
+
+def test_the_timers_spin_outlasts_the_hosts_call_and_compiles():
+    """The GPU spins before each timed call for three times the host's slowest warm-up call
+    (at least 100 µs, at most 20 ms), so that host work never lands between the events."""
+    from tunefuse.compiler import compile_kernel
+    from tunefuse.tuning.timing import MAX_SPIN_US, MIN_SPIN_US, SPIN_SOURCE, spin_us
+
+    assert spin_us([]) == MIN_SPIN_US and spin_us([10.0, 20.0]) == MIN_SPIN_US
+    assert spin_us([50.0, 400.0, 90.0]) == 1200.0
+    assert spin_us([1e6]) == MAX_SPIN_US
+    for arch in ("sm_80", "sm_90"):
+        assert compile_kernel(SPIN_SOURCE, "tf_spin", arch).cubin

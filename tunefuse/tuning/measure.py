@@ -50,6 +50,24 @@ def _setup(state: dict) -> dict:
     return state
 
 
+def _repeatable_call(executor: Any, inputs: list, kernel_key: str) -> Any:
+    """What the timer repeats: the fusion run into outputs allocated once, so that it times
+    the kernels and not the allocator (a stream-ordered pool that releases its memory at each
+    synchronization maps fresh pages for every call's outputs). Where outputs cannot be
+    handed in (an output that is a view of an input), or the plan with them would not run the
+    candidate's kernel, each call allocates its outputs."""
+    from tunefuse.errors import TunefuseError
+
+    outs = executor.run(inputs)
+    try:
+        executor.run(inputs, out=outs)
+    except TunefuseError:
+        return lambda: executor.run(inputs)
+    if not all(any(r.launch.kernel_key == kernel_key for r in exe.recipes) for exe in executor.plans.values()):
+        return lambda: executor.run(inputs)
+    return lambda: executor.run(inputs, out=outs)
+
+
 def _run(state: dict, kernel_key: str, params: Any, cubins: dict[str, bytes]) -> tuple[list, Any]:
     from tunefuse.runtime.executor import Executor
 
@@ -84,8 +102,8 @@ def measure(request: dict, state: dict) -> dict:
         for got, want in zip(outputs, expected):
             if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-2, atol=2e-2, equal_nan=True):
                 return {"ok": False, "error": "output differs from tunefuse.reference"}
-    timing = state["timer"].time(lambda: executor.run(state["executor_inputs"]),
-                                 min_total_us=request.get("min_total_us", 20_000.0))
+    call = _repeatable_call(executor, state["executor_inputs"], request["kernel_key"])
+    timing = state["timer"].time(call, min_total_us=request.get("min_total_us", 20_000.0))
     recipe = next(r for r in next(iter(executor.plans.values())).recipes if r.launch.kernel_key == request["kernel_key"])
     return {"ok": True, "median_us": timing.median_us, "spread_us": timing.spread_us, "reps": timing.reps,
             "kernel_name": recipe.launch.kernel_name}
