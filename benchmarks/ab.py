@@ -3,6 +3,9 @@ case against variants of them, timed alternately with benchmarks/run.py's `timed
 
     python3 benchmarks/ab.py bias_gelu float 8192x4096 evict_first=False [vector=2,unroll=2 ...] [--rounds=5]
     python3 benchmarks/ab.py transpose_with_views float 768x128x64 pointwise.unroll=2
+    python3 benchmarks/ab.py row_sum float 8192x4096 unroll=2 --torch-compile
+
+--torch-compile adds torch.compile of the case (zoo cases) to the rounds.
 
 CASE is a tests/fusion_zoo.py case (SHAPE rows x cols) or a fusion of examples/seed_fusions.py
 (SHAPE its input's). Each variant is a comma-separated list of name=value changes to the default params. The
@@ -20,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
-from run import timed  # noqa: E402
+from run import timed, torch_of  # noqa: E402
 from sweep import choice, only_segment, torch_dtype, zoo_case  # noqa: E402
 from fusion_zoo import ZOO  # noqa: E402
 from tunefuse import DataType  # noqa: E402
@@ -59,7 +62,7 @@ def case(name: str, dtype: DataType, shape: tuple[int, ...]):  # noqa: ANN201
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
-    if len(args) < 4:
+    if len(args) < 3 or (len(args) == 3 and "--torch-compile" not in sys.argv[1:]):
         raise SystemExit(__doc__)
     name, dtype_name, shape_text = args[0], args[1], args[2]
     rounds = int(opts.get("rounds", 5))
@@ -76,10 +79,19 @@ def main() -> None:
         got = ex.run(inputs)[0].float()
         if not bool((got - want).abs().max() <= 1e-3 * (1 + want.abs().max())):
             raise SystemExit(f"{label}: a different result than the default's")
-    times: dict[str, list[float]] = {label: [] for label in runs}
+    calls = {label: (lambda ex=ex: ex.run(inputs)) for label, ex in runs.items()}
+    if "--torch-compile" in sys.argv[1:]:
+        if name not in ZOO:
+            raise SystemExit(f"--torch-compile: {name} is not a fusion_zoo case")
+        compiled = torch.compile(torch_of(name))
+        got = compiled(*inputs).float()
+        if not bool((got - want).abs().max() <= 1e-2 * (1 + want.abs().max())):
+            raise SystemExit("torch.compile: a different result than the default's")
+        calls["torch.compile"] = lambda: compiled(*inputs)
+    times: dict[str, list[float]] = {label: [] for label in calls}
     for _ in range(rounds):
-        for label, ex in runs.items():
-            times[label].append(timed(lambda ex=ex: ex.run(inputs)))
+        for label, call in calls.items():
+            times[label].append(timed(call))
     print(f"{name} {dtype_name} {shape_text}, default {default}")
     for label, ts in times.items():
         print(f"  {label:40s} median {statistics.median(ts):7.1f} us of {[round(t, 1) for t in ts]}")

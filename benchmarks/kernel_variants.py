@@ -27,7 +27,7 @@ extern "C" __global__ void __launch_bounds__(TR * ROWS) k(const float* __restric
     if (row < n_out) {
       const float* p = x + (long long)row * n_red;
       #pragma unroll UNROLL
-      for (int r = tr * 4; r < n_red; r += TR * 4) {
+      for (int r = tr * 4; r < NRED; r += TR * 4) {  // NRED: n_red, or the extent as a constant
         float4 v = LOAD(reinterpret_cast<const float4*>(p + r));
         acc += v.x + v.y + v.z + v.w;
       }
@@ -84,6 +84,32 @@ extern "C" __global__ void __launch_bounds__(TO * TR) k(const float* __restrict_
   if (tr == 0 && col < n_out) for (int v = 0; v < V; ++v) {
     if (SPLIT == 1) y[col + v] = sm[0][to * V + v]; else atomicAdd(&y[col + v], sm[0][to * V + v]);
   }
+}
+"""
+
+# A deterministic split: each of SPLIT blocks along y writes its partial sums to ws, the last
+# to finish (a counter per column block, reset by that block, so never zeroed per call) adds
+# the SPLIT partials in order.
+COL_DET = COL[:COL.index("  if (tr == 0 && col < n_out)")].replace(
+    "float* __restrict__ y, int n_red, int n_out)",
+    "float* __restrict__ y, int n_red, int n_out, float* __restrict__ ws, unsigned* sem)") + r"""
+  if (tr == 0 && col < n_out) for (int v = 0; v < V; ++v) ws[(long long)blockIdx.y * n_out + col + v] = sm[0][to * V + v];
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (to == 0 && tr == 0) last = atomicAdd(&sem[blockIdx.x], 1u) == SPLIT - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int i = tr * TO + to; i < TO * V; i += TO * TR) {  // the block's TO * V columns
+    const int c = blockIdx.x * TO * V + i;
+    if (c < n_out) {
+      float s = 0.f;
+      for (int k = 0; k < SPLIT; ++k) s += __ldcg(&ws[(long long)k * n_out + c]);
+      y[c] = s;
+    }
+  }
+  if (to == 0 && tr == 0) sem[blockIdx.x] = 0u;
 }
 """
 
@@ -177,13 +203,14 @@ def main():
             (512, 1, 2, "__ldg", 0), (128, 4, 8, "__ldg", 0), (32, 8, 8, "__ldg", 0), (32, 16, 8, "__ldg", 0),
             (64, 8, 8, "__ldg", 0), (256, 2, 4, "__ldg", 4), (256, 2, 4, "__ldg", 8), (128, 4, 8, "__ldg", 8),
             (512, 2, 2, "__ldg", 0), (256, 4, 4, "__ldg", 0)]:
-            k = kernel(ROW, TR=tr, ROWS=rows, UNROLL=unroll, LOAD=load)
+            k = kernel(ROW, TR=tr, ROWS=rows, UNROLL=unroll, LOAD=load, NRED="n_red")
             grid = -(-R // rows) if bps == 0 else bps * sm
             run = lambda: k((grid,), (tr, rows), (x, y, cp.int32(R), cp.int32(C)))  # noqa: E731
             run()
             ok = bool(cp.allclose(y, want_r, rtol=1e-3, atol=1e-2))
             us = timed(run)
             print(f"  {tr:5d} {rows:3d} {unroll:2d} {load:7s} grid {grid:5d}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+        row_extent_as_constant(x, y, want_r, read_bytes)
     if "col" not in sys.argv:
         return
     print("-- column sum: TO TR V UNROLL SPLIT STREAM (a split > 1 adds atomics and the zeroing of y, timed)")
@@ -204,6 +231,50 @@ def main():
         us = timed(run)
         print(f"  {to:3d} {tr:4d} {v} {unroll} {split} {stream}: grid {grid}: {us:6.1f} us  "
               f"{read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+    print("-- column sum, deterministic split (partials, the last block adds them; nothing zeroed per call): TO TR V UNROLL SPLIT")
+    for to, tr, v, unroll, split in [
+        (32, 32, 1, 8, 1), (32, 32, 1, 8, 2), (32, 16, 1, 8, 2), (32, 16, 1, 8, 4), (32, 8, 1, 8, 4),
+        (16, 64, 4, 8, 2), (16, 32, 4, 8, 4), (32, 16, 4, 8, 8), (32, 8, 4, 8, 16), (64, 4, 4, 8, 16),
+        (32, 8, 4, 4, 32), (128, 2, 4, 8, 32), (32, 32, 4, 4, 4), (64, 8, 4, 8, 8), (8, 64, 4, 8, 2)]:
+        k = kernel(COL_DET, TO=to, TR=tr, V=v, UNROLL=unroll, SPLIT=split, STREAM=1)
+        grid = (-(-C // (to * v)), split)
+        ws = cp.empty(split * C, cp.float32)
+        sem = cp.zeros(grid[0], cp.uint32)
+        def run(k=k, grid=grid, to=to, tr=tr, ws=ws, sem=sem):
+            k(grid, (to, tr), (x, yc, cp.int32(R), cp.int32(C), ws, sem))
+        yc.fill(0)
+        run()
+        ok = bool(cp.allclose(yc, want_c, rtol=1e-3, atol=1e-2))
+        us = timed(run)
+        run()
+        ok = ok and bool(cp.allclose(yc, want_c, rtol=1e-3, atol=1e-2))
+        print(f"  {to:3d} {tr:4d} {v} {unroll} {split:2d}: grid {grid}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+
+
+def row_extent_as_constant(x, y, want_r, read_bytes):
+    """The default row-sum layout with the row length a runtime argument against a constant
+    (the loop then has a known trip count), beside torch.compile, alternating, in one harness."""
+    import torch
+
+    xt = torch.as_tensor(x, device="cuda")
+    compiled = torch.compile(lambda t: t.sum(1))
+    compiled(xt)
+    runs = {"torch.compile": lambda: compiled(xt)}
+    for tr, rows, unroll in [(256, 2, 4), (512, 1, 2), (1024, 1, 1), (256, 2, 1)]:
+        for nred in ("n_red", str(C)):
+            k = kernel(ROW, TR=tr, ROWS=rows, UNROLL=unroll, LOAD="__ldcs", NRED=nred)
+            run = lambda k=k, tr=tr, rows=rows: k((-(-R // rows),), (tr, rows), (x, y, cp.int32(R), cp.int32(C)))  # noqa: E731
+            run()
+            assert bool(cp.allclose(y, want_r, rtol=1e-3, atol=1e-2))
+            runs[f"{tr} x {rows} unroll {unroll} n_red={nred}"] = run
+    print("-- row sum, extent as an argument or a constant (median of 5 rounds of medians)")
+    got = {name: [] for name in runs}
+    for _ in range(5):
+        for name, run in runs.items():
+            got[name].append(timed(run))
+    for name, ts in got.items():
+        us = statistics.median(ts)
+        print(f"  {name:40s} {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s")
 
 
 def pointwise(x, copy_us, sm):

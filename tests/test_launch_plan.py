@@ -127,6 +127,18 @@ def test_the_key_is_everything_that_decides_the_plan():
     assert key(x, out=(sig[0],)) != base and key(x, out=(None,)) != base
 
 
+def test_new_default_heuristics_plan_again(monkeypatch):
+    """A stored plan may hold kernels the default heuristics chose: when those change
+    (HEURISTICS_VERSION), the key changes and the next process plans with the new ones."""
+    import tunefuse.schedulers
+
+    fd = build(ZOO["row_sum"], DataType.Float)
+    sig = bind_inputs(fd.fusion, inputs_for(fd, 64, 128, np.random.default_rng(0)), FusionInputs(fd.fusion)).signature
+    base = launch_plan_key(fd.fusion.fusion_id, sig, (), ENV.key)
+    monkeypatch.setattr(tunefuse.schedulers, "HEURISTICS_VERSION", tunefuse.schedulers.HEURISTICS_VERSION + 1)
+    assert launch_plan_key(fd.fusion.fusion_id, sig, (), ENV.key) != base
+
+
 def test_the_store_keeps_one_launch_plan_a_key_and_prunes_them(store):
     fid = fusion_row(store)
     store.note_plan(ENV, launch_plan=("p" * 64, fid, '{"v": 1}'))

@@ -174,8 +174,10 @@ def kernel_launch(segment: Segment, source: KernelSource, params: object, chosen
 
 def launch_plan_key(fusion_id: str, signature: tuple, out_signature: tuple, env_key: str) -> str:
     """What a launch plan is stored under: everything that decides it but the cache's records
-    (those are checked on every read)."""
-    parts = [LAUNCH_PLAN_FORMAT, fusion_id, [_signature_item(s) for s in signature],
+    (those are checked on every read), and the version of the default heuristics."""
+    from tunefuse.schedulers import HEURISTICS_VERSION
+
+    parts = [LAUNCH_PLAN_FORMAT, HEURISTICS_VERSION, fusion_id, [_signature_item(s) for s in signature],
              [_signature_item(s) for s in out_signature], env_key]
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 

@@ -6,6 +6,12 @@ from __future__ import annotations
 from tunefuse.kernel_ir import SchedulerKind
 from tunefuse.schedulers import normalization, pointwise, reduction, transpose
 
+# Bump when a default heuristic changes: stored launch plans (whose kernels the defaults may
+# have chosen) are then planned again, so that a new process runs the new defaults. Tuned
+# records and binaries stay: the generated code for given params did not change.
+# 2: contiguous reductions, 2 vectors a thread on rows of 256 vectors or more, no grid cap.
+HEURISTICS_VERSION = 2
+
 SCHEDULERS = {
     SchedulerKind.POINTWISE: pointwise,
     SchedulerKind.REDUCTION: reduction,

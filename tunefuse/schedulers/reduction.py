@@ -65,17 +65,24 @@ def sizes(segment: Segment) -> tuple[int, int]:
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
-    """Measured on H100 with benchmarks/sweep.py (8192 x 4096 fp32 row and column sums)."""
+    """Measured on H100 with benchmarks/sweep.py and benchmarks/ab.py (row and column sums)."""
     n_out, n_red = sizes(segment)
     if reduced_is_contiguous(segment):
-        # A row's threads cover a quarter of it a pass, 4 passes unrolled (all its loads in
-        # flight at once), 512-thread blocks: 55.3 us, against 54.7 for the best of 138.
+        # Rows of at least 256 vectors: a thread loads 2 vectors of its row, both in flight,
+        # up to 512 threads a row and 1024 a block (8192 x 4096 fp32: 49.7 us against 50.1
+        # for 4 vectors a thread in 512-thread blocks; bf16 27.6 against 28.9; 2048 x 1024
+        # fp32 8.2 against 8.4). Shorter rows: 4 vectors a thread, 512-thread blocks (16384 x
+        # 512 fp32: 16.5 us against 17.0 for 2). Rows a block are halved until there are 8
+        # blocks an SM (2048 x 1024: 2048 blocks, not 256).
         vector = max_vector(segment)
+        chunks = 2 if n_red // vector >= 256 else 4
         threads_r = 32
-        while threads_r < 512 and threads_r * vector * 4 < n_red:
+        while threads_r < 512 and threads_r * vector * chunks < n_red:
             threads_r *= 2
-        rows = max(1, min(512 // threads_r, 8))
-        return Params(threads_r, rows, True, 32, vector, 4, evict_first_pays(segment))
+        rows = max(1, min((1024 if chunks == 2 else 512) // threads_r, 8))
+        while rows > 1 and -(-n_out // rows) < 8 * device.sm_count:
+            rows //= 2
+        return Params(threads_r, rows, True, 0, vector, chunks, evict_first_pays(segment))
     # Strided reductions: outputs along x for coalescing, 32 threads along the reduction,
     # 8 chunks in flight: 59.5 us, the best of 510 points (64 x 16 threads: 65.9).
     threads_r = 1
