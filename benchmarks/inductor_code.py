@@ -16,6 +16,8 @@ CASES = {
     "layernorm": (lambda x, w, b: F.layer_norm(x, (C,), w, b),
                   lambda: [torch.randn(R, C, device="cuda"), torch.randn(C, device="cuda"), torch.randn(C, device="cuda")]),
     "row_sum": (lambda x: x.sum(1), lambda: [torch.randn(R, C, device="cuda")]),
+    "row_sum_bf16": (lambda x: x.sum(1), lambda: [torch.randn(R, C, device="cuda", dtype=torch.bfloat16)]),
+    "col_sum": (lambda x: x.sum(0), lambda: [torch.randn(R, C, device="cuda")]),
     "transpose2d": (lambda x: x.t().contiguous(), lambda: [torch.randn(R, C, device="cuda")]),
 }
 for name in sys.argv[1:] or list(CASES):
@@ -24,5 +26,5 @@ for name in sys.argv[1:] or list(CASES):
     print(f"===== {name}")
     for src in code:
         keep = [ln for ln in src.splitlines() if any(k in ln for k in (
-            "@triton", "def triton", "tl.load", "tl.store", "XBLOCK", "RBLOCK", "R0_BLOCK", "num_warps", "grid", "size_hints"))]
+            "@triton", "def triton", "tl.load", "tl.store", "XBLOCK", "RBLOCK", "R0_BLOCK", "num_warps", "grid", "size_hints", "triton_meta", "tl.sum", "for "))]
         print("\n".join(keep[:60]))
