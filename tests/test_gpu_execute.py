@@ -236,3 +236,22 @@ def test_values_kept_across_passes(rows, cols, rng):
     for dtype in (DataType.Float, DataType.BFloat16):
         fd = build(shared_costly_values, dtype)
         check(fd, inputs_for(fd, rows, cols, rng), tol_scale=2, at_least=DataType.Float)
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+@pytest.mark.parametrize("rows, cols", [(64, 96), (7, 1000), (300, 4096)])
+def test_static_shape_kernels(name, rows, cols, rng):
+    """A kernel with its sizes, strides and offsets as constants computes what the reference does."""
+    from test_tuning_space import static_shape_params
+    from tunefuse.runtime.executor import Executor
+    from tunefuse.schedulers import scheduler_for
+
+    fd = build(ZOO[name], DataType.Float)
+    inputs = inputs_for(fd, rows, cols, rng)
+    executor = Executor(fd.fusion, params_source=lambda seg, device: static_shape_params(
+        seg, scheduler_for(seg.scheduler).default_params(seg, device)))
+    got = executor.run(to_device(inputs))
+    launched = [r.launch.params for exe in executor.plans.values() for r in exe.recipes if r.launch.numel]
+    assert launched and all(p.get("static_shape") or p.get("pointwise", {}).get("static_shape") for p in launched)
+    for g, e in zip(got, reference.run(fd.fusion, inputs)):
+        np.testing.assert_allclose(to_host(g).astype(np.float64), e.astype(np.float64), rtol=1e-4, atol=1e-4)

@@ -106,3 +106,46 @@ def test_loads_are_evict_first_by_default_only_where_the_kernel_writes_little():
             assert ("tf_ld_stream(" in body) is flag, (name, flag)
         why = sched.is_valid(seg, H100, with_values(default, {"evict_first": 1}))
         assert why is not None and "evict_first" in why
+
+
+def static_shape_params(seg, params):  # noqa: ANN001, ANN201
+    """`params` with static_shape set on the kernel that is emitted (a transpose with nothing
+    to tile runs its pointwise params)."""
+    if seg.scheduler.value == "transpose" and params.tile == 0:
+        return with_values(params, {"pointwise.static_shape": True})
+    return with_values(params, {"static_shape": True})
+
+
+def test_static_shape_declares_the_index_arguments_as_constants():
+    """`static_shape` (tunable, off by default) makes sizes, strides and offsets constants of
+    the kernel: same launch arguments, a name and a binary per shape; without it one binary
+    serves every shape of the kernel_key."""
+    from tunefuse.runtime.launch_plan import kernel_launch
+
+    for name in sorted(ZOO):
+        sources = {}
+        default = None
+        for rows, cols in ((256, 512), (96, 512)):
+            fd = build(ZOO[name], DataType.Float)
+            plan = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0)))
+            dtypes = {b.id: b.dtype for b in plan.buffers}
+            (seg,) = plan.segments
+            sched = scheduler_for(seg.scheduler)
+            default = default or sched.default_params(seg, H100)  # the same params for both shapes
+            assert "static_shape" in str(sched.search_space(seg, H100)), name
+            static = static_shape_params(seg, default)
+            assert sched.is_valid(seg, H100, static) is None
+            plain_ks, static_ks = generate(seg, default, H100, dtypes), generate(seg, static, H100, dtypes)
+            assert "constexpr" not in plain_ks.source.split("end of preamble", 1)[1]
+            assert f"constexpr int E0 = {seg.extents[0]};" in static_ks.source, name
+            assert (kernel_launch(seg, plain_ks, default, "default", "k").static_args
+                    == kernel_launch(seg, static_ks, static, "default", "k").static_args)
+            for arch in ("sm_80", "sm_90"):
+                assert compile_kernel(static_ks.source, static_ks.name, arch).cubin
+            sources[(rows, cols)] = (plain_ks, static_ks, seg.kernel_key)
+        (p1, s1, k1), (p2, s2, k2) = sources.values()
+        if k1 == k2:  # one kernel_key for both shapes: one plain binary, two static ones
+            assert p1.name == p2.name and p1.source == p2.source, name
+            assert s1.name != s2.name, name
+        why = sched.is_valid(seg, H100, with_values(default, {"static_shape": "yes"}))
+        assert why is not None and "static_shape" in why

@@ -34,11 +34,22 @@ class KernelSource:
     params: object
 
 
-def kernel_name(segment: Segment, params: object) -> str:
+def kernel_name(segment: Segment, params: object, args: tuple[KernelArg, ...] = ()) -> str:
+    """A name unique to the code: the segment's structure, the params and, for a static_shape
+    kernel, the constants it declares (its binary serves that shape alone)."""
     import hashlib
 
-    digest = hashlib.sha256((segment.kernel_key + repr(params)).encode()).hexdigest()[:16]
+    constants = [(a.name, a.constant) for a in args if a.constant is not None]
+    digest = hashlib.sha256((segment.kernel_key + repr(params) + (repr(constants) if constants else "")).encode()).hexdigest()[:16]
     return f"tf_{segment.scheduler.value}_{digest}"
+
+
+def emitted_params(segment: Segment, params: object) -> object:
+    """The params of the kernel that is emitted: a transpose with nothing to tile runs as its
+    pointwise kernel."""
+    if segment.scheduler is SchedulerKind.TRANSPOSE and params.tile == 0:  # type: ignore[attr-defined]
+        return params.pointwise  # type: ignore[attr-defined]
+    return params
 
 
 def generate(segment: Segment, params: object, device: DeviceInfo, buffer_dtypes: dict[int, DataType]) -> KernelSource:
@@ -47,16 +58,14 @@ def generate(segment: Segment, params: object, device: DeviceInfo, buffer_dtypes
     why = scheduler.is_valid(segment, device, params)
     if why is not None:
         raise ExecutionError(f"{segment.name}: params {params} are invalid here: {why}")
-    name = kernel_name(segment, params)
-    args = kernel_args(segment, buffer_dtypes)
+    emitted = emitted_params(segment, params)
+    args = kernel_args(segment, buffer_dtypes, static_shape=emitted.static_shape)  # type: ignore[attr-defined]
+    name = kernel_name(segment, params, tuple(args))
     kind = segment.scheduler
-    if kind is SchedulerKind.POINTWISE:
-        body = emit_pointwise(segment, name, args, params)  # type: ignore[arg-type]
+    if kind is SchedulerKind.POINTWISE or emitted is not params:
+        body = emit_pointwise(segment, name, args, emitted)  # type: ignore[arg-type]
     elif kind is SchedulerKind.TRANSPOSE:
-        if params.tile == 0:  # type: ignore[attr-defined]
-            body = emit_pointwise(segment, name, args, params.pointwise)  # type: ignore[attr-defined]
-        else:
-            body = emit_transpose(segment, name, args, params)  # type: ignore[arg-type]
+        body = emit_transpose(segment, name, args, params)  # type: ignore[arg-type]
     else:
         body = emit_reduction(segment, name, args, params, kind is SchedulerKind.NORMALIZATION)
     grid, block, smem = scheduler.grid(segment, device, params)

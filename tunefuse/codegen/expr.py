@@ -2,7 +2,10 @@
 
 Sizes, strides and offsets are kernel arguments, so one binary serves every shape with the
 same kernel_key and params; only a unit stride (the innermost dim of a contiguous operand)
-and a zero stride (broadcast) are literal, as the kernel_key records them.
+and a zero stride (broadcast) are literal, as the kernel_key records them. A kernel whose
+params ask for `static_shape` declares them as constants instead (the arguments stay, unused,
+so that its launch is the same): the compiler folds the index arithmetic (a division by a
+constant is a multiply and a shift), and the binary serves that shape alone.
 """
 
 from __future__ import annotations
@@ -27,6 +30,18 @@ class KernelArg:
     ctype: str
     kind: str  # "ptr", "extent", "offset", "coeff", "scalar"
     ref: tuple  # ptr: (buffer,), extent: (var,), offset: (side, k), coeff: (side, k, var), scalar: (k,)
+    constant: int | None = None  # a static_shape kernel's value of an extent, offset or coeff
+
+
+def index_value(segment: Segment, kind: str, ref: tuple) -> int:
+    """The value an "extent", "offset" or "coeff" argument takes for this segment."""
+    if kind == "extent":
+        return segment.extents[ref[0]]
+    offset = segment.loads[ref[1]].offset if ref[0] == "L" else segment.stores[ref[1]].offset
+    if kind == "offset":
+        return offset.const
+    j = ref[2]
+    return offset.coeff(Var(j, segment.extents[j]))
 
 
 def index_ctype(segment: Segment) -> str:
@@ -45,8 +60,19 @@ def _offset_args(segment: Segment, side: str, k: int, offset: Affine) -> list[Ke
     return args
 
 
-def kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType]) -> list[KernelArg]:
-    """The parameters of a segment's kernel, in order."""
+def kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType], static_shape: bool = False) -> list[KernelArg]:
+    """The parameters of a segment's kernel, in order; with `static_shape`, the index
+    arguments carry their values, which the kernel declares as constants."""
+    args = _kernel_args(segment, buffer_dtypes)
+    if not static_shape:
+        return args
+    from dataclasses import replace
+
+    return [replace(a, constant=index_value(segment, a.kind, a.ref)) if a.kind in ("extent", "offset", "coeff") else a
+            for a in args]
+
+
+def _kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType]) -> list[KernelArg]:
     args: list[KernelArg] = []
     stored = segment.stored_buffers
     loaded = {ld.buffer for ld in segment.loads}
@@ -258,9 +284,13 @@ class ExprRenderer:
         self.lines.append(f"{self.indent}  {target} = {cast};")
 
 
-def kernel_signature(name: str, args: list[KernelArg], block: int) -> str:
-    params = ",\n    ".join(f"{a.ctype} {a.name}" for a in args)
-    return f'extern "C" __global__ void __launch_bounds__({block}) {name}(\n    {params})'
+def kernel_opening(name: str, args: list[KernelArg], block: int) -> str:
+    """The kernel's signature and opening brace; an argument with a constant is declared
+    `constexpr` under its name (the parameter, renamed, goes unused)."""
+    params = ",\n    ".join(f"{a.ctype} {a.name}{'_' if a.constant is not None else ''}" for a in args)
+    lines = [f'extern "C" __global__ void __launch_bounds__({block}) {name}(\n    {params}) {{']
+    lines += [f"  constexpr {a.ctype} {a.name} = {a.constant};" for a in args if a.constant is not None]
+    return "\n".join(lines)
 
 
 def unravel_lines(target_vars: list[int], linear: str, extents_of: Callable[[int], str],

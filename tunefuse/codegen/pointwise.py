@@ -18,7 +18,7 @@ from tunefuse.codegen.expr import (
     ExprRenderer,
     KernelArg,
     index_ctype,
-    kernel_signature,
+    kernel_opening,
     load_text,
     moves_with_every_dim,
     render_affine,
@@ -146,7 +146,7 @@ class _PointwiseEmitter:
     # -- kernels --------------------------------------------------------------------------
     def emit(self, name: str, args: list[KernelArg]) -> str:
         p, it = self.p, self.it
-        lines = [kernel_signature(name, args, p.block_size) + " {"]
+        lines = [kernel_opening(name, args, p.block_size)]
         if p.split == 0:
             lines += self.flat()
         else:

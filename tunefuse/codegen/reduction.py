@@ -18,7 +18,7 @@ from tunefuse.codegen.expr import (
     ExprRenderer,
     KernelArg,
     index_ctype,
-    kernel_signature,
+    kernel_opening,
     literal,
     load_text,
     moves_with_every_dim,
@@ -489,7 +489,7 @@ class _Emitter:
     def emit(self) -> str:
         s, p, it = self.s, self.p, self.itype
         block = p.threads_r * p.rows_per_block
-        self.w(kernel_signature(self.name, self.args, block) + " {")
+        self.w(kernel_opening(self.name, self.args, block))
         n_out = " * ".join(f"({it})E{j}" for j in self.outer) or f"({it})1"
         n_red = " * ".join(f"({it})E{j}" for j in self.red) or f"({it})1"
         self.w(f"  const {it} n_out = {n_out};")

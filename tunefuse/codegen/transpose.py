@@ -10,7 +10,7 @@ from tunefuse.codegen.expr import (
     ExprRenderer,
     KernelArg,
     index_ctype,
-    kernel_signature,
+    kernel_opening,
     load_text,
     moves_with_every_dim,
     render_affine,
@@ -25,7 +25,7 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
     a, b = tiled_dims(segment)  # type: ignore[misc]
     others = [j for j in range(len(segment.extents)) if j not in (a, b)]
     tile, rows, pad, vec = p.tile, p.block_rows, p.padding, p.vector
-    lines = [kernel_signature(name, args, tile // vec * rows) + " {"]
+    lines = [kernel_opening(name, args, tile // vec * rows)]
     for k, st in enumerate(segment.stores):
         lines.append(f"  __shared__ {st.dtype.cuda} tile{k}[{tile}][{tile + pad}];")
     rest = " * ".join(f"({it})E{j}" for j in others) or f"({it})1"

@@ -140,6 +140,7 @@ class LaunchPlan:
 def kernel_launch(segment: Segment, source: KernelSource, params: object, chosen: str, code_key: str) -> KernelLaunch:
     """A segment's kernel as launch data: its static arguments typed, the rest as slots
     filled per call (pointers by buffer, scalars by fusion value)."""
+    from tunefuse.codegen.expr import index_value
     from tunefuse.schedulers import params_to_dict
 
     itype = np.int32 if segment.index_type == "int32" else np.int64
@@ -150,18 +151,8 @@ def kernel_launch(segment: Segment, source: KernelSource, params: object, chosen
         if arg.kind == "ptr":
             static.append(None)
             pointers.append((pos, arg.ref[0]))
-        elif arg.kind == "extent":
-            static.append(index_arg(itype(segment.extents[arg.ref[0]])))
-        elif arg.kind in ("offset", "coeff"):
-            side, k = arg.ref[0], arg.ref[1]
-            offset = segment.loads[k].offset if side == "L" else segment.stores[k].offset
-            if arg.kind == "offset":
-                static.append(index_arg(itype(offset.const)))
-            else:
-                from tunefuse.indexing import Var
-
-                j = arg.ref[2]
-                static.append(index_arg(itype(offset.coeff(Var(j, segment.extents[j])))))
+        elif arg.kind in ("extent", "offset", "coeff"):
+            static.append(index_arg(itype(index_value(segment, arg.kind, arg.ref))))
         else:
             sc = segment.scalars[arg.ref[0]]
             static.append(None)

@@ -61,9 +61,13 @@ def evict_first_pays(segment: Segment) -> bool:
     return all(st.reduced for st in segment.stores)
 
 
-def evict_first_error(p) -> str | None:  # noqa: ANN001
-    """Why `p.evict_first` is not a flag (params may come from a stored JSON), or None."""
-    return None if isinstance(p.evict_first, bool) else f"evict_first {p.evict_first!r} (True or False)"
+def flags_error(p) -> str | None:  # noqa: ANN001
+    """Why `p.evict_first` or `p.static_shape` is not a flag (params may come from a stored
+    JSON), or None."""
+    for name in ("evict_first", "static_shape"):
+        if not isinstance(getattr(p, name), bool):
+            return f"{name} {getattr(p, name)!r} (True or False)"
+    return None
 
 
 MAX_GRID_X = 2**31 - 1

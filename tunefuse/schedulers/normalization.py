@@ -24,11 +24,12 @@ class Params:
     vector: int = 1
     unroll: int = 1  # without cache_row: chunks of each re-read unrolled (loads in flight)
     evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
+    static_shape: bool = False  # sizes, strides and offsets as constants: a binary for this shape alone
 
     def as_reduction(self) -> reduction.Params:
         """The reduction layout these params share with the reduction scheduler."""
         return reduction.Params(self.threads_r, self.rows_per_block, self.inner,
-                                self.blocks_per_sm, self.vector, self.unroll, self.evict_first)
+                                self.blocks_per_sm, self.vector, self.unroll, self.evict_first, self.static_shape)
 
 
 MAX_CACHED_ELEMENTS = 32  # per thread and cached input: beyond this, registers spill
@@ -83,6 +84,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
             [v for v in (1, 2, 4, 8) if reduction.max_vector(segment) % v == 0]),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
+        "static_shape": optuna.distributions.CategoricalDistribution([False, True]),
     }
 
 

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.schedulers.common import evict_first_error, evict_first_pays, grid_cap, max_vector
+from tunefuse.schedulers.common import flags_error, evict_first_pays, grid_cap, max_vector
 from tunefuse.segment import Segment
 
 
@@ -21,6 +21,7 @@ class Params:
     blocks_per_sm: int = 8  # grid cap: blocks_per_sm * SM count blocks; 0: no cap (one pass, no striding)
     split: int = 0  # 0: flat; s >= 1: dims [0, s) outer (grid y), dims [s, rank) inner (x)
     evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
+    static_shape: bool = False  # sizes, strides and offsets as constants: a binary for this shape alone
 
 
 def block_shape(segment: Segment, p: Params) -> tuple[int, int]:
@@ -68,7 +69,7 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return "unroll / blocks_per_sm"
     if p.split < 0 or (p.split and p.split >= len(segment.extents)):
         return f"split {p.split} (0 to {max(0, len(segment.extents) - 1)} here)"
-    return evict_first_error(p)
+    return flags_error(p)
 
 
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
@@ -82,6 +83,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 2, 4, 8, 16, 32]),
         "split": optuna.distributions.CategoricalDistribution(list(range(max(1, len(segment.extents))))),
         "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
+        "static_shape": optuna.distributions.CategoricalDistribution([False, True]),
     }
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.schedulers.common import coeff, evict_first_error, evict_first_pays, grid_cap, vector_fits
+from tunefuse.schedulers.common import coeff, flags_error, evict_first_pays, grid_cap, vector_fits
 from tunefuse.segment import Segment
 
 
@@ -22,6 +22,7 @@ class Params:
     vector: int = 1  # consecutive reduced elements a thread loads at once
     unroll: int = 1  # chunks of the strided loop unrolled, so that their loads are in flight together
     evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
+    static_shape: bool = False  # sizes, strides and offsets as constants: a binary for this shape alone
 
 
 def max_vector(segment: Segment) -> int:
@@ -109,7 +110,7 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return f"unroll {p.unroll} (1, 2, 4 or 8)"
     if p.blocks_per_sm < 0:
         return f"blocks_per_sm {p.blocks_per_sm} (0: no cap, else at least 1)"
-    return evict_first_error(p)
+    return flags_error(p)
 
 
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
@@ -123,6 +124,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_vector(segment) % v == 0]),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
+        "static_shape": optuna.distributions.CategoricalDistribution([False, True]),
     }
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers import pointwise
-from tunefuse.schedulers.common import coeff, evict_first_error, evict_first_pays, vector_fits
+from tunefuse.schedulers.common import coeff, flags_error, evict_first_pays, vector_fits
 from tunefuse.segment import Segment
 
 
@@ -21,6 +21,7 @@ class Params:
     pointwise: pointwise.Params = pointwise.Params()
     vector: int = 1  # consecutive elements a thread reads (along the read dim) and writes (along the write dim)
     evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
+    static_shape: bool = False  # sizes, strides and offsets as constants: a binary for this shape alone
 
 
 def tiled_dims(segment: Segment) -> tuple[int, int] | None:
@@ -89,7 +90,7 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     smem = len(segment.stores) * p.tile * (p.tile + p.padding) * 8
     if smem > device.shared_per_block:
         return f"{smem} bytes of shared memory"
-    return evict_first_error(p)
+    return flags_error(p)
 
 
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
@@ -105,6 +106,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "padding": optuna.distributions.CategoricalDistribution([0, 1, 2]),
         "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_tile_vector(segment) % v == 0]),
         "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
+        "static_shape": optuna.distributions.CategoricalDistribution([False, True]),
     }
 
 
