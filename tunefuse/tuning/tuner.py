@@ -3,7 +3,8 @@
     report = tunefuse.tune(fd, inputs, trials=40)
     print(report)
 
-Trial 0 is the default heuristic, trial 1 the nearest tuned shape's params (warm start).
+Trial 0 is the default heuristic, trial 1 the nearest tuned shape's params (warm start),
+then the default with each code-generation flag flipped (`flag_neighbours`).
 Candidates are compiled ahead in a process pool, run and checked in a crash-isolated
 worker (against the default's output, and once against the NumPy reference), timed with
 CUDA events. The best few are measured again, interleaved, before one is stored with its
@@ -73,6 +74,27 @@ def _compile(job: tuple[str, str, str]) -> tuple[str, bytes | None, str]:
         return name, compile_kernel(source, name, arch).cubin, ""
     except CompileError as e:
         return name, None, e.log[:2000]
+
+
+# Code-generation flags whose effect is small and case by case (1-2% either way, measured
+# with benchmarks/ab.py): a random search may well not sample the default with only one of
+# them flipped, so those points are enqueued after the default and the nearest tuned params.
+FLAGS = ("evict_first", "static_shape")
+
+
+def flag_neighbours(segment: Any, device: Any, default: Any, space: dict) -> list:
+    """The default params with one of FLAGS flipped (a transpose with nothing to tile: its
+    pointwise kernel's), each valid and in the search space."""
+    from tunefuse.schedulers import scheduler_for, value_of, with_values
+
+    sched = scheduler_for(segment.scheduler)
+    out = []
+    for name in space:
+        if name.rsplit(".", 1)[-1] in FLAGS:
+            flipped = with_values(default, {name: not value_of(default, name)})
+            if sched.is_valid(segment, device, flipped) is None:
+                out.append(flipped)
+    return out
 
 
 def study_name(segment: Any, env: Any) -> str:
@@ -158,6 +180,8 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                 near_params = params_from_dict(seg.scheduler, near.params) if near is not None else None
                 if near_params is not None and sched.is_valid(seg, rt.info, near_params) is None:
                     study.enqueue_trial(fixed(near_params), skip_if_exists=True)
+                for neighbour in flag_neighbours(seg, rt.info, default, space):
+                    study.enqueue_trial(fixed(neighbour), skip_if_exists=True)
                 task = bar.add_task(f"{seg.name} {seg.scheduler.value}", total=trials) if bar else None
                 measured: dict[str, tuple[float, Any, dict]] = {}  # kernel name -> (us, params, answer)
                 failed = done = asks = 0
