@@ -144,9 +144,9 @@ def test_static_shape_declares_the_index_arguments_as_constants():
                 assert compile_kernel(static_ks.source, static_ks.name, arch).cubin
             sources[(rows, cols)] = (plain_ks, static_ks, seg.kernel_key)
         (p1, s1, k1), (p2, s2, k2) = sources.values()
-        if k1 == k2:  # one kernel_key for both shapes: one plain binary, two static ones
-            assert p1.name == p2.name and p1.source == p2.source, name
-            assert s1.name != s2.name, name
+        assert k1 == k2, name  # one kernel_key for both shapes: one plain binary, two static ones
+        assert p1.name == p2.name and p1.source == p2.source, name
+        assert s1.name != s2.name, name
         why = sched.is_valid(seg, H100, with_values(default, {"static_shape": "yes"}))
         assert why is not None and "static_shape" in why
 

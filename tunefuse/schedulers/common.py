@@ -61,13 +61,27 @@ def evict_first_pays(segment: Segment) -> bool:
     return all(st.reduced for st in segment.stores)
 
 
+# The code-generation flags every scheduler's Params carries: evict-first loads, and sizes,
+# strides and offsets as constants (a binary for one shape).
+FLAGS = ("evict_first", "static_shape")
+
+
 def flags_error(p) -> str | None:  # noqa: ANN001
-    """Why `p.evict_first` or `p.static_shape` is not a flag (params may come from a stored
-    JSON), or None."""
-    for name in ("evict_first", "static_shape"):
+    """Why one of FLAGS in `p` is not a bool (params may come from a stored JSON), or None."""
+    for name in FLAGS:
         if not isinstance(getattr(p, name), bool):
             return f"{name} {getattr(p, name)!r} (True or False)"
     return None
+
+
+def flag_space() -> dict:
+    """FLAGS as Optuna distributions (the tail of every scheduler's search space)."""
+    import optuna  # the tuner's dependency: imported only when a search space is asked for
+
+    return {
+        "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
+        "static_shape": optuna.distributions.CategoricalDistribution([False, True]),
+    }
 
 
 MAX_GRID_X = 2**31 - 1

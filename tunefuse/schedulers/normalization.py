@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers import reduction
-from tunefuse.schedulers.common import evict_first_pays
+from tunefuse.schedulers.common import evict_first_pays, flag_space
 from tunefuse.segment import Segment
 
 
@@ -83,8 +83,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "vector": optuna.distributions.CategoricalDistribution(
             [v for v in (1, 2, 4, 8) if reduction.max_vector(segment) % v == 0]),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
-        "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
-        "static_shape": optuna.distributions.CategoricalDistribution([False, True]),
+        **flag_space(),
     }
 
 

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.schedulers.common import flags_error, evict_first_pays, grid_cap, max_vector
+from tunefuse.schedulers.common import evict_first_pays, flag_space, flags_error, grid_cap, max_vector
 from tunefuse.segment import Segment
 
 
@@ -82,8 +82,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 2, 4, 8, 16, 32]),
         "split": optuna.distributions.CategoricalDistribution(list(range(max(1, len(segment.extents))))),
-        "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
-        "static_shape": optuna.distributions.CategoricalDistribution([False, True]),
+        **flag_space(),
     }
 
 

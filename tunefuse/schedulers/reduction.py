@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.schedulers.common import coeff, flags_error, evict_first_pays, grid_cap, vector_fits
+from tunefuse.schedulers.common import coeff, evict_first_pays, flag_space, flags_error, grid_cap, vector_fits
 from tunefuse.segment import Segment
 
 
@@ -123,8 +123,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 4, 8, 16, 32, 64]),
         "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_vector(segment) % v == 0]),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
-        "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
-        "static_shape": optuna.distributions.CategoricalDistribution([False, True]),
+        **flag_space(),
     }
 
 

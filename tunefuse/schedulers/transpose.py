@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers import pointwise
-from tunefuse.schedulers.common import coeff, flags_error, evict_first_pays, vector_fits
+from tunefuse.schedulers.common import coeff, evict_first_pays, flag_space, flags_error, vector_fits
 from tunefuse.segment import Segment
 
 
@@ -105,8 +105,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "block_rows": optuna.distributions.CategoricalDistribution([2, 4, 8, 16, 32]),
         "padding": optuna.distributions.CategoricalDistribution([0, 1, 2]),
         "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_tile_vector(segment) % v == 0]),
-        "evict_first": optuna.distributions.CategoricalDistribution([True, False]),
-        "static_shape": optuna.distributions.CategoricalDistribution([False, True]),
+        **flag_space(),
     }
 
 

@@ -76,16 +76,14 @@ def _compile(job: tuple[str, str, str]) -> tuple[str, bytes | None, str]:
         return name, None, e.log[:2000]
 
 
-# Code-generation flags whose effect is small and case by case (1-2% either way, measured
-# with benchmarks/ab.py): a random search may well not sample the default with only one of
-# them flipped, so those points are enqueued after the default and the nearest tuned params.
-FLAGS = ("evict_first", "static_shape")
-
-
 def flag_neighbours(segment: Any, device: Any, default: Any, space: dict) -> list:
-    """The default params with one of FLAGS flipped (a transpose with nothing to tile: its
-    pointwise kernel's), each valid and in the search space."""
+    """The default params with one code-generation flag (schedulers.common.FLAGS) flipped (a
+    transpose with nothing to tile: its pointwise kernel's), each valid and in the search
+    space. Their effect is small and case by case (1-2% either way, benchmarks/ab.py): a
+    random search may never sample the default with only one of them flipped, so these
+    points are enqueued after the default and the nearest tuned params."""
     from tunefuse.schedulers import scheduler_for, value_of, with_values
+    from tunefuse.schedulers.common import FLAGS
 
     sched = scheduler_for(segment.scheduler)
     out = []
