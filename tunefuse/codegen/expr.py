@@ -14,6 +14,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from tunefuse.codegen.guards import condition_text
 from tunefuse.codegen.math import CUDA_MATH
 from tunefuse.dtypes import DataType
 from tunefuse.indexing import Affine, Div, Mod, Var
@@ -259,12 +260,7 @@ class ExprRenderer:
 
     def _guard(self, e: EGuard) -> str:
         name = self.fresh()
-        itype = "long long"
-        conds = " && ".join(
-            f"({render_literal_affine(idx, self.var_name, itype)} < {hi}LL)"
-            + (f" && ({render_literal_affine(idx, self.var_name, itype)} >= {lo}LL)" if lo > -(2**61) else "")
-            for idx, lo, hi in e.conditions
-        )
+        conds = condition_text(e.conditions, lambda idx: render_literal_affine(idx, self.var_name, "long long"))
         self.emit(f"{e.dtype.cuda} {name};")
         self.emit(f"if ({conds}) {{")
         self._branch(e.then, name, e.dtype)

@@ -10,7 +10,8 @@ Two shapes of kernel, chosen by `Params.split`:
   index: none at all for s = 1. Block shape: blockDim.x * blockDim.y = block_size, read at
   run time, so that one binary serves every shape.
 
-With `evict_first`, loads that read each element once are evict-first (`tf_ld_stream`)."""
+With `evict_first`, loads that read each element once are evict-first (`tf_ld_stream`).
+A load behind a pad/cat guard is read only where its branch is taken (codegen/guards.py)."""
 
 from __future__ import annotations
 
@@ -22,8 +23,10 @@ from tunefuse.codegen.expr import (
     load_text,
     moves_with_every_dim,
     render_affine,
+    render_literal_affine,
     unravel_lines,
 )
+from tunefuse.codegen.guards import guarded_loads, paths_lane_uniform, predicate_text
 from tunefuse.schedulers.common import coeff
 from tunefuse.schedulers.pointwise import Params
 from tunefuse.segment import Segment
@@ -51,16 +54,22 @@ class _PointwiseEmitter:
         self.vec = p.vector
         self.outer = list(range(p.split))
         self.inner = list(range(p.split, self.rank))
+        # Loads behind a pad/cat guard: read only where their branch is taken. One whose
+        # branch is the same for a whole vector of lanes is still one vector load, predicated
+        # on the branch at the first lane; any other is read a lane at a time inside its branch.
+        self.guarded = guarded_loads(st.expr for st in segment.stores)
         self.vector_loads = {
             k for k, ld in enumerate(segment.loads)
             if self.vec > 1 and ld.offset.is_affine and coeff(ld.offset, segment, self.last) == 1
+            and (k not in self.guarded
+                 or paths_lane_uniform(self.guarded[k], self.last, segment.extents[self.last], self.vec))
         }
         self.streamed = {k for k in range(len(segment.loads)) if p.evict_first and moves_with_every_dim(segment, k)}
         stored = segment.stored_buffers
         # 2-D: loads that stay put along the outer dims are read once a thread, before the loop.
         self.hoisted = {
             k for k, ld in enumerate(segment.loads)
-            if p.split and ld.offset.is_affine and ld.buffer not in stored
+            if p.split and ld.offset.is_affine and ld.buffer not in stored and k not in self.guarded
             and all(coeff(ld.offset, segment, j) == 0 for j in self.outer)
         }
 
@@ -104,7 +113,12 @@ class _PointwiseEmitter:
             if k in self.vector_loads:
                 vt = self.vector_type(ld.dtype)
                 text = load_text(ld.buffer, self.offset(ld.offset, "L", k), k in self.streamed, vt)
-                lines.append(f"{indent}const {vt} {prefix}{k} = {text};")
+                if k in self.guarded:
+                    taken = predicate_text(self.guarded[k], lambda idx: render_literal_affine(idx, _index, "long long"))
+                    lines.append(f"{indent}{vt} {prefix}{k}{{}};")
+                    lines.append(f"{indent}if ({taken}) {prefix}{k} = {text};")
+                else:
+                    lines.append(f"{indent}const {vt} {prefix}{k} = {text};")
             elif prefix == "h":
                 text = load_text(ld.buffer, render_affine(ld.offset, "L", k, self.var_name, self.it), k in self.streamed)
                 lines.append(f"{indent}{ld.dtype.cuda} h{k}[{self.vec}];")

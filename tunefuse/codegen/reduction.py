@@ -6,7 +6,8 @@ block reduction (warp shuffles, then shared memory); then the row's results are 
 and for a normalization the full-size outputs are computed from the reduced values. With
 the row cached in registers, a costly element value that one phase computes and a later one
 needs (softmax's exp(x - max)) is kept there too, computed once. With `evict_first`, loads
-of data read once are evict-first.
+of data read once are evict-first. A load behind a pad/cat guard is read only inside its
+branch (codegen/guards.py).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from tunefuse.codegen.expr import (
     render_affine,
     unravel_lines,
 )
+from tunefuse.codegen.guards import guarded_loads
 from tunefuse.dtypes import DataType
 from tunefuse.indexing import Var
 from tunefuse.kernel_ir import EGuard, ELoad, EOp, EReduce, Expr
@@ -150,9 +152,12 @@ class _Emitter:
         self.ept = getattr(p, "elements_per_thread", 1)
         self.vec = getattr(p, "vector", 1)
         last = len(segment.extents) - 1
+        # Loads behind a pad/cat guard are read inside their branch, a lane at a time: never
+        # vector-loaded or cached ahead of the branch that decides whether they are in range.
+        self.guarded = guarded_loads([acc.operand for acc in self.accs] + [st.expr for st in segment.stores])
         self.vec_loads = {
             k for k, ld in enumerate(segment.loads)
-            if self.vec > 1 and ld.offset.is_affine and last in self.red
+            if self.vec > 1 and ld.offset.is_affine and last in self.red and k not in self.guarded
             and ld.offset.coeff(Var(last, segment.extents[last])) == 1
         }
         self.vec_stores = {
@@ -175,7 +180,7 @@ class _Emitter:
         # output phase alone) is loaded where it is used: fewer registers, more rows in flight.
         self.cached_loads = [
             k for k, ld in enumerate(segment.loads)
-            if self.cache and passes.get(k, 0) > 1 and (not ld.offset.is_affine or any(
+            if self.cache and passes.get(k, 0) > 1 and k not in self.guarded and (not ld.offset.is_affine or any(
                 ld.offset.coeff(Var(j, segment.extents[j])) for j in self.red))
         ]
         self.phase = 0  # the pass being emitted: accumulator position, len(accs) for the outputs

@@ -2,7 +2,8 @@
 padded shared memory, written along the writes' innermost dim. With `vector` V a thread
 reads V consecutive elements along the read dim and writes V consecutive ones along the
 write dim (one 16-byte access each side for fp32 at V = 4). With `evict_first`, loads that
-read each element once are evict-first."""
+read each element once are evict-first. A load behind a pad/cat guard is read only inside
+its branch (codegen/guards.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from tunefuse.codegen.expr import (
     moves_with_every_dim,
     render_affine,
 )
+from tunefuse.codegen.guards import guarded_loads
 from tunefuse.schedulers.common import coeff
 from tunefuse.schedulers.transpose import Params, tiled_dims
 from tunefuse.segment import Segment
@@ -44,8 +46,9 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
     lines.append(f"      const {it} i{b} = b0 + lane;")
     lines.append(f"      const {it} i{a} = a0 + y;")
     lines.append(f"      if (i{b} < E{b} && i{a} < E{a}) {{")
+    guarded = guarded_loads(st.expr for st in segment.stores)  # read inside their branch only
     vector_loads = [k for k, ld in enumerate(segment.loads)
-                    if vec > 1 and ld.offset.is_affine and coeff(ld.offset, segment, b) == 1]
+                    if vec > 1 and ld.offset.is_affine and coeff(ld.offset, segment, b) == 1 and k not in guarded]
     for k in vector_loads:
         ld = segment.loads[k]
         vt = f"TfVec<{ld.dtype.cuda}, {vec}>"
