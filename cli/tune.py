@@ -34,6 +34,7 @@ def tune(
     only: Annotated[str | None, typer.Option("--only", help="Only the fusion of this name.")] = None,
     trials: Annotated[int, typer.Option(help="Trials per kernel.")] = 40,
     timeout: Annotated[float | None, typer.Option(help="Seconds per kernel.")] = None,
+    device: Annotated[int, typer.Option(min=0, help="The GPU to tune on (its env is the records').")] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Tune every kernel of the file's fusions now, with a progress bar and a final table."""
@@ -44,7 +45,7 @@ def tune(
     for case in _cases(file, only):
         fd = case.build()
         report = tunefuse.tune(fd, case.example_inputs(np.random.default_rng(0)), trials=trials,
-                               timeout=timeout, cache=store_cache, progress=not as_json)
+                               timeout=timeout, cache=store_cache, progress=not as_json, device=device)
         for s in report.segments:
             rows.append({"fusion": case.name, "segment": s.segment, "scheduler": s.scheduler,
                          "default_us": s.default_us, "best_us": s.best_us, "speedup": s.speedup,

@@ -83,8 +83,8 @@ def describe_array(array: object, *, name: str = "input") -> ArrayInfo:
             strides = contiguous_strides(shape)
         else:
             strides = tuple(int(s) // itemsize for s in iface["strides"])
-        device_index = int(getattr(getattr(array, "device", None), "id", 0) or 0)
-        return ArrayInfo(dtype, shape, strides, Device.CUDA, device_index, int(iface["data"][0]), framework)
+        return ArrayInfo(dtype, shape, strides, Device.CUDA, _cuda_device_of(array, int(iface["data"][0])),
+                         int(iface["data"][0]), framework)
     if framework == "dlpack":
         # Anything else speaking DLPack: NumPy can read host arrays; device arrays go
         # through the runtime, which imports them with cuda.core.
@@ -98,6 +98,23 @@ def describe_array(array: object, *, name: str = "input") -> ArrayInfo:
         f"{name}: expected an array (numpy, torch, CuPy, __cuda_array_interface__ or __dlpack__), "
         f"got {type(array).__name__}"
     )
+
+
+def _cuda_device_of(array: object, ptr: int) -> int:
+    """The CUDA device of an array read through `__cuda_array_interface__`: what the array
+    says (CuPy's `.device.id`, tunefuse's `DeviceArray.device_id`), else what the driver says
+    of its pointer. Never a default: device-1 memory read as device 0's is an illegal address."""
+    cupy_device = getattr(getattr(array, "device", None), "id", None)
+    if isinstance(cupy_device, int):
+        return cupy_device
+    own = getattr(array, "device_id", None)
+    if isinstance(own, int):
+        return own
+    if ptr == 0:
+        return 0  # an empty array owns no memory: nothing is read through it
+    from tunefuse.runtime.device import pointer_device
+
+    return pointer_device(ptr)
 
 
 def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:

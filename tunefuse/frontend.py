@@ -239,9 +239,11 @@ class FusionDefinition:
                 cache: Any = _DEFAULT_CACHE, **options: Any) -> list:
         """Run the fusion on `inputs`; returns the outputs (those not written in place).
         Pre-tuned kernels come from the persistent cache (`cache=None`: none; a
-        `tunefuse.Cache` or URL: that one; default: TUNEFUSE_CACHE_URL or the SQLite file)."""
+        `tunefuse.Cache` or URL: that one; default: TUNEFUSE_CACHE_URL or the SQLite file).
+        `device=N` (or "cuda:N", a torch.device) picks the GPU for host inputs; device inputs
+        run on their own device, which must be that one when it is given."""
         runner = self._runner
-        if runner is not None and cache is self._runner_cache and out is None and not options:
+        if runner is not None and runner.device is None and cache is self._runner_cache and out is None and not options:
             return runner.run(inputs, None)  # the hot path: same cache as last time
         from tunefuse.runtime.executor import execute
 

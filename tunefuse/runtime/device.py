@@ -20,18 +20,40 @@ class _ForeignStream:
         return (0, self.handle)
 
 
+def _current_context() -> int:
+    from cuda.bindings import driver
+
+    _, ctx = driver.cuCtxGetCurrent()
+    return int(ctx)
+
+
 class Runtime:
+    """One GPU: its properties, loaded kernels, streams and allocations. Every driver call
+    that depends on the current context runs inside `with rt.active():`, which makes this
+    device's context current for the duration and gives the caller's back afterwards (torch
+    reads its current device from that context: running on cuda:1 must not move it)."""
+
     def __init__(self, index: int) -> None:
         try:
+            from cuda.bindings import driver
             from cuda.core import Device
 
+            if not 0 <= index < max(device_count(), 1):
+                raise ValueError(f"the driver sees {device_count()} device(s)")
+            previous = _current_context()
             self.device = Device(index)
             self.device.set_current()
+            self._context = driver.cuCtxGetCurrent()[1]
+            self._context_id = int(self._context)
+            if previous and previous != self._context_id:
+                driver.cuCtxSetCurrent(driver.CUcontext(previous))
         except Exception as e:  # noqa: BLE001 - any driver failure means no usable GPU
             raise ExecutionError(
                 f"no usable CUDA device {index}: {e}. tunefuse needs an NVIDIA GPU and a driver "
                 "for CUDA 12 or newer to execute fusions (plans and compilation work without one)"
             ) from None
+        self.index = index
+        self._active = _Activation(self)
         props = self.device.properties
         cc = self.device.compute_capability
         self.info = DeviceInfo(
@@ -42,9 +64,32 @@ class Runtime:
             shared_per_block=int(props.max_shared_memory_per_block),
             l2_bytes=int(getattr(props, "l2_cache_size", 50 * 1024 * 1024)),
         )
-        self.default_stream = self.device.default_stream
+        with self.active():
+            self.default_stream = self.device.create_stream()
         self._kernels: dict[str, object] = {}
         self._streams: dict[int, object] = {}
+
+    def active(self) -> _Activation:
+        """`with rt.active():` this device's context is current inside, the caller's after."""
+        return self._active
+
+    def enter(self) -> object | None:
+        """Make this device's context current; returns what `leave` needs to restore the
+        caller's (None when it already was current: the common, one-GPU case costs one
+        cuCtxGetCurrent)."""
+        from cuda.bindings import driver
+
+        _, ctx = driver.cuCtxGetCurrent()
+        if int(ctx) == self._context_id:
+            return None
+        driver.cuCtxPushCurrent(self._context)
+        return ctx
+
+    def leave(self, token: object | None) -> None:
+        if token is not None:
+            from cuda.bindings import driver
+
+            driver.cuCtxPopCurrent()
 
     @functools.cached_property
     def env(self):  # noqa: ANN201 - cache_db.Env
@@ -83,9 +128,39 @@ class Runtime:
         return self.device.allocate(max(nbytes, 1), stream=stream)
 
 
+class _Activation:
+    """The context manager `Runtime.active()` returns (one per runtime, reentrant)."""
+
+    __slots__ = ("rt", "tokens")
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+        self.tokens: list = []
+
+    def __enter__(self) -> Runtime:
+        self.tokens.append(self.rt.enter())
+        return self.rt
+
+    def __exit__(self, *exc: object) -> None:
+        self.rt.leave(self.tokens.pop())
+
+
 @functools.cache
 def runtime(index: int = 0) -> Runtime:
+    """The runtime of CUDA device `index` (an explicit index: callers take it from their
+    inputs or their settings, never from a default device)."""
     return Runtime(index)
+
+
+def pointer_device(ptr: int) -> int:
+    """The CUDA device that memory at `ptr` lives on, asked of the driver."""
+    from cuda.bindings import driver
+
+    err, ordinal = driver.cuPointerGetAttribute(
+        driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+    if int(err) != 0:
+        raise ExecutionError(f"cannot tell the CUDA device of pointer {ptr:#x}: {err}")
+    return int(ordinal)
 
 
 def device_count() -> int:

@@ -68,27 +68,29 @@ class DeviceArray:
         known = getattr(self.buffer, "device_id", None)
         if known is not None:
             return int(known)
-        from cuda.bindings import driver
+        from tunefuse.errors import ExecutionError
+        from tunefuse.runtime.device import pointer_device
 
-        err, ordinal = driver.cuPointerGetAttribute(
-            driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, self.data_ptr)
-        if int(err) != 0:
-            raise BufferError(f"cannot tell the device of pointer {self.data_ptr:#x}: {err}")
-        return int(ordinal)
+        try:
+            return pointer_device(self.data_ptr)
+        except ExecutionError as e:
+            raise BufferError(str(e)) from None
 
     def view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> DeviceArray:
         return DeviceArray(self.buffer, shape, self.dtype, strides, self.offset + offset, self._stream)
 
     def numpy(self) -> np.ndarray:
         """A host copy, with this array's shape and dtype."""
+        from tunefuse.runtime.device import runtime
         from tunefuse.runtime.transfer import device_to_host
 
         if self.size == 0:
             return np.zeros(self.shape, dtype=self.dtype.numpy)
-        if self._stream is not None:
-            self._stream.sync()  # type: ignore[attr-defined]
         span = 1 + sum((e - 1) * s for e, s in zip(self.shape, self.strides_elements))
-        flat = device_to_host(self.data_ptr, span, self.dtype.numpy)
+        with runtime(self.device_id).active():
+            if self._stream is not None:
+                self._stream.sync()  # type: ignore[attr-defined]
+            flat = device_to_host(self.data_ptr, span, self.dtype.numpy)
         item = flat.itemsize
         return np.lib.stride_tricks.as_strided(
             flat, self.shape, tuple(s * item for s in self.strides_elements)).copy()

@@ -89,8 +89,9 @@ class Executor:
     """Runs one fusion; keeps its plans by input signature."""
 
     def __init__(self, fusion, params_source=None, cache=None, name: str | None = None,  # noqa: ANN001
-                 precompiled: dict[str, bytes] | None = None) -> None:
+                 precompiled: dict[str, bytes] | None = None, device: int | None = None) -> None:
         self.fusion = fusion
+        self.device = device  # the GPU for host (NumPy) inputs; device inputs must be on it
         self.precompiled = precompiled or {}  # kernel name -> cubin compiled elsewhere (tuning)
         self.cache = cache  # tunefuse.cache.Cache or None
         self.name = name
@@ -275,20 +276,45 @@ class Executor:
     def _run_checked(self, inputs: Sequence[object], out: Sequence[object] | None) -> list:
         bound = bind_inputs(self.fusion, inputs, self.inputs)
         out_sig = out_signature(out)
-        key = (bound.signature, out_sig)
-        device_index = next((a.device_index for a in bound.arrays.values() if a.device is Device.CUDA), 0)
+        device_index = device_for(bound, out, self.device)
+        key = (bound.signature, out_sig, device_index)
         rt = runtime(device_index)
-        exe = self.plans.get(key)
-        if exe is None:
-            with self.lock:
-                exe = self.plans.get(key)
-                if exe is None and self._persists():
-                    exe = self.restore(bound, out_sig, rt)
-                if exe is None:
-                    exe = self.prepare(plan_for(self.fusion, bound, out_sig), rt, bound, out_sig)
-                self.plans[key] = exe
-        self._last_key = key
-        return _launch(exe, bound, inputs, out, rt)
+        with rt.active():
+            exe = self.plans.get(key)
+            if exe is None:
+                with self.lock:
+                    exe = self.plans.get(key)
+                    if exe is None and self._persists():
+                        exe = self.restore(bound, out_sig, rt)
+                    if exe is None:
+                        exe = self.prepare(plan_for(self.fusion, bound, out_sig), rt, bound, out_sig)
+                    self.plans[key] = exe
+            self._last_key = key
+            return _launch(exe, bound, inputs, out, rt, device_index)
+
+
+def device_for(bound, out: Sequence[object] | None, explicit: int | None) -> int:  # noqa: ANN001
+    """The GPU a call runs on: the device of its device inputs (and preallocated outputs),
+    all one; for host inputs alone, `explicit` (default 0). Arrays on two devices, or on
+    another than an `explicit` device, are refused by name."""
+    from tunefuse.arrays import describe_array
+    from tunefuse.errors import InputMismatchError
+
+    where = {f"input T{v}": a.device_index for v, a in bound.arrays.items() if a.device is Device.CUDA}
+    for k, target in enumerate(out or ()):
+        if not isinstance(target, np.ndarray):
+            info = describe_array(target, name=f"out[{k}]")
+            if info.device is Device.CUDA:
+                where[f"out[{k}]"] = info.device_index
+    devices = sorted(set(where.values()))
+    if len(devices) > 1:
+        listed = ", ".join(f"{name} on cuda:{d}" for name, d in where.items())
+        raise InputMismatchError(f"arrays on more than one GPU ({listed}): a fusion runs on one device")
+    if explicit is not None and devices and devices[0] != explicit:
+        raise InputMismatchError(f"device={explicit} was asked for, but the arrays are on cuda:{devices[0]}")
+    if devices:
+        return devices[0]
+    return explicit if explicit is not None else 0
 
 
 def _framework(inputs: Sequence[object]) -> str:
@@ -301,6 +327,7 @@ def _framework(inputs: Sequence[object]) -> str:
 
 
 def _stream_handle(framework: str, device_index: int) -> int | None:
+    """The caller's current stream on the device the call runs on."""
     if framework == "torch":
         import torch
 
@@ -308,7 +335,8 @@ def _stream_handle(framework: str, device_index: int) -> int | None:
     if framework == "cupy":
         import cupy
 
-        return int(cupy.cuda.get_current_stream().ptr)
+        with cupy.cuda.Device(device_index):
+            return int(cupy.cuda.get_current_stream().ptr)
     return None
 
 
@@ -330,7 +358,8 @@ def _allocate(framework: str, nbytes: int, dtype: DataType, rt: Runtime, stream:
     if framework == "cupy":
         import cupy
 
-        a = cupy.empty(max(nbytes, 1), dtype=cupy.uint8)
+        with cupy.cuda.Device(device_index):
+            a = cupy.empty(max(nbytes, 1), dtype=cupy.uint8)
         return _Allocation(int(a.data.ptr), a)
     buf = rt.allocate(nbytes, stream)
     return _Allocation(int(buf.handle), buf)  # type: ignore[attr-defined]
@@ -356,12 +385,12 @@ def _as_array(framework: str, alloc: _Allocation, dtype: DataType, shape, stride
     return DeviceArray(alloc.owner, tuple(shape), dtype, tuple(strides), offset, stream)
 
 
-def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runtime) -> list:  # noqa: ANN001
+def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runtime,  # noqa: ANN001
+            device_index: int) -> list:
     from cuda.core import launch
 
     plan = exe
     framework = _framework(inputs)
-    device_index = next((a.device_index for a in bound.arrays.values() if a.device is Device.CUDA), 0)
     stream = rt.stream_for(_stream_handle(framework, device_index))
     stream_handle = int(stream.handle)  # type: ignore[attr-defined]
     host_inputs = all(a.device is Device.CPU for a in bound.arrays.values()) and bool(bound.arrays)
@@ -474,19 +503,34 @@ def execute(fd, inputs: Sequence[object], out: Sequence[object] | None = None, c
     `cache=None` runs without the persistent cache; a `tunefuse.Cache` or a URL picks one."""
     from tunefuse.cache import resolve
 
+    device = options.pop("device", None)
     if options:
         unknown = sorted(options)
         raise ExecutionError(f"execute: unknown options {unknown}")
+    if device is not None:
+        device = _device_index(device)
     resolved = resolve(cache)
     runners = fd._runners
-    executor = runners.get(id(resolved))
+    executor = runners.get((id(resolved), device))
     if executor is None:
-        executor = Executor(fd.fusion, cache=resolved)
-        runners[id(resolved)] = executor
+        executor = Executor(fd.fusion, cache=resolved, device=device)
+        runners[(id(resolved), device)] = executor
         if resolved is not None:
             runners[("keep", id(resolved))] = resolved  # keep the id stable while the runner lives
     fd._runner = executor
     return executor.run(inputs, out)
+
+
+def _device_index(device: object) -> int:
+    """`execute(device=...)`: an index, "cuda:N" or a torch.device; refused by name otherwise."""
+    if isinstance(device, int) and not isinstance(device, bool) and device >= 0:
+        return device
+    text = str(device)
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return int(text[5:])
+    if text == "cuda":
+        return 0
+    raise ExecutionError(f"execute: device must be a CUDA device index, 'cuda:N' or a torch.device, not {device!r}")
 
 
 def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -584,6 +628,13 @@ class TorchLauncher:
             self.results.append((source, tuple(binding.view.shape), tuple(binding.view.strides), binding.view.offset))
 
     def __call__(self, inputs: Sequence[object]) -> list:
+        token = self.rt.enter()  # this GPU's context current while we launch (no-op when it is)
+        try:
+            return self._call(inputs)
+        finally:
+            self.rt.leave(token)
+
+    def _call(self, inputs: Sequence[object]) -> list:
         torch, launch = self.torch, self.launch
         stream = self.rt.stream_for(self.current_stream(self.device_index))
         pointers = [0] * self.n_buffers

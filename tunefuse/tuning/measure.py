@@ -32,20 +32,23 @@ def _setup(state: dict) -> dict:
     setup = state["setup"]
     fusion = Fusion.from_json(setup["fusion_json"])
     host_inputs = make_inputs(setup["signature_json"], seed=setup.get("seed", 0))
-    rt = runtime(setup.get("device", 0))
+    rt = runtime(setup["device"])
+    from tunefuse.dtypes import from_any_dtype
     from tunefuse.runtime.device_array import DeviceArray
     from tunefuse.runtime.transfer import host_to_device
-    from tunefuse.dtypes import from_any_dtype
 
     device_inputs = []
-    for x in host_inputs:
-        if isinstance(x, np.ndarray):
-            buf = rt.allocate(x.nbytes, rt.default_stream)
-            host_to_device(x, int(buf.handle))
-            device_inputs.append(DeviceArray(buf, x.shape, from_any_dtype(x.dtype), stream=rt.default_stream))
-        else:
-            device_inputs.append(x)
-    state.update(fusion=fusion, host_inputs=host_inputs, executor_inputs=device_inputs, rt=rt, timer=Timer(rt),
+    with rt.active():
+        stream = rt.default_stream
+        for x in host_inputs:
+            if isinstance(x, np.ndarray):
+                buf = rt.allocate(x.nbytes, stream)
+                host_to_device(x, int(buf.handle), int(stream.handle))  # type: ignore[attr-defined]
+                device_inputs.append(DeviceArray(buf, x.shape, from_any_dtype(x.dtype), stream=stream))
+            else:
+                device_inputs.append(x)
+        timer = Timer(rt)
+    state.update(fusion=fusion, host_inputs=host_inputs, executor_inputs=device_inputs, rt=rt, timer=timer,
                  reference_outputs=None)
     return state
 
@@ -73,7 +76,7 @@ def _run(state: dict, kernel_key: str, params: Any, cubins: dict[str, bytes]) ->
 
     executor = Executor(state["fusion"], params_source=(
         (lambda seg, dev: params if seg.kernel_key == kernel_key else None) if params is not None else None),
-        precompiled=cubins)
+        precompiled=cubins, device=state["rt"].index)
     outputs = executor.run(state["executor_inputs"])
     return [o.numpy() if hasattr(o, "numpy") else np.asarray(o) for o in outputs], executor
 
@@ -103,7 +106,8 @@ def measure(request: dict, state: dict) -> dict:
             if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-2, atol=2e-2, equal_nan=True):
                 return {"ok": False, "error": "output differs from tunefuse.reference"}
     call = _repeatable_call(executor, state["executor_inputs"], request["kernel_key"])
-    timing = state["timer"].time(call, min_total_us=request.get("min_total_us", 20_000.0))
+    with state["rt"].active():
+        timing = state["timer"].time(call, min_total_us=request.get("min_total_us", 20_000.0))
     recipe = next(r for r in next(iter(executor.plans.values())).recipes if r.launch.kernel_key == request["kernel_key"])
     return {"ok": True, "median_us": timing.median_us, "spread_us": timing.spread_us, "reps": timing.reps,
             "kernel_name": recipe.launch.kernel_name}

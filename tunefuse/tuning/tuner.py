@@ -114,14 +114,15 @@ def _storage(cache_url: str | None) -> Any:
 
 
 def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | None = None,  # noqa: ANN001
-         patience: int = 15, cache: Any = "default", device: int = 0, progress: bool = True,
+         patience: int = 15, cache: Any = "default", device: int | None = None, progress: bool = True,
          seed: int = 0, batch: int = 4, rechecks: int = 3, only_segment: int | None = None,
          stop: Any = None) -> TuneReport:
     """Tune every kernel of `fd` for `inputs`; store the winners (with their binaries)
     in the cache; return a report. `trials` and `timeout` (seconds) budget each kernel;
     `patience` trials without a gain stop it early. `only_segment` tunes one kernel (a
     daemon job); `stop` (a threading.Event) ends the search early and raises
-    tunefuse.daemon.StopRequested."""
+    tunefuse.daemon.StopRequested. `device`: the GPU to tune on; by default the device of
+    the inputs (device arrays), or 0 for host inputs."""
     import optuna
 
     from tunefuse.cache import DEFAULT, resolve, signature_json
@@ -130,6 +131,7 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
     from tunefuse.frontend import FusionDefinition
     from tunefuse.plan import plan_for
     from tunefuse.runtime.device import runtime
+    from tunefuse.runtime.executor import device_for
     from tunefuse.schedulers import params_from_dict, params_to_dict, scheduler_for, value_of, with_values
     from tunefuse.signature import FusionInputs, bind_inputs
     from tunefuse.tuning.worker import Worker, WorkerDied
@@ -137,6 +139,7 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
     fusion = fd.fusion if isinstance(fd, FusionDefinition) else fd
     bound = bind_inputs(fusion, inputs, FusionInputs(fusion))
     plan = plan_for(fusion, bound)
+    device = device_for(bound, None, device)
     rt = runtime(device)
     env = rt.env
     resolved = resolve(DEFAULT if cache == "default" else cache)
