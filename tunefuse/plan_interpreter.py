@@ -40,6 +40,11 @@ def eval_affine(a: Affine, vars_: dict[int, np.ndarray]) -> np.ndarray:
     return np.asarray(total, dtype=np.int64)
 
 
+class LoadOutOfBounds(AssertionError):
+    """A segment reads outside a buffer at a position where the read is used: the kernel
+    generated from it would touch memory outside its buffers."""
+
+
 class _SegmentRun:
     def __init__(self, seg: Segment, memory: dict[int, np.ndarray], scalars: list[object]):
         self.seg = seg
@@ -47,6 +52,7 @@ class _SegmentRun:
         self.scalars = scalars
         self.memo: dict[int, np.ndarray] = {}
         self.vars: dict[int, np.ndarray] = {}
+        self.taken: np.ndarray | None = None  # inside a guard's branch: where it is taken
 
     def eval(self, e: Expr) -> np.ndarray:
         key = id(e)
@@ -57,7 +63,15 @@ class _SegmentRun:
     def _eval(self, e: Expr) -> np.ndarray:
         if isinstance(e, ELoad):
             ld = self.seg.loads[e.load]
-            return self.memory[ld.buffer][eval_affine(ld.offset, self.vars)]
+            memory = self.memory[ld.buffer]
+            offsets = eval_affine(ld.offset, self.vars)
+            inside = (offsets >= 0) & (offsets < memory.size)
+            used = inside if self.taken is None else inside | ~self.taken
+            if not np.all(used):
+                raise LoadOutOfBounds(
+                    f"{self.seg.name}: load {e.load} of b{ld.buffer} at {ld.offset} reads outside its "
+                    f"{memory.size} elements (offsets {int(offsets.min())}..{int(offsets.max())})")
+            return memory[np.where(inside, offsets, 0)]
         if isinstance(e, EScalar):
             return np.asarray(self.scalars[e.arg]).astype(self.seg.scalars[e.arg].dtype.numpy)
         if isinstance(e, EConst):
@@ -74,6 +88,15 @@ class _SegmentRun:
             ]
             return np.asarray(rule.numpy(*operands)).astype(e.dtype.numpy)
         if isinstance(e, EReduce):
+            # A row's reduction is the same wherever it is used: inside a guard's branch too,
+            # where the variables are masked (a kernel computes it in the row's own phase).
+            if self.taken is not None:
+                saved = (self.vars, self.taken, self.memo)
+                self.vars, self.taken, self.memo = self.row_vars, None, self.row_memo
+                try:
+                    return self.eval(e)
+                finally:
+                    self.vars, self.taken, self.memo = saved
             x = np.broadcast_to(self.eval(e.operand), self.full_shape)
             compute = e.dtype.compute if e.dtype.is_floating else DataType.Int
             rows = np.ascontiguousarray(x.astype(compute.numpy))
@@ -91,14 +114,15 @@ class _SegmentRun:
         raise AssertionError(e)  # pragma: no cover
 
     def _masked(self, e: Expr, mask: np.ndarray) -> np.ndarray:
-        saved = self.vars
+        saved, taken = self.vars, self.taken
         self.vars = {k: np.where(np.broadcast_to(mask, np.broadcast_shapes(mask.shape, v.shape)), v, 0)
                      for k, v in saved.items()}
+        self.taken = mask if taken is None else mask & taken
         memo, self.memo = self.memo, {}
         try:
             return self.eval(e)
         finally:
-            self.vars, self.memo = saved, memo
+            self.vars, self.memo, self.taken = saved, memo, taken
 
     def run(self) -> None:
         seg = self.seg
@@ -121,6 +145,7 @@ class _SegmentRun:
                 self.vars[k] = idx.reshape(1, -1)
             self.full_shape = (len(positions), n_inner)
             self.memo = {}
+            self.row_vars, self.row_memo = self.vars, self.memo
             for st in seg.stores:
                 value = self.eval(st.expr)
                 offsets = eval_affine(st.offset, self.vars)

@@ -56,7 +56,7 @@ def _reduction(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
     # Kernels and the plan interpreter reduce in this order too, so results compare exactly.
     kept = [d for d in range(x.ndim) if d not in a.dims]
     rows = np.ascontiguousarray(np.transpose(xc, kept + list(a.dims)))
-    rows = rows.reshape([x.shape[d] for d in kept] + [-1])
+    rows = rows.reshape([x.shape[d] for d in kept] + [int(np.prod([x.shape[d] for d in a.dims]))])
     outs = reduce_rows(node.op, rows, a.correction)
     shape = [1 if d in a.dims else x.shape[d] for d in range(x.ndim)] if a.keepdim else [x.shape[d] for d in kept]
     outs = [o.reshape(shape) for o in outs]
@@ -87,10 +87,12 @@ def _pad(x: np.ndarray, widths: Sequence[int], value: np.ndarray) -> np.ndarray:
     pairs = [(0, 0)] * rank
     for k in range(len(widths) // 2):
         pairs[rank - 1 - k] = (widths[2 * k], widths[2 * k + 1])
-    crop = tuple(slice(max(-lo, 0), x.shape[d] - max(-hi, 0)) for d, (lo, hi) in enumerate(pairs))
-    x = x[crop]
+    # Grow, then crop: output[i] = x[i - left] where that is inside x, else the fill. (Crop
+    # first and a crop wider than x's extent on one side would eat into the other side's fill.)
     grow = [(max(lo, 0), max(hi, 0)) for lo, hi in pairs]
-    return np.pad(x, grow, constant_values=value.astype(x.dtype))
+    x = np.pad(x, grow, constant_values=value.astype(x.dtype))
+    crop = tuple(slice(max(-lo, 0), x.shape[d] - max(-hi, 0)) for d, (lo, hi) in enumerate(pairs))
+    return x[crop]
 
 
 def eval_node(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:

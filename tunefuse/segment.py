@@ -167,10 +167,12 @@ class _SegmentBuilder:
                 continue
             seen.add(v)
             node = self.f.producer(v)
-            if node.op in GroupOp.REDUCTION and node.outputs[0] not in order:
-                order.append(node.outputs[0])
+            if node.op in GroupOp.REDUCTION and v not in order:
+                # The output reached (var_mean's mean may be read without its var): that is
+                # the value to materialize if the reduction needs a kernel of its own.
+                order.append(v)
             stack.extend(node.inputs)
-        producers_order = {n.outputs[0]: i for i, n in enumerate(self.f.nodes)}
+        producers_order = {o: i for i, n in enumerate(self.f.nodes) for o in n.outputs}
         # Latest first: the reduction nearest the stored values decides the space, and
         # earlier reductions over other spaces are materialized before it.
         return sorted(order, key=lambda v: -producers_order[v])

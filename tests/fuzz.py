@@ -1,0 +1,601 @@
+"""A seeded generator of random fusions and inputs for them: the memory-safety corpus.
+
+`fuzz_case(seed)` builds one fusion from a pool of tensors by random steps that use every
+op of the op table (elementwise, casts, reductions, normalizations, views, slice/pad/cat,
+set/segment_set, full/iota/size), on shapes that are odd, of size 1, misaligned for
+vectors, and on inputs that are offset views or non-contiguous. The same seed gives the same
+case on any machine. Values stay in ranges where the reference and a kernel agree to a few
+ulps: ops that jump (floor, comparisons, fmod...) read only the inputs themselves, never a
+computed value that rounding could move across a jump.
+
+`large_cases()` are fusions of more than 2**31 elements (int64 indexing), checked at sampled
+positions. `tests/fuzz_corpus.py` runs the corpus (on the GPU, under compute-sanitizer).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tunefuse import DataType, FusionDefinition
+from tunefuse.elementwise import ELEMENTWISE
+from tunefuse.ops import OpKind
+
+FLOATS = (DataType.Float, DataType.Half, DataType.BFloat16, DataType.Double)
+EXTENTS = (1, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 65, 127, 128, 130)
+MAX_NUMEL = 1 << 15  # small: the sanitizer slows kernels 10-100x
+
+# Continuous unary ops, each with the transform that keeps its argument in its domain.
+SMOOTH_UNARY = {
+    "neg": None, "abs": None, "exp": "small", "exp2": "small", "expm1": "small", "sin": None,
+    "cos": None, "tanh": None, "sigmoid": None, "silu": None, "gelu": None, "erf": None,
+    "erfc": None, "relu": None, "log": "positive", "log2": "positive", "log1p": "positive",
+    "sqrt": "positive", "rsqrt": "positive", "reciprocal": "positive", "tan": "small",
+}
+# Ops with jumps: applied to inputs only (exact values), never to computed ones.
+JUMPY_UNARY = ("floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_not")
+SMOOTH_BINARY = ("add", "sub", "mul", "maximum", "minimum", "div", "truediv", "pow", "atan2")
+JUMPY_BINARY = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "fmod")
+INTEGER_BINARY = ("bitwise_and", "bitwise_or", "bitwise_xor", "remainder", "fmod", "add", "mul")
+REDUCTIONS = ("sum", "max", "min", "mean", "var", "var_mean", "prod")
+
+
+@dataclass
+class _Value:
+    tensor: object
+    shape: tuple[int, ...]
+    dtype: DataType
+    exact: bool  # an input (or a view of one): safe for ops with jumps
+
+
+@dataclass
+class FuzzCase:
+    seed: int
+    fd: FusionDefinition
+    inputs: list[np.ndarray]
+    ops: list[str] = field(default_factory=list)
+    layouts: list[str] = field(default_factory=list)
+
+    def __repr__(self) -> str:
+        shapes = [list(x.shape) for x in self.inputs]
+        return f"FuzzCase(seed={self.seed}, inputs={shapes}, layouts={self.layouts}, ops={self.ops})"
+
+
+def _numel(shape: tuple[int, ...]) -> int:
+    return math.prod(shape)
+
+
+class _Builder:
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.rng = np.random.default_rng(seed)
+        self.fd = FusionDefinition()
+        self.pool: list[_Value] = []
+        self.inputs: list[np.ndarray] = []
+        self.ops: list[str] = []
+        self.layouts: list[str] = []
+
+    # -- choices -----------------------------------------------------------------------
+    def pick(self, seq):  # noqa: ANN001, ANN201
+        return seq[int(self.rng.integers(len(seq)))]
+
+    def shape(self, rank: int) -> tuple[int, ...]:
+        while True:
+            s = tuple(int(self.pick(EXTENTS)) for _ in range(rank))
+            if _numel(s) <= MAX_NUMEL:
+                return s
+
+    # -- inputs ------------------------------------------------------------------------
+    def host_array(self, shape: tuple[int, ...], dtype: DataType) -> np.ndarray:
+        """An input laid out as one of: contiguous, an offset view (misaligned for vectors),
+        a permuted view (non-contiguous), a strided view (every other element)."""
+        layout = self.pick(["contiguous", "contiguous", "offset", "permuted", "strided"])
+        if dtype.is_floating:
+            make = lambda s: self.rng.uniform(-2.0, 2.0, s).astype(dtype.numpy)  # noqa: E731
+        elif dtype.is_bool:
+            make = lambda s: self.rng.integers(0, 2, s).astype(bool)  # noqa: E731
+        else:
+            make = lambda s: self.rng.integers(-20, 20, s).astype(dtype.numpy)  # noqa: E731
+        if layout == "offset":
+            flat = make((_numel(shape) + 1,))
+            array = flat[1:].reshape(shape)
+        elif layout == "permuted" and len(shape) > 1:
+            perm = list(self.rng.permutation(len(shape)))
+            base = make(tuple(shape[p] for p in perm))
+            array = np.transpose(base, np.argsort(perm))
+        elif layout == "strided" and shape and shape[-1] > 0:
+            base = make((*shape[:-1], 2 * shape[-1]))
+            array = base[..., ::2]
+        else:
+            layout = "contiguous"
+            array = make(shape)
+        self.layouts.append(layout)
+        return array
+
+    def new_input(self, shape: tuple[int, ...], dtype: DataType) -> _Value:
+        array = self.host_array(shape, dtype)
+        self.inputs.append(array)
+        t = self.fd.from_array(array)
+        v = _Value(t, shape, dtype, True)
+        self.pool.append(v)
+        return v
+
+    # -- steps -------------------------------------------------------------------------
+    def op(self, name: str, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
+        self.ops.append(name)
+        return getattr(self.fd.ops, name)(*args, **kwargs)
+
+    def domain(self, v: _Value, kind: str | None) -> object:
+        if kind == "positive":
+            return self.op("add", self.op("abs", v.tensor), 0.5)
+        if kind == "small":
+            return self.op("mul", self.op("tanh", v.tensor), 1.2)
+        return v.tensor
+
+    def float_value(self) -> _Value:
+        floats = [v for v in self.pool if v.dtype.is_floating]
+        if floats:
+            return self.pick(floats)
+        v = self.pick(self.pool)
+        return self.push(self.op("cast", v.tensor, DataType.Float), v.shape, DataType.Float, v.exact)
+
+    def push(self, t: object, shape: tuple[int, ...], dtype: DataType, exact: bool = False) -> _Value:
+        """A new value for the pool: its concrete shape as the generator computed it (checked
+        by the reference when the case runs), its dtype as the frontend inferred it."""
+        assert t.ndim == len(shape), (t, shape)  # type: ignore[attr-defined]
+        v = _Value(t, tuple(shape), t.dtype, exact)  # type: ignore[attr-defined]
+        self.pool.append(v)
+        return v
+
+    def same_shape(self, v: _Value, floating: bool = True) -> _Value | None:
+        options = [u for u in self.pool if u.shape == v.shape and (u.dtype.is_floating or not floating)]
+        return self.pick(options) if options else None
+
+    def step(self) -> None:
+        kind = self.pick(["unary", "unary", "binary", "binary", "jumpy", "where", "cast", "reduce",
+                          "normalize", "view", "view", "slice", "pad", "cat", "cat", "set", "create",
+                          "scalar", "integer", "clamp"])
+        getattr(self, f"step_{kind}")()
+
+    def step_unary(self) -> None:
+        v = self.float_value()
+        name = self.pick(list(SMOOTH_UNARY))
+        self.push(self.op(name, self.domain(v, SMOOTH_UNARY[name])), v.shape, v.dtype)
+
+    def step_binary(self) -> None:
+        v = self.float_value()
+        u = self.same_shape(v) or v
+        name = self.pick(SMOOTH_BINARY)
+        if name in ("div", "truediv"):
+            rhs = self.op("add", self.op("abs", u.tensor), 0.5)
+            t = self.op(name, v.tensor, rhs)
+        elif name == "pow":
+            t = self.op("pow", self.op("add", self.op("abs", v.tensor), 0.5), self.op("mul", self.op("tanh", u.tensor), 2.0))
+        else:
+            t = self.op(name, v.tensor, u.tensor)
+        dtype = v.dtype if v.dtype is u.dtype else DataType.Float if DataType.Double not in (v.dtype, u.dtype) else DataType.Double
+        if v.dtype in (DataType.Half, DataType.BFloat16) and u.dtype in (DataType.Half, DataType.BFloat16) and v.dtype != u.dtype:
+            dtype = DataType.Float
+        self.push(t, v.shape, dtype)
+
+    def step_jumpy(self) -> None:
+        exact = [v for v in self.pool if v.exact and v.dtype.is_floating]
+        if not exact:
+            return self.step_unary()
+        v = self.pick(exact)
+        if self.rng.random() < 0.5:
+            name = self.pick(JUMPY_UNARY)
+            t = self.op(name, v.tensor)
+            dtype = DataType.Bool if name in ("isnan", "isinf", "isfinite", "logical_not") else v.dtype
+        else:
+            u = self.pick([x for x in exact if x.shape == v.shape])
+            name = self.pick(JUMPY_BINARY)
+            if name == "fmod":
+                t = self.op("fmod", v.tensor, self.op("add", self.op("abs", u.tensor), 0.5))
+                dtype = v.dtype if v.dtype is u.dtype else DataType.Float
+                self.push(t, v.shape, dtype)
+                return
+            t = self.op(name, v.tensor, u.tensor)
+            dtype = DataType.Bool
+        self.push(t, v.shape, dtype)
+
+    def step_where(self) -> None:
+        exact = [v for v in self.pool if v.exact]
+        if not exact:
+            return self.step_unary()
+        c = self.pick(exact)
+        cond = c.tensor if c.dtype.is_bool else self.op("gt", c.tensor, 0.25)
+        a = self.same_shape(c) or self.float_value()
+        if a.shape != c.shape:
+            return self.step_unary()
+        b = self.same_shape(c) or a
+        self.push(self.op("where", cond, a.tensor, b.tensor), c.shape, a.dtype if a.dtype is b.dtype else DataType.Float if DataType.Double not in (a.dtype, b.dtype) else DataType.Double)
+
+    def step_cast(self) -> None:
+        v = self.pick(self.pool)
+        target = self.pick(FLOATS + (DataType.Int32, DataType.Int, DataType.Bool))
+        if not target.is_floating and not v.exact:
+            target = self.pick(FLOATS)  # rounding a computed value to an integer may differ by one
+        self.push(self.op("cast", v.tensor, target), v.shape, target, v.exact and target.is_floating and (
+            target.itemsize >= v.dtype.itemsize) and v.dtype.is_floating)
+
+    def step_reduce(self) -> None:
+        v = self.float_value()
+        if not v.shape:
+            return self.step_unary()
+        rank = len(v.shape)
+        dims = sorted({int(d) for d in self.rng.integers(0, rank, int(self.rng.integers(1, rank + 1)))})
+        name = self.pick(REDUCTIONS)
+        keep = bool(self.rng.random() < 0.5)
+        reduced = tuple(1 if d in dims else e for d, e in enumerate(v.shape)) if keep else tuple(
+            e for d, e in enumerate(v.shape) if d not in dims)
+        count = math.prod(v.shape[d] for d in dims)
+        if name in ("max", "min") and count == 0:
+            name = "sum"
+        operand = v.tensor
+        if name == "prod":
+            if count > 16:
+                name = "sum"
+            else:
+                operand = self.op("add", self.op("sigmoid", v.tensor), 0.5)
+        if name in ("var", "var_mean"):
+            correction = int(self.rng.integers(0, 2))
+            out = self.op(name, operand, dims=dims, correction=correction, keepdim=keep)
+            if name == "var_mean":
+                var, mean = out
+                self.push(mean, reduced, v.dtype)
+                out = var
+            self.push(out, reduced, v.dtype)
+            return
+        self.push(self.op(name, operand, dims=dims, keepdim=keep), reduced, v.dtype)
+
+    def step_normalize(self) -> None:
+        """x - reduce(x) broadcast back (softmax / layernorm shapes)."""
+        v = self.float_value()
+        if len(v.shape) < 1:
+            return self.step_unary()
+        dim = int(self.rng.integers(0, len(v.shape)))
+        name = self.pick(["max", "sum", "mean"])
+        r = self.op(name, v.tensor, dims=[dim], keepdim=True)
+        b = self.op("broadcast_in_dim", r, shape=list(v.shape), broadcast_dims=list(range(len(v.shape))))
+        y = self.op("sub", v.tensor, b)
+        if name == "max":
+            e = self.op("exp", y)
+            s = self.op("sum", e, dims=[dim], keepdim=True)
+            y = self.op("div", e, self.op("broadcast_in_dim", s, shape=list(v.shape), broadcast_dims=list(range(len(v.shape)))))
+        self.push(y, v.shape, v.dtype)
+
+    def step_view(self) -> None:
+        v = self.pick(self.pool)
+        rank = len(v.shape)
+        kind = self.pick(["permute", "reshape", "squeeze", "unsqueeze", "broadcast_in_dim", "expand", "broadcast"])
+        if kind == "permute" and rank > 1:
+            perm = [int(p) for p in self.rng.permutation(rank)]
+            self.push(self.op("permute", v.tensor, dims=perm), tuple(v.shape[p] for p in perm), v.dtype, v.exact)
+            return
+        if kind == "reshape" and rank >= 1:
+            if rank > 1 and self.rng.random() < 0.5:
+                d = int(self.rng.integers(0, rank - 1))
+                new = (*v.shape[:d], v.shape[d] * v.shape[d + 1], *v.shape[d + 2:])
+            else:
+                n = _numel(v.shape)
+                divisors = [k for k in range(1, n + 1) if n % k == 0] if n else [0]
+                a = int(self.pick(divisors))
+                new = (a, n // a) if a else (0,)
+            self.push(self.op("reshape", v.tensor, new_shape=list(new)), new, v.dtype, v.exact)
+            return
+        ones = [d for d, e in enumerate(v.shape) if e == 1]
+        if kind == "squeeze" and ones:
+            d = int(self.pick(ones))
+            new = tuple(e for k, e in enumerate(v.shape) if k != d)
+            self.push(self.op("squeeze", v.tensor, dims=[d]), new, v.dtype, v.exact)
+            return
+        if kind == "unsqueeze" and rank < 4:
+            d = int(self.rng.integers(0, rank + 1))
+            new = (*v.shape[:d], 1, *v.shape[d:])
+            self.push(self.op("unsqueeze", v.tensor, dim=d), new, v.dtype, v.exact)
+            return
+        if kind in ("expand", "broadcast_in_dim") and ones:
+            new = tuple(int(self.pick((2, 3, 8))) if e == 1 else e for e in v.shape)
+            if _numel(new) > MAX_NUMEL:
+                return None
+            if kind == "expand":
+                t = self.op("expand", v.tensor, shape=list(new))
+            else:
+                t = self.op("broadcast_in_dim", v.tensor, shape=list(new), broadcast_dims=list(range(rank)))
+            self.push(t, new, v.dtype, v.exact)
+            return
+        if kind == "broadcast" and rank < 4:
+            d = int(self.rng.integers(0, rank + 1))
+            flags = [False] * (rank + 1)
+            flags[d] = True
+            new = (*v.shape[:d], 1, *v.shape[d:])
+            self.push(self.op("broadcast", v.tensor, is_broadcast_dim=flags), new, v.dtype, v.exact)
+            return
+        return None
+
+    def step_slice(self) -> None:
+        v = self.pick(self.pool)
+        if not v.shape or not any(v.shape):
+            return None
+        starts, ends, strides, new = [], [], [], []
+        for e in v.shape:
+            if e > 1 and self.rng.random() < 0.6:
+                a = int(self.rng.integers(0, e))
+                b = int(self.rng.integers(a, e + 1))
+                s = int(self.pick((1, 1, 1, 2, 3)))
+            else:
+                a, b, s = 0, e, 1
+            starts.append(a)
+            ends.append(b)
+            strides.append(s)
+            new.append(-(-(b - a) // s))
+        self.push(self.op("slice", v.tensor, start_indices=starts, end_indices=ends, strides=strides),
+                  tuple(new), v.dtype, v.exact)
+
+    def step_pad(self) -> None:
+        v = self.pick(self.pool)
+        if not v.shape:
+            return None
+        dims = int(self.rng.integers(1, len(v.shape) + 1))
+        widths, new = [], list(v.shape)
+        for k in range(dims):
+            d = len(v.shape) - 1 - k
+            left = int(self.rng.integers(-min(v.shape[d], 3), 5))
+            right = int(self.rng.integers(-min(v.shape[d] + left, 3) if v.shape[d] + left > 0 else 0, 5))
+            if v.shape[d] + left + right < 0:
+                left = right = 0
+            widths += [left, right]
+            new[d] = v.shape[d] + left + right
+        if _numel(tuple(new)) > MAX_NUMEL:
+            return None
+        fill = float(self.pick((0.0, 1.5, -3.0))) if v.dtype.is_floating else None
+        self.push(self.op("pad", v.tensor, widths, fill), tuple(new), v.dtype, v.exact)
+
+    def step_cat(self) -> None:
+        """2-4 pieces along a dim: slices of one value (rotary embedding's halves), or
+        values of matching shapes, some negated or cast."""
+        v = self.pick(self.pool)
+        if not v.shape:
+            return None
+        dim = int(self.rng.integers(0, len(v.shape)))
+        e = v.shape[dim]
+        pieces = []
+        if e >= 2 and self.rng.random() < 0.6:
+            cuts = sorted({int(c) for c in self.rng.integers(0, e + 1, int(self.rng.integers(1, 3)))} | {0, e})
+            for a, b in zip(cuts, cuts[1:]):
+                starts = [0] * len(v.shape)
+                ends = list(v.shape)
+                starts[dim], ends[dim] = a, b
+                piece = self.op("slice", v.tensor, start_indices=starts, end_indices=ends)
+                if v.dtype.is_floating and self.rng.random() < 0.5:
+                    piece = self.op("neg", piece)
+                pieces.append((piece, b - a))
+            order = [int(k) for k in self.rng.permutation(len(pieces))]
+            pieces = [pieces[k] for k in order]
+        else:
+            for _ in range(int(self.rng.integers(2, 4))):
+                others = [u for u in self.pool if len(u.shape) == len(v.shape) and u.dtype is v.dtype and all(
+                    a == b for k, (a, b) in enumerate(zip(u.shape, v.shape)) if k != dim)]
+                u = self.pick(others)
+                pieces.append((u.tensor, u.shape[dim]))
+        total = sum(n for _, n in pieces)
+        new = (*v.shape[:dim], total, *v.shape[dim + 1:])
+        if _numel(new) > MAX_NUMEL:
+            return None
+        self.push(self.op("cat", [p for p, _ in pieces], dim=dim), new, v.dtype, v.exact)
+
+    def step_set(self) -> None:
+        v = self.pick(self.pool)
+        self.push(self.op(self.pick(["set", "segment_set"]), v.tensor), v.shape, v.dtype, v.exact)
+
+    def step_create(self) -> None:
+        v = self.pick(self.pool)
+        if not v.shape:
+            return None
+        if self.rng.random() < 0.5:
+            fill = float(self.pick((0.0, 1.0, -2.5)))
+            t = self.op("full", list(v.shape), self.fd.define_scalar(fill, dtype=DataType.Double), DataType.Float)
+            self.push(self.op("add", t, self.op("cast", v.tensor, DataType.Float)) if v.dtype.is_floating else t,
+                      v.shape, DataType.Float)
+        else:
+            d = len(v.shape) - 1
+            n = v.shape[d]
+            i = self.op("iota", n, 1, 2, dtype=DataType.Int)
+            i = self.op("broadcast_in_dim", i, shape=list(v.shape), broadcast_dims=[d])
+            self.push(i, v.shape, DataType.Int, True)
+
+    def step_scalar(self) -> None:
+        v = self.float_value()
+        if self.rng.random() < 0.5 and v.shape:
+            size = self.op("size", v.tensor, int(self.rng.integers(0, len(v.shape))))
+            self.push(self.op("mul", v.tensor, size), v.shape, v.dtype)
+        else:
+            s = self.fd.define_scalar(float(self.pick((0.5, 2.0, -1.25))))
+            self.push(self.op(self.pick(["mul", "add", "sub"]), v.tensor, s), v.shape, v.dtype)
+
+    def step_integer(self) -> None:
+        ints = [v for v in self.pool if v.dtype in (DataType.Int, DataType.Int32)]
+        if not ints:
+            v = self.pick([v for v in self.pool if v.exact] or self.pool)
+            if not v.exact:
+                return self.step_unary()
+            t = self.op("cast", v.tensor, DataType.Int32)
+            ints = [self.push(t, v.shape, DataType.Int32, True)]
+        v = self.pick(ints)
+        u = self.pick([x for x in ints if x.shape == v.shape])
+        name = self.pick(INTEGER_BINARY + ("bitwise_not", "abs", "neg"))
+        if name in ("bitwise_not", "abs", "neg"):
+            t = self.op(name, v.tensor)
+        elif name in ("remainder", "fmod"):
+            t = self.op(name, v.tensor, self.op("add", self.op("abs", u.tensor), 1))
+        else:
+            t = self.op(name, v.tensor, u.tensor)
+        dtype = DataType.Int if DataType.Int in (v.dtype, u.dtype) else DataType.Int32
+        self.push(t, v.shape, dtype, True)
+
+    def step_clamp(self) -> None:
+        v = self.float_value()
+        u = self.same_shape(v) or v
+        name = self.pick(["clamp", "lerp", "addcmul"])
+        if name == "clamp":
+            t = self.op("clamp", v.tensor, -0.5, 0.75)
+        elif name == "lerp":
+            t = self.op("lerp", v.tensor, u.tensor, self.op("sigmoid", u.tensor))
+        else:
+            t = self.op("addcmul", v.tensor, u.tensor, v.tensor, 0.5)
+        dtype = v.dtype if v.dtype is u.dtype else DataType.Float if DataType.Double not in (v.dtype, u.dtype) else DataType.Double
+        self.push(t, v.shape, dtype)
+
+
+def fuzz_case(seed: int, max_steps: int = 10) -> FuzzCase:
+    """One random fusion with inputs, the same for the same seed. Raises nothing for a
+    well-formed definition; a definition the frontend refuses is retried with the next
+    sub-seed (the generator's own bookkeeping of shapes is then wrong, not tunefuse)."""
+    from tunefuse.errors import TunefuseError
+
+    for attempt in range(20):
+        b = _Builder(seed * 1000 + attempt)
+        try:
+            with b.fd:
+                rank = int(b.rng.integers(0, 5)) if b.rng.random() < 0.95 else 0
+                shape = b.shape(rank)
+                dtype = b.pick(FLOATS)
+                b.new_input(shape, dtype)
+                for _ in range(int(b.rng.integers(0, 3))):
+                    other = tuple(1 if b.rng.random() < 0.2 else e for e in shape)
+                    b.new_input(other if b.rng.random() < 0.3 else shape,
+                                dtype if b.rng.random() < 0.7 else b.pick(FLOATS))
+                for _ in range(int(b.rng.integers(1, max_steps + 1))):
+                    b.step()
+                computed = [v for v in b.pool[len(b.inputs):]]
+                outs = computed[-int(b.rng.integers(1, 3)):] if computed else [b.pool[-1]]
+                for v in outs:
+                    b.fd.add_output(v.tensor)
+        except TunefuseError:
+            continue
+        return FuzzCase(seed, b.fd, b.inputs, b.ops, b.layouts)
+    raise AssertionError(f"fuzz seed {seed}: no well-formed fusion in 20 attempts")
+
+
+def corpus(seed: int, count: int) -> Iterator[FuzzCase]:
+    for k in range(count):
+        yield fuzz_case(seed * 1_000_003 + k)
+
+
+def rotary_embedding(fd: FusionDefinition, seq: int, heads: int, dim: int, dtype: DataType) -> None:
+    """The issue's rotary embedding: x[S, H, D] as float, halves of the last dim swapped with
+    one negated (`cat([-x2, x1])`), times cos/sin[S, D] broadcast over the heads, cast back."""
+    x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
+    cos = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    sin = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    xf = fd.ops.cast(x, DataType.Float)
+    x1 = fd.ops.slice(xf, [0, 0, 0], [seq, heads, dim // 2])
+    x2 = fd.ops.slice(xf, [0, 0, dim // 2], [seq, heads, dim])
+    rotated = fd.ops.cat([fd.ops.neg(x2), x1], dim=2)
+    c = fd.ops.broadcast_in_dim(fd.ops.cast(cos, DataType.Float), shape=[seq, heads, dim], broadcast_dims=[0, 2])
+    s = fd.ops.broadcast_in_dim(fd.ops.cast(sin, DataType.Float), shape=[seq, heads, dim], broadcast_dims=[0, 2])
+    fd.add_output(fd.ops.cast(fd.ops.add(fd.ops.mul(xf, c), fd.ops.mul(rotated, s)), dtype))
+
+
+def named_cases() -> list[FuzzCase]:
+    """Hand-written members of the corpus: the rotary embedding (the issue's crash) at sizes
+    where each branch's reads run off the row (odd head dims, one row, bf16 and fp32), and
+    cat/pad patterns at the edges of buffers: empty pieces, negative pads, cat on dim 0."""
+    cases = []
+    rng = np.random.default_rng(7)
+    for seq, heads, dim, dtype in [(8192 // 64, 32, 128, DataType.BFloat16), (1, 1, 2, DataType.Float),
+                                   (3, 5, 66, DataType.Half), (17, 2, 10, DataType.BFloat16), (2, 3, 128, DataType.Float)]:
+        fd = FusionDefinition()
+        with fd:
+            rotary_embedding(fd, seq, heads, dim, dtype)
+        inputs = [rng.uniform(-1, 1, s).astype(dtype.numpy) for s in [(seq, heads, dim), (seq, dim), (seq, dim)]]
+        cases.append(FuzzCase(-1, fd, inputs, ["rotary_embedding"], ["contiguous"] * 3))
+    for widths in ([3, 5], [-2, 4], [4, -3], [0, 8, 2, 0], [-1, -1, 1, 1]):
+        fd = FusionDefinition()
+        with fd:
+            x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+            fd.add_output(fd.ops.pad(x, widths, 2.0))
+        cases.append(FuzzCase(-1, fd, [rng.uniform(-1, 1, (5, 12)).astype(np.float32)], ["pad"], ["contiguous"]))
+    for sizes, dim in (([0, 4, 4], 1), ([4, 0], 1), ([8, 8], 0), ([3, 1, 12], 1), ([16, 16], 1)):
+        fd = FusionDefinition()
+        shapes = [(6, n) if dim == 1 else (n, 6) for n in sizes]
+        with fd:
+            ts = [fd.define_tensor(shape=[-1, -1], dtype=DataType.Half) for _ in sizes]
+            fd.add_output(fd.ops.cat(ts, dim=dim))
+        cases.append(FuzzCase(-1, fd, [rng.uniform(-1, 1, s).astype(np.float16) for s in shapes], ["cat"],
+                              ["contiguous"] * len(sizes)))
+    return cases
+
+
+@dataclass
+class LargeCase:
+    """A fusion of more than 2**31 elements, checked at sampled positions (a reference of the
+    whole would take minutes): `expect(inputs, index)` is the output's value at `index`."""
+
+    name: str
+    fd: FusionDefinition
+    make_inputs: Callable[[np.random.Generator], list[np.ndarray]]
+    expect: Callable[[list[np.ndarray], tuple[int, ...]], float]
+    out_shape: tuple[int, ...]
+
+
+def large_cases() -> list[LargeCase]:
+    rows, cols = 2, (1 << 30) + 24  # 2**31 + 48 half elements: 4 GiB in, 4 GiB out
+    half = cols // 2
+    fd = FusionDefinition()
+    with fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Half)
+        a = fd.ops.slice(x, [0, 0], [rows, half])
+        b = fd.ops.slice(x, [0, half], [rows, cols])
+        fd.add_output(fd.ops.cat([fd.ops.neg(b), a], dim=1))
+
+    def cat_expect(inputs: list[np.ndarray], index: tuple[int, ...]) -> float:
+        r, c = index
+        return float(-inputs[0][r, c + half]) if c < cols - half else float(inputs[0][r, c - (cols - half)])
+
+    fd_pad = FusionDefinition()
+    with fd_pad:
+        x = fd_pad.define_tensor(shape=[-1], dtype=DataType.Half)
+        fd_pad.add_output(fd_pad.ops.pad(fd_pad.ops.mul(x, 2.0), [5, 7], 1.0))
+    n = (1 << 31) + 3
+
+    def pad_expect(inputs: list[np.ndarray], index: tuple[int, ...]) -> float:
+        (i,) = index
+        return float(np.float16(inputs[0][i - 5] * np.float16(2))) if 5 <= i < n + 5 else 1.0
+
+    return [
+        LargeCase("cat of halves, 2 x (2**30 + 24) half", fd,
+                  lambda rng: [rng.uniform(-1, 1, (rows, cols)).astype(np.float16)], cat_expect, (rows, cols)),
+        LargeCase("pad of 2**31 + 3 half", fd_pad,
+                  lambda rng: [rng.uniform(-1, 1, n).astype(np.float16)], pad_expect, (n + 12,)),
+    ]
+
+
+def ops_covered(cases: list[FuzzCase]) -> set[str]:
+    return {name for c in cases for name in c.ops}
+
+
+# The ops the corpus must reach (every op of the op table a fusion can write).
+EVERY_OP = {k.value for k in OpKind if not k.is_input and k not in (OpKind.CONSTANT,)}
+ELEMENTWISE_OPS = {k.value for k in ELEMENTWISE}
+
+
+def random_params(segment, device, seed: int):  # noqa: ANN001, ANN201
+    """A valid point of the segment's search space other than the default, drawn with
+    `seed` (the same for the same segment and seed), or None when 50 draws found none."""
+    from tunefuse.schedulers import scheduler_for, with_values
+
+    sched = scheduler_for(segment.scheduler)
+    space = sched.search_space(segment, device)
+    default = sched.default_params(segment, device)
+    rng = np.random.default_rng([seed & 0xFFFFFFFF, int(segment.kernel_key[:8], 16)])
+    for _ in range(50):
+        point = {name: dist.choices[int(rng.integers(len(dist.choices)))] for name, dist in space.items()}
+        params = with_values(default, point)
+        if params != default and sched.is_valid(segment, device, params) is None:
+            return params
+    return None

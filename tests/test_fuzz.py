@@ -1,0 +1,169 @@
+"""The fuzzed corpus on the CPU (CI): every fusion plans, its plan (run by the CPU plan
+interpreter, which refuses any load a taken branch reads outside its buffer) agrees with the
+reference, and every kernel it generates, at the default params and at a random point of
+the search space, compiles with NVRTC for sm_80 and sm_90. The GPU half of the gate (the
+same corpus against the reference on a GPU, under compute-sanitizer) is tests/fuzz_corpus.py.
+
+TUNEFUSE_FUZZ_COUNT / TUNEFUSE_FUZZ_SEED widen or move the corpus."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+from fuzz import EVERY_OP, corpus, fuzz_case, named_cases, ops_covered, random_params
+from tunefuse import DataType, FusionDefinition, reference
+from tunefuse.codegen import generate
+from tunefuse.codegen.guards import guarded_loads, lane_uniform
+from tunefuse.compiler import compile_kernel
+from tunefuse.device_info import PROFILES
+from tunefuse.indexing import Affine, Var
+from tunefuse.plan import make_plan
+from tunefuse.plan_interpreter import LoadOutOfBounds, run_plan
+from tunefuse.schedulers import scheduler_for
+
+SEED = int(os.environ.get("TUNEFUSE_FUZZ_SEED", "0"))
+COUNT = int(os.environ.get("TUNEFUSE_FUZZ_COUNT", "600"))
+COMPILE_COUNT = int(os.environ.get("TUNEFUSE_FUZZ_COMPILE_COUNT", "150"))
+
+
+def agree(got: np.ndarray, want: np.ndarray) -> bool:
+    from tunefuse.dtypes import from_any_dtype
+
+    rtol, atol = from_any_dtype(want.dtype).tolerance
+    return got.shape == want.shape and bool(np.allclose(
+        got.astype(np.float64), want.astype(np.float64), rtol=10 * rtol, atol=10 * atol, equal_nan=True))
+
+
+def test_the_corpus_is_deterministic_and_reaches_every_op():
+    cases = list(corpus(SEED, COUNT)) + named_cases()
+    assert not EVERY_OP - ops_covered(cases), sorted(EVERY_OP - ops_covered(cases))
+    again = fuzz_case(SEED * 1_000_003 + 5)
+    assert str(again.fd) == str(cases[5].fd)
+    assert all(np.array_equal(a, b) for a, b in zip(again.inputs, cases[5].inputs))
+    layouts = {layout for c in cases for layout in c.layouts}
+    assert layouts == {"contiguous", "offset", "permuted", "strided"}
+    assert any(0 in x.shape for c in cases for x in c.inputs) or any(1 in x.shape for c in cases for x in c.inputs)
+
+
+def test_every_fuzzed_plan_agrees_with_the_reference_and_stays_in_bounds():
+    failures = []
+    kernels = 0
+    for case in list(corpus(SEED, COUNT)) + named_cases():
+        want = reference.run(case.fd.fusion, case.inputs)
+        plan = make_plan(case.fd.fusion, case.inputs)
+        kernels += len(plan.segments)
+        try:
+            got = run_plan(plan, case.inputs)
+        except LoadOutOfBounds as e:
+            failures.append(f"{case}: {e}")
+            continue
+        for g, w in zip(got, want):
+            if not agree(g, w):
+                failures.append(f"{case}: differs from the reference")
+    assert kernels >= COUNT
+    assert not failures, "\n".join(failures[:10])
+
+
+def _sources(case):  # noqa: ANN001, ANN202
+    plan = make_plan(case.fd.fusion, case.inputs)
+    dtypes = {b.id: b.dtype for b in plan.buffers}
+    for arch in ("sm_80", "sm_90"):
+        device = PROFILES[arch]
+        for seg in plan.segments:
+            sched = scheduler_for(seg.scheduler)
+            for params in (sched.default_params(seg, device), random_params(seg, device, case.seed)):
+                if params is not None:
+                    assert sched.is_valid(seg, device, params) is None
+                    yield arch, generate(seg, params, device, dtypes)
+
+
+def test_every_fuzzed_kernel_compiles_for_sm80_and_sm90():
+    compiled = 0
+    for case in list(corpus(SEED + 1, COMPILE_COUNT)) + named_cases():
+        for arch, src in _sources(case):
+            assert len(compile_kernel(src.source, src.name, arch).cubin) > 0
+            compiled += 1
+    assert compiled >= 2 * COMPILE_COUNT
+
+
+# -- the guarded-load pass -----------------------------------------------------------------
+
+def _rope_plan(dim: int = 128, dtype: DataType = DataType.BFloat16):
+    from fuzz import rotary_embedding
+
+    fd = FusionDefinition()
+    with fd:
+        rotary_embedding(fd, 16, 4, dim, dtype)
+    inputs = [np.ones(s, dtype.numpy) for s in [(16, 4, dim), (16, dim), (16, dim)]]
+    return make_plan(fd.fusion, inputs)
+
+
+def test_rotary_embedding_reads_each_half_only_where_it_is_used():
+    """The issue's crash: both cat branches were vector-loaded before the branch. Now each
+    is one vector load predicated on its (lane-uniform) branch, and the plan stays in bounds."""
+    plan = _rope_plan()
+    (seg,) = plan.segments
+    guarded = guarded_loads(st.expr for st in seg.stores)
+    assert len(guarded) == 2  # x[..., i + 64] and x[..., i - 64]
+    device = PROFILES["sm_90"]
+    params = scheduler_for(seg.scheduler).default_params(seg, device)
+    assert params.vector == 8
+    source = generate(seg, params, device, {b.id: b.dtype for b in plan.buffers}).source
+    for k in guarded:
+        (load_line,) = [line for line in source.splitlines() if f"v{k} = " in line]
+        assert load_line.strip().startswith("if ("), load_line  # predicated, never unconditional
+    unguarded = [k for k in range(len(seg.loads)) if k not in guarded]
+    for k in unguarded:
+        assert re.search(rf"const TfVec<tf_bf16, 8> v{k} = ", source)
+
+
+def test_a_guard_that_splits_a_vector_reads_lane_by_lane_inside_the_branch():
+    """pad(x[6], (4, 2)) in fp32: the 12 outputs take 3 vectors of 4, and the guard's upper
+    bound (10) falls inside the last one, so x is read a lane at a time inside the branch,
+    while the output is still stored a vector at a time."""
+    fd = FusionDefinition()
+    with fd:
+        x = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+        fd.add_output(fd.ops.pad(fd.ops.exp(x), [4, 2], 0.0))
+    plan = make_plan(fd.fusion, [np.ones(6, np.float32)])
+    (seg,) = plan.segments
+    assert set(guarded_loads(st.expr for st in seg.stores)) == {0}
+    device = PROFILES["sm_90"]
+    params = scheduler_for(seg.scheduler).default_params(seg, device)
+    assert params.vector == 4
+    source = generate(seg, params, device, {b.id: b.dtype for b in plan.buffers}).source
+    assert "TfVec<float, 4> v0" not in source
+    body = source.split("for (int e = 0;")[-1]
+    assert body.index("if (") < body.index("B0[")  # the load sits inside the branch
+    assert "*reinterpret_cast<TfVec<float, 4>*>(&B1[" in source
+
+
+def test_lane_uniform_conditions():
+    i = Var(1, 128)
+    j = Var(0, 4)
+    at = lambda c, *terms: Affine(tuple(terms), c)  # noqa: E731
+    assert lane_uniform(at(0, (i, 1)), 1, 128, 8, -(2**62), 64)
+    assert not lane_uniform(at(0, (i, 1)), 1, 128, 8, -(2**62), 60)  # the bound splits a vector
+    assert not lane_uniform(at(-3, (i, 1)), 1, 128, 4, 0, 64)  # shifted by 3
+    assert lane_uniform(at(-3, (j, 1)), 1, 128, 4, 0, 2)  # moves with another dim only
+    assert not lane_uniform(at(0, (i, 1), (j, 6)), 1, 128, 4, 0, 64)  # 6 * j is not a multiple of 4
+    assert lane_uniform(at(0, (i, 1)), 1, 128, 1, 0, 63)
+
+
+def test_the_interpreter_refuses_a_load_out_of_bounds():
+    """The CPU oracle itself: a segment that reads before its buffer is an error, not a
+    NumPy negative index that wraps around."""
+    from dataclasses import replace
+
+    from tunefuse.indexing import add, const
+
+    plan = _rope_plan(dim=8, dtype=DataType.Float)
+    seg = plan.segments[0]
+    bad = replace(seg, loads=tuple(replace(ld, offset=add(ld.offset, const(-3))) for ld in seg.loads))
+    inputs = [np.ones(s, np.float32) for s in [(16, 4, 8), (16, 8), (16, 8)]]
+    with pytest.raises(LoadOutOfBounds, match="reads outside"):
+        run_plan(replace(plan, segments=(bad,)), inputs)
