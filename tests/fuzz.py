@@ -534,11 +534,12 @@ def named_cases() -> list[FuzzCase]:
 @dataclass
 class LargeCase:
     """A fusion of more than 2**31 elements, checked at sampled positions (a reference of the
-    whole would take minutes): `expect(inputs, index)` is the output's value at `index`."""
+    whole would take minutes): `make_inputs(torch, device)` makes its inputs on the GPU,
+    `expect(host inputs, index)` is the output's value at `index`."""
 
     name: str
     fd: FusionDefinition
-    make_inputs: Callable[[np.random.Generator], list[np.ndarray]]
+    make_inputs: Callable[..., list]
     expect: Callable[[list[np.ndarray], tuple[int, ...]], float]
     out_shape: tuple[int, ...]
 
@@ -565,13 +566,13 @@ def large_cases() -> list[LargeCase]:
 
     def pad_expect(inputs: list[np.ndarray], index: tuple[int, ...]) -> float:
         (i,) = index
-        return float(np.float16(inputs[0][i - 5] * np.float16(2))) if 5 <= i < n + 5 else 1.0
+        return float(np.float16(float(inputs[0][i - 5]) * 2.0)) if 5 <= i < n + 5 else 1.0
 
     return [
-        LargeCase("cat of halves, 2 x (2**30 + 24) half", fd,
-                  lambda rng: [rng.uniform(-1, 1, (rows, cols)).astype(np.float16)], cat_expect, (rows, cols)),
-        LargeCase("pad of 2**31 + 3 half", fd_pad,
-                  lambda rng: [rng.uniform(-1, 1, n).astype(np.float16)], pad_expect, (n + 12,)),
+        LargeCase("cat of halves, 2 x (2**30 + 24) half", fd, lambda torch, device: [
+            torch.rand((rows, cols), dtype=torch.float16, device=f"cuda:{device}") * 2 - 1], cat_expect, (rows, cols)),
+        LargeCase("pad of 2**31 + 3 half", fd_pad, lambda torch, device: [
+            torch.rand(n, dtype=torch.float16, device=f"cuda:{device}") * 2 - 1], pad_expect, (n + 12,)),
     ]
 
 

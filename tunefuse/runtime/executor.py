@@ -317,6 +317,17 @@ def device_for(bound, out: Sequence[object] | None, explicit: int | None) -> int
     return explicit if explicit is not None else 0
 
 
+def torch_dtype(dtype: DataType):  # noqa: ANN201 - a torch.dtype
+    """The torch dtype of a tunefuse DataType (torch imported by the caller already)."""
+    import torch
+
+    return {
+        DataType.Double: torch.float64, DataType.Float: torch.float32, DataType.Half: torch.float16,
+        DataType.BFloat16: torch.bfloat16, DataType.Int: torch.int64, DataType.Int32: torch.int32,
+        DataType.Bool: torch.bool,
+    }[dtype]
+
+
 def _framework(inputs: Sequence[object]) -> str:
     kinds = {framework_of(x) for x in inputs}
     if "torch" in kinds:
@@ -369,11 +380,7 @@ def _as_array(framework: str, alloc: _Allocation, dtype: DataType, shape, stride
     if framework == "torch":
         import torch
 
-        tdtype = {
-            DataType.Double: torch.float64, DataType.Float: torch.float32, DataType.Half: torch.float16,
-            DataType.BFloat16: torch.bfloat16, DataType.Int: torch.int64, DataType.Int32: torch.int32,
-            DataType.Bool: torch.bool,
-        }[dtype]
+        tdtype = torch_dtype(dtype)
         base = alloc.owner.view(tdtype) if isinstance(alloc.owner, torch.Tensor) and alloc.owner.dtype == torch.uint8 else alloc.owner
         return torch.as_strided(base, tuple(shape), tuple(strides), offset)
     if framework == "cupy" and dtype is not DataType.BFloat16:
@@ -583,11 +590,6 @@ class TorchLauncher:
         position = {vid: k for k, vid in enumerate(plan.fusion.inputs)}
         self.n_buffers = len(plan.buffers)
         self.input_slots = [(b.id, b.input_index) for b in plan.buffers if b.kind is BufferKind.INPUT]
-        torch_dtype = {
-            DataType.Double: torch.float64, DataType.Float: torch.float32, DataType.Half: torch.float16,
-            DataType.BFloat16: torch.bfloat16, DataType.Int: torch.int64, DataType.Int32: torch.int32,
-            DataType.Bool: torch.bool,
-        }
         contiguous_outputs = {
             o.buffer: o for o in plan.outputs
             if o.returned and o.view.offset == 0 and plan.buffers[o.buffer].kind is not BufferKind.INPUT
@@ -602,7 +604,7 @@ class TorchLauncher:
             if b.kind is BufferKind.INPUT:
                 continue
             shape = tuple(contiguous_outputs[b.id].view.shape) if b.id in contiguous_outputs else (max(b.numel, 1),)
-            dtype = torch_dtype[b.dtype]
+            dtype = torch_dtype(b.dtype)
             like = next((k for k, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.dtype == dtype
                          and tuple(x.shape) == shape and x.is_contiguous()), None)
             if like is not None:

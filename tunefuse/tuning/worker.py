@@ -2,13 +2,16 @@
 
 The parent sends a request (a picklable dict) and waits with a timeout. A worker that
 segfaults, exits, or hangs past the timeout is killed and replaced; the request's answer is
-a `WorkerDied` with what happened, and the next request goes to a fresh worker.
+a `WorkerDied` with what happened, and the next request goes to a fresh worker. A handler
+that fails with a sticky CUDA error (the context is poisoned: every later call would fail)
+ends its worker the same way.
 """
 
 from __future__ import annotations
 
 import importlib
 import multiprocessing
+import os
 import traceback
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +38,26 @@ def _serve(conn, handler_path: str, setup: Any) -> None:  # noqa: ANN001
         try:
             conn.send(("ok", handler(request, state)))
         except Exception as e:  # noqa: BLE001 - a Python error is an answer, not a crash
+            if _cuda_context_poisoned():
+                # A sticky CUDA error (an illegal address): every later call in this process
+                # would fail with it. Die, so that the parent starts a fresh worker.
+                conn.send(("died", f"sticky CUDA error: {type(e).__name__}: {str(e)[:300]}"))
+                os._exit(3)
             conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=4)}"))
+
+
+def _cuda_context_poisoned() -> bool:
+    """True when this process's current CUDA context holds a sticky error."""
+    try:
+        from cuda.bindings import driver
+
+        _, ctx = driver.cuCtxGetCurrent()
+        if not int(ctx):
+            return False
+        (err,) = driver.cuCtxSynchronize()
+    except Exception:  # noqa: BLE001 - no driver, no CUDA context to poison
+        return False
+    return int(err) != 0
 
 
 class Worker:
@@ -74,6 +96,9 @@ class Worker:
             code = self._process.exitcode
             self._kill()
             return WorkerDied(f"worker died (exit code {code})")
+        if status == "died":
+            self._kill()
+            return WorkerDied(value)
         if status == "error":
             raise RuntimeError(value)
         return value

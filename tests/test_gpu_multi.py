@@ -1,0 +1,122 @@
+"""Two GPUs (marker gpu; skipped with fewer than two): every path runs on the device it is
+given. fd.execute on device-1 arrays, the daemon over both devices, and a measuring worker
+that hits a sticky CUDA error on device 1 and comes back."""
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from fusion_zoo import ZOO, build, inputs_for
+from tunefuse import DataType, FusionDefinition, reference
+from tunefuse.errors import InputMismatchError
+
+pytestmark = pytest.mark.gpu
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def torch():
+    torch = pytest.importorskip("torch")
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    return torch
+
+
+@pytest.mark.parametrize("name", ["softmax", "bias_gelu", "layernorm", "col_sum", "transpose2d"])
+def test_execute_on_device_1_tensors(torch, name, rng):
+    fd = build(ZOO[name], DataType.Float)
+    host = inputs_for(fd, 67, 130, rng)
+    before = torch.cuda.current_device()
+    inputs = [torch.from_numpy(x).to("cuda:1") for x in host]
+    for _ in range(2):  # the checked path, then the cache-hit launcher
+        outs = fd.execute(inputs)
+        for got, want in zip(outs, reference.run(fd.fusion, host)):
+            assert got.device == torch.device("cuda:1")
+            np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-4, atol=1e-4)
+    assert torch.cuda.current_device() == before  # running on cuda:1 does not move the caller
+
+
+def test_rotary_embedding_on_device_1(torch, rng):
+    from fuzz import rotary_embedding
+
+    fd = FusionDefinition()
+    with fd:
+        rotary_embedding(fd, 64, 8, 128, DataType.Float)
+    host = [rng.uniform(-1, 1, s).astype(np.float32) for s in [(64, 8, 128), (64, 128), (64, 128)]]
+    (out,) = fd.execute([torch.from_numpy(x).to("cuda:1") for x in host])
+    np.testing.assert_allclose(out.cpu().numpy(), reference.run(fd.fusion, host)[0], rtol=1e-5, atol=1e-5)
+
+
+def test_cupy_and_host_inputs_on_device_1(torch, rng):
+    fd = build(ZOO["softmax"], DataType.Float)
+    x = rng.standard_normal((33, 65)).astype(np.float32)
+    want = reference.run(fd.fusion, [x])[0]
+    (out,) = fd.execute([x], device=1)  # host inputs, run on the GPU asked for
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    cupy = pytest.importorskip("cupy")
+    with cupy.cuda.Device(1):
+        xc = cupy.asarray(x)
+    (out,) = fd.execute([xc])
+    assert out.device.id == 1
+    np.testing.assert_allclose(cupy.asnumpy(out), want, rtol=1e-5, atol=1e-6)
+
+
+def test_arrays_on_two_devices_are_refused_by_name(torch, rng):
+    fd = build(ZOO["bias_gelu"], DataType.Float)
+    x, b = inputs_for(fd, 8, 16, rng)
+    with pytest.raises(InputMismatchError, match="more than one GPU"):
+        fd.execute([torch.from_numpy(x).to("cuda:0"), torch.from_numpy(b).to("cuda:1")])
+    with pytest.raises(InputMismatchError, match="device=0 was asked for"):
+        fd.execute([torch.from_numpy(x).to("cuda:1"), torch.from_numpy(b).to("cuda:1")], device=0)
+
+
+def test_a_sticky_error_on_device_1_costs_one_worker(torch):
+    from tunefuse.tuning.worker import Worker, WorkerDied
+
+    with Worker("worker_handlers.illegal_address", setup={"device": 1}, timeout_s=120) as worker:
+        assert worker.request("where") == 1
+        died = worker.request("crash")
+        assert isinstance(died, WorkerDied) and "sticky CUDA error" in died.reason
+        assert worker.request("where") == 1  # a fresh worker, on device 1 again
+        assert worker.restarts == 1
+
+
+QUEUE = r"""
+import sys, numpy as np, torch
+sys.path.insert(0, {root!r})
+from tunefuse.fusion_file import load_fusion_file
+rng = np.random.default_rng(0)
+for case in load_fusion_file({seeds!r}):
+    fd = case.build()
+    fd.execute([torch.from_numpy(x).cuda() for x in case.example_inputs(rng)])
+"""
+
+
+def test_daemon_drains_the_queue_on_both_gpus(torch, tmp_path):
+    url = f"sqlite:///{tmp_path / 'cache.sqlite'}"
+    env = dict(os.environ, TUNEFUSE_CACHE_URL=url, TUNEFUSE_STUDIES=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    code = QUEUE.format(root=str(ROOT), seeds=str(ROOT / "examples" / "seed_fusions.py"))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600)
+    from cache_db.store import CacheStore
+
+    store = CacheStore.open(url)
+    queued = store.jobs()
+    assert len(queued) >= 2 and all(j.state == "queued" for j in queued)
+    out = subprocess.run([sys.executable, "-m", "cli", "daemon", "--devices", "0,1", "--trials", "4",
+                          "--idle-exit", "5", "--job-timeout", "120"],
+                         env=env, capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
+    jobs = store.jobs()
+    assert {j.state for j in jobs} == {"done"}, [(j.state, j.error) for j in jobs]
+    events = [json.loads(line) for line in (out.stdout + out.stderr).splitlines() if line.startswith("{")]
+    done = [e["job"] for e in events if e["event"] == "done"]
+    assert sorted(done) == sorted(j.id for j in jobs)  # each job done exactly once
+    claimed_on = {e["owner"].rsplit(":", 1)[1] for e in events if e["event"] == "claimed"}
+    assert claimed_on == {"0", "1"}, claimed_on  # both devices did work
+    assert not [e for e in events if e["event"] == "failed"]
