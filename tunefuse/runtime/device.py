@@ -20,11 +20,16 @@ class _ForeignStream:
         return (0, self.handle)
 
 
+def _address(handle: object) -> int:
+    """A driver handle's value; 0 for none (cuCtxGetCurrent before cuInit returns None)."""
+    return 0 if handle is None else int(handle)  # type: ignore[call-overload]
+
+
 def _current_context() -> int:
     from cuda.bindings import driver
 
     _, ctx = driver.cuCtxGetCurrent()
-    return int(ctx)
+    return _address(ctx)
 
 
 class Runtime:
@@ -44,7 +49,7 @@ class Runtime:
             self.device = Device(index)
             self.device.set_current()
             self._context = driver.cuCtxGetCurrent()[1]
-            self._context_id = int(self._context)
+            self._context_id = _address(self._context)
             if previous and previous != self._context_id:
                 driver.cuCtxSetCurrent(driver.CUcontext(previous))
         except Exception as e:  # noqa: BLE001 - any driver failure means no usable GPU
@@ -80,7 +85,7 @@ class Runtime:
         from cuda.bindings import driver
 
         _, ctx = driver.cuCtxGetCurrent()
-        if int(ctx) == self._context_id:
+        if _address(ctx) == self._context_id:
             return None
         driver.cuCtxPushCurrent(self._context)
         return ctx

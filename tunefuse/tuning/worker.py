@@ -51,8 +51,10 @@ def _cuda_context_poisoned() -> bool:
     try:
         from cuda.bindings import driver
 
+        from tunefuse.runtime.device import _address
+
         _, ctx = driver.cuCtxGetCurrent()
-        if not int(ctx):
+        if not _address(ctx):
             return False
         (err,) = driver.cuCtxSynchronize()
     except Exception:  # noqa: BLE001 - no driver, no CUDA context to poison
