@@ -42,6 +42,9 @@ def tiled_dims(segment: Segment) -> tuple[int, int] | None:
     return None
 
 
+MAX_GRID_YZ = 65535  # blocks a grid's y and z dims hold
+
+
 def max_tile_vector(segment: Segment) -> int:
     """The widest vector that every load unit-stride along the read dim and every store
     (unit-stride along the write dim) allows: both tiled extents, offsets and other strides
@@ -72,8 +75,12 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         return Params(tile=0, pointwise=pointwise.default_params(segment, device), evict_first=evict_first_pays(segment))
     evict_first = evict_first_pays(segment)
     wide = Params(tile=64, block_rows=16, padding=1, vector=max_tile_vector(segment), evict_first=evict_first)
-    return wide if is_valid(segment, device, wide) is None else Params(
-        tile=32, block_rows=8, padding=1, evict_first=evict_first)
+    narrow = Params(tile=32, block_rows=8, padding=1, evict_first=evict_first)
+    for p in (wide, narrow):
+        if is_valid(segment, device, p) is None:
+            return p
+    # More rows of tiles than a grid's y holds: the pointwise kernel reads it with strides.
+    return Params(tile=0, pointwise=pointwise.default_params(segment, device), evict_first=evict_first)
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
@@ -83,6 +90,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return "no pair of dims to tile"
     if p.tile not in (8, 16, 32, 64) or p.block_rows < 1 or p.tile % p.block_rows:
         return f"tile {p.tile} x block_rows {p.block_rows}"
+    a, _ = tiled_dims(segment)  # type: ignore[misc]
+    if -(-segment.extents[a] // p.tile) > MAX_GRID_YZ:
+        return f"{-(-segment.extents[a] // p.tile)} rows of {p.tile}-tiles (a grid's y holds {MAX_GRID_YZ})"
     if p.vector < 1 or max_tile_vector(segment) % p.vector or p.tile % p.vector or p.tile // p.vector > 1024:
         return f"vector {p.vector} (at most {max_tile_vector(segment)} here, dividing the tile)"
     if p.tile // p.vector * p.block_rows > device.max_threads_per_block:
@@ -117,6 +127,8 @@ def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, in
     for j, e in enumerate(segment.extents):
         if j not in (a, b):
             rest *= e
-    tiles_b = -(-segment.extents[b] // p.tile)
-    tiles_a = -(-segment.extents[a] // p.tile)
-    return (tiles_b, tiles_a, rest), (p.tile // p.vector, p.block_rows, 1), 0
+    tiles_b = max(1, -(-segment.extents[b] // p.tile))
+    tiles_a = max(1, -(-segment.extents[a] // p.tile))
+    # The kernel strides over the other dims by gridDim.z: at most 65535 of them at once,
+    # at least one (an empty segment is not launched, but its launch is still described).
+    return (tiles_b, tiles_a, max(1, min(rest, MAX_GRID_YZ))), (p.tile // p.vector, p.block_rows, 1), 0
