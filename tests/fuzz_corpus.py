@@ -2,12 +2,14 @@
 point of each kernel's search space, through the executor on torch tensors, against the
 NumPy reference. Run it under compute-sanitizer for the memory-safety gate:
 
-    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --error-exitcode 9 \\
+    PYTORCH_NO_CUDA_MEMORY_CACHING=1 compute-sanitizer --tool memcheck --padding 512 --error-exitcode 9 \\
         python3 tests/fuzz_corpus.py --seed 0 --count 500
 
 Every input is its own allocation, sized to the bytes it spans (an offset view starts one
 element into its allocation, so it stays misaligned), so a read past a buffer's end is a
-read past an allocation, which memcheck reports. Kernels are compiled up front in parallel
+read past an allocation; `--padding` puts unallocated bytes between allocations, without
+which memcheck misses a read that lands in a neighbouring allocation (with the guard pass
+switched off, the rotary embedding reads 16 bytes past its row: reported only with padding). Kernels are compiled up front in parallel
 processes. Prints one line a failure and a summary; exit 1 when any result differs or any
 case fails. `--large` adds the fusions of more than 2**31 elements (checked at samples).
 """
