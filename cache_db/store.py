@@ -17,6 +17,7 @@ import json
 import math
 import os
 import pathlib
+import re
 import threading
 import weakref
 from collections import Counter
@@ -210,6 +211,19 @@ def _flush_at_exit(ref: weakref.ref) -> None:
         import warnings
 
         warnings.warn(f"tunefuse cache {store.url}: counts not written at exit: {e}", RuntimeWarning, stacklevel=1)
+
+
+_HEX64 = re.compile(r"[0-9a-f]{64}")  # code keys, as a launch plan's JSON names them
+
+
+@dataclass(frozen=True)
+class PrunePlan:
+    """What a prune deletes: `result` is what it reports (records, binaries, launch plans)."""
+
+    result: dict
+    last_used: dict[int, dt.datetime]  # record id -> last use as planned
+    binaries: list[str]
+    launch_plans: list[str]
 
 
 class CacheStore:
@@ -598,6 +612,8 @@ class CacheStore:
                 st.stale_records = s.scalar(select(sa.func.count()).select_from(RecordRow).where(RecordRow.env_key != env.key)) or 0
         return st
 
+    PRUNE_BATCH = 500  # rows a delete transaction takes: the write lock is held for short spans
+
     def prune(self, *, older_than: dt.timedelta | None = None, unused_for: dt.timedelta | None = None,
               stale_env: Env | None = None, max_bytes: int | None = None, dry_run: bool = False) -> dict:
         """Delete records tuned before `older_than`, unused for `unused_for`, or measured in
@@ -605,59 +621,102 @@ class CacheStore:
         until the binaries fit in `max_bytes`. A binary goes when no kept record needs it.
         Launch plans of another env, made before either age, or naming a binary that goes,
         go too (the next call of their signature plans again). Returns what went (or, with
-        `dry_run`, would go)."""
+        `dry_run`, would go).
+
+        The plan is read without the write lock and without a binary's bytes; the deletes
+        run in batches of PRUNE_BATCH rows, each its own short transaction, and each re-checks
+        at delete time that its rows still qualify (a record used since its plan stays; a
+        binary that a record needs stays), so that a writer beside a prune never waits long
+        and never loses what it just stored."""
+        plan = self.plan_prune(older_than=older_than, unused_for=unused_for, stale_env=stale_env,
+                               max_bytes=max_bytes)
+        if not dry_run:
+            self.apply_prune(plan)
+        return plan.result
+
+    def plan_prune(self, *, older_than: dt.timedelta | None = None, unused_for: dt.timedelta | None = None,
+                   stale_env: Env | None = None, max_bytes: int | None = None) -> PrunePlan:
+        """What prune would delete (`.result`), read in one snapshot without the write lock
+        and without a binary's bytes; `apply_prune` deletes it. Negative ages and sizes are
+        refused (CacheError) before anything is read."""
+        for name, age in (("older_than", older_than), ("unused_for", unused_for)):
+            if age is not None and age < dt.timedelta(0):
+                raise CacheError(f"prune: {name} must not be negative, got {age}")
+        if max_bytes is not None and max_bytes < 0:
+            raise CacheError(f"prune: max_bytes must not be negative, got {max_bytes}")
         now = utcnow()
-        with self.writer() as s, s.begin():
-            rows = list(s.execute(select(RecordRow)).scalars())
-            binaries = {b.code_key: b for b in s.execute(select(BinaryRow)).scalars()}
-            doomed: dict[int, str] = {}
-            for r in rows:
-                if older_than is not None and r.tuned_at < now - older_than:
-                    doomed[r.id] = "age"
-                elif unused_for is not None and r.last_used_at < now - unused_for:
-                    doomed[r.id] = "unused"
-                elif stale_env is not None and r.env_key != stale_env.key:
-                    doomed[r.id] = "stale env"
-            gone = {r.code_key for r in rows if r.id in doomed} - {r.code_key for r in rows if r.id not in doomed}
-            if max_bytes is not None:
-                def size_left() -> int:
-                    return sum(b.size for k, b in binaries.items() if k not in gone)
-                # Least recently used first: binaries no record needs, then records.
-                orphans = sorted((b for k, b in binaries.items() if k not in {r.code_key for r in rows}),
-                                 key=lambda b: b.last_used_at)
-                for b in orphans:
-                    if size_left() <= max_bytes:
-                        break
-                    gone.add(b.code_key)
-                for r in sorted((r for r in rows if r.id not in doomed), key=lambda r: r.last_used_at):
-                    if size_left() <= max_bytes:
-                        break
-                    doomed[r.id] = "size cap"
-                    if not any(o.code_key == r.code_key for o in rows if o.id not in doomed):
-                        gone.add(r.code_key)
-            # Launch plans are derived: one goes with its env, its age, or a binary it names.
-            dropped = []
-            for plan_key, env_key, created_at, text in s.execute(select(
-                    LaunchPlanRow.plan_key, LaunchPlanRow.env_key, LaunchPlanRow.created_at, LaunchPlanRow.plan_json)):
-                if ((stale_env is not None and env_key != stale_env.key)
-                        or (older_than is not None and created_at < now - older_than)
-                        or (unused_for is not None and created_at < now - unused_for)
-                        or any(k in text for k in gone)):
-                    dropped.append(plan_key)
-            result = {
-                "records": [{"id": r.id, "kernel_key": r.kernel_key, "shape_key": r.shape_key,
-                             "why": doomed[r.id]} for r in rows if r.id in doomed],
-                "binaries": sorted(k for k in gone if k in binaries),
-                "launch_plans": len(dropped),
-            }
-            if not dry_run:
-                if doomed:
-                    s.execute(sa.delete(RecordRow).where(RecordRow.id.in_(list(doomed))))
-                if gone:
-                    s.execute(sa.delete(BinaryRow).where(BinaryRow.code_key.in_(list(gone))))
-                if dropped:
-                    s.execute(sa.delete(LaunchPlanRow).where(LaunchPlanRow.plan_key.in_(dropped)))
-            return result
+        r_cols = (RecordRow.id, RecordRow.kernel_key, RecordRow.shape_key, RecordRow.env_key, RecordRow.code_key,
+                  RecordRow.tuned_at, RecordRow.last_used_at)
+        with self.session() as s:
+            rows = s.execute(select(*r_cols)).all()
+            sizes = {k: (size, used) for k, size, used in s.execute(
+                select(BinaryRow.code_key, BinaryRow.size, BinaryRow.last_used_at)).all()}
+            plans = s.execute(select(LaunchPlanRow.plan_key, LaunchPlanRow.env_key, LaunchPlanRow.created_at,
+                                     LaunchPlanRow.plan_json)).all()
+        doomed: dict[int, str] = {}
+        for r in rows:
+            if older_than is not None and r.tuned_at < now - older_than:
+                doomed[r.id] = "age"
+            elif unused_for is not None and r.last_used_at < now - unused_for:
+                doomed[r.id] = "unused"
+            elif stale_env is not None and r.env_key != stale_env.key:
+                doomed[r.id] = "stale env"
+        needed = Counter(r.code_key for r in rows if r.id not in doomed)
+        gone = {r.code_key for r in rows if r.id in doomed} - set(needed)
+        if max_bytes is not None:
+            left = sum(size for k, (size, _) in sizes.items() if k not in gone)
+            referenced = {r.code_key for r in rows}
+            # Least recently used first: binaries no record needs, then records.
+            for k, (size, _) in sorted(((k, v) for k, v in sizes.items() if k not in referenced),
+                                       key=lambda kv: kv[1][1]):
+                if left <= max_bytes:
+                    break
+                gone.add(k)
+                left -= size
+            for r in sorted((r for r in rows if r.id not in doomed), key=lambda r: r.last_used_at):
+                if left <= max_bytes:
+                    break
+                doomed[r.id] = "size cap"
+                needed[r.code_key] -= 1
+                if needed[r.code_key] == 0 and r.code_key not in gone:
+                    gone.add(r.code_key)
+                    left -= sizes.get(r.code_key, (0, None))[0]
+        # Launch plans are derived: one goes with its env, its age, or a binary it names.
+        dropped = []
+        for plan_key, env_key, created_at, text in plans:
+            if ((stale_env is not None and env_key != stale_env.key)
+                    or (older_than is not None and created_at < now - older_than)
+                    or (unused_for is not None and created_at < now - unused_for)
+                    or (gone and not gone.isdisjoint(_HEX64.findall(text)))):
+                dropped.append(plan_key)
+        result = {
+            "records": [{"id": r.id, "kernel_key": r.kernel_key, "shape_key": r.shape_key,
+                         "why": doomed[r.id]} for r in rows if r.id in doomed],
+            "binaries": sorted(k for k in gone if k in sizes),
+            "launch_plans": len(dropped),
+        }
+        last_used = {r.id: r.last_used_at for r in rows if r.id in doomed}
+        return PrunePlan(result, last_used, sorted(k for k in gone if k in sizes), dropped)
+
+    def apply_prune(self, plan: PrunePlan) -> None:
+        """Delete what `plan` names, in short batches, each re-checked at delete time."""
+        batch = self.PRUNE_BATCH
+        ids = sorted(plan.last_used)
+        for i in range(0, len(ids), batch):
+            chunk = ids[i:i + batch]
+            with self.writer() as s, s.begin():
+                # A record used (or tuned again) since the plan read it stays.
+                for rid in chunk:
+                    s.execute(sa.delete(RecordRow).where(RecordRow.id == rid,
+                                                         RecordRow.last_used_at <= plan.last_used[rid]))
+        for i in range(0, len(plan.binaries), batch):
+            chunk = plan.binaries[i:i + batch]
+            with self.writer() as s, s.begin():
+                needed = select(RecordRow.id).where(RecordRow.code_key == BinaryRow.code_key).exists()
+                s.execute(sa.delete(BinaryRow).where(BinaryRow.code_key.in_(chunk), ~needed))
+        for i in range(0, len(plan.launch_plans), batch):
+            with self.writer() as s, s.begin():
+                s.execute(sa.delete(LaunchPlanRow).where(LaunchPlanRow.plan_key.in_(plan.launch_plans[i:i + batch])))
 
     def vacuum(self) -> None:
         """VACUUM runs outside any transaction: on a raw DBAPI connection in autocommit."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from pathlib import Path
 from typing import Annotated
 
@@ -143,20 +144,39 @@ def prune(
     """Delete records (and binaries nothing needs) by age, last use, stale env, size cap."""
     if older_than is None and unused_for is None and not stale and max_bytes is None:
         fail("say what to prune: --older-than, --unused-for, --stale or --max-bytes", 2)
+    older, unused = _days("--older-than", older_than), _days("--unused-for", unused_for)
+    if max_bytes is not None and max_bytes < 0:
+        fail(f"--max-bytes must be a size in bytes, 0 or more, not {max_bytes}", 2)
+    from cache_db.store import CacheError
+
     store = open_store(cache)
-    kwargs = dict(older_than=dt.timedelta(days=older_than) if older_than is not None else None,
-                  unused_for=dt.timedelta(days=unused_for) if unused_for is not None else None,
-                  stale_env=_current_env() if stale else None, max_bytes=max_bytes)
-    plan = store.prune(**kwargs, dry_run=True)
+    try:
+        plan = store.plan_prune(older_than=older, unused_for=unused, stale_env=_current_env() if stale else None,
+                                max_bytes=max_bytes)
+    except CacheError as e:
+        fail(str(e), 2)
+    what = plan.result
+    counts = f"{len(what['records'])} records, {len(what['binaries'])} binaries and {what['launch_plans']} launch plans"
     if dry_run:
-        emit(plan, as_json, text=f"would delete {len(plan['records'])} records, {len(plan['binaries'])} binaries"
-                                 f" and {plan['launch_plans']} launch plans")
+        emit(what, as_json, text=f"would delete {counts}")
         return
-    if not yes and not typer.confirm(f"delete {len(plan['records'])} records and {len(plan['binaries'])} binaries?"):
+    if not yes and not typer.confirm(f"delete {counts}?"):
         raise typer.Exit(1)
-    done = store.prune(**kwargs)
-    emit(done, as_json, text=f"deleted {len(done['records'])} records, {len(done['binaries'])} binaries"
-                                 f" and {done['launch_plans']} launch plans")
+    store.apply_prune(plan)  # what was shown is what goes (each row re-checked as it is deleted)
+    emit(what, as_json, text=f"deleted {counts}")
+
+
+MAX_DAYS = 100 * 366
+
+
+def _days(option: str, value: float | None) -> dt.timedelta | None:
+    """A number of days as a timedelta; a negative, infinite, NaN or absurd number is a usage
+    error (exit 2) before the cache is touched: `--older-than -5` would prune everything."""
+    if value is None:
+        return None
+    if not math.isfinite(value) or not 0 <= value <= MAX_DAYS:
+        fail(f"{option} must be a number of days from 0 to {MAX_DAYS}, not {value}", 2)
+    return dt.timedelta(days=value)
 
 
 @app.command("export")

@@ -14,40 +14,27 @@ from hypothesis import strategies as st
 from cache_db import migrate
 from cache_db.models import Base, BinaryRow, RecordRow
 from cache_db.store import CacheError, CacheStore, Env, TunedRecord
+from postgres import own_database, postgres_available
 from tunefuse import Cache, DataType, FusionDefinition
 
-POSTGRES = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 ENV = Env("9.0", "NVIDIA H100 80GB HBM3", "13.5", "13000", "1")
 OTHER_ENV = Env("8.0", "NVIDIA A100-SXM4-80GB", "13.5", "13000", "1")
-
-
-def postgres_available() -> bool:
-    try:
-        with sa.create_engine(POSTGRES).connect():
-            return True
-    except Exception:  # noqa: BLE001
-        return False
-
-
-def reset_postgres() -> None:
-    engine = sa.create_engine(POSTGRES)
-    with engine.begin() as c:
-        Base.metadata.drop_all(c)
-        c.exec_driver_sql("DROP TABLE IF EXISTS alembic_version")
-    engine.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request, tmp_path):
     if request.param == "sqlite":
         s = CacheStore.open(f"sqlite:///{tmp_path / 'cache.sqlite'}")
-    else:
-        if not postgres_available():
-            pytest.skip("no PostgreSQL server on 127.0.0.1:5432")
-        reset_postgres()
-        s = CacheStore.open(POSTGRES)
-    yield s
-    s.close()
+        yield s
+        s.close()
+        return
+    if not postgres_available():
+        pytest.skip("no PostgreSQL server on 127.0.0.1:5432")
+    with own_database() as url:
+        s = CacheStore.open(url)
+        yield s
+        s.close()
+        s.engine.dispose()
 
 
 def fusion_row(store):
@@ -155,6 +142,64 @@ def test_prune_by_size_cap_drops_least_recently_used(store):
     result = store.prune(max_bytes=250)
     assert [r["shape_key"] for r in result["records"]] == ["0", "1"]
     assert store.stats().binary_bytes <= 250
+
+
+def test_prune_refuses_negative_arguments(store):
+    from cache_db.store import CacheError
+
+    rec, cubin = record(shape="1")
+    store.put_record(rec, cubin, "sm_90", "13.5")
+    for kwargs in (dict(older_than=dt.timedelta(days=-5)), dict(unused_for=dt.timedelta(seconds=-1)),
+                   dict(max_bytes=-1)):
+        with pytest.raises(CacheError, match="must not be negative"):
+            store.prune(**kwargs)
+    assert len(store.records()) == 1
+
+
+def test_prune_keeps_a_record_used_after_its_plan(store):
+    """The plan is read first; the delete re-checks each row: a record used in between (a
+    hit, a re-tune) stays, and so does the binary it needs."""
+    rec, cubin = record(shape="1")
+    store.put_record(rec, cubin, "sm_90", "13.5")
+    with store.engine.begin() as c:
+        c.execute(sa.update(RecordRow).values(last_used_at=dt.datetime(2020, 1, 1)))
+    plan = store.plan_prune(unused_for=dt.timedelta(days=30))
+    assert [r["shape_key"] for r in plan.result["records"]] == ["1"]
+    with store.engine.begin() as c:
+        c.execute(sa.update(RecordRow).values(last_used_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)))
+    store.apply_prune(plan)
+    assert len(store.records()) == 1 and store.get_binary(rec.code_key) is not None
+
+
+def test_prune_in_batches_beside_a_writer(store, monkeypatch):
+    """Deletes go in short transactions (here 7 rows each): a writer storing records during a
+    prune of many is never refused, and loses nothing."""
+    import threading
+
+    monkeypatch.setattr(type(store), "PRUNE_BATCH", 7)
+    for k in range(60):
+        rec, cubin = record(shape=f"old{k}", cubin=bytes([k % 256]) * 20)
+        store.put_record(rec, cubin, "sm_90", "13.5")
+    with store.engine.begin() as c:
+        c.execute(sa.update(RecordRow).values(tuned_at=dt.datetime(2020, 1, 1)))
+    errors, written = [], []
+
+    def write() -> None:
+        try:
+            for k in range(30):
+                rec, cubin = record(shape=f"new{k}", cubin=bytes([k]) * 30 + b"new")
+                store.put_record(rec, cubin, "sm_90", "13.5")
+                written.append(rec.shape_key)
+        except Exception as e:  # noqa: BLE001
+            errors.append(e)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    done = store.prune(older_than=dt.timedelta(days=30))
+    writer.join()
+    assert not errors
+    assert len(done["records"]) == 60
+    assert sorted(r.shape_key for r in store.records()) == sorted(written)
 
 
 HISTORY = ((0, 12.0, "COMPLETE"), (1, None, "FAIL"), (2, 10.0, "COMPLETE"))

@@ -85,6 +85,17 @@ def test_prune_dry_run_deletes_nothing_and_yes_deletes_exactly_that(filled):
     assert run("cache", "prune", "--cache", url).exit_code == 2  # nothing said: refused
 
 
+@pytest.mark.parametrize("args", [("--older-than", "-5"), ("--unused-for", "-1"), ("--max-bytes", "-1"),
+                                  ("--older-than", "nan"), ("--older-than", "inf"), ("--unused-for", "1e300")])
+def test_prune_refuses_nonsense_before_touching_anything(filled, args):
+    url, store = filled
+    for extra in ((), ("--dry-run",)):
+        result = run("cache", "prune", "--cache", url, *args, "--yes", *extra)
+        assert result.exit_code == 2, result.output
+        assert args[0] in result.output and "Traceback" not in result.output
+    assert len(store.records()) == 3 and store.stats().binaries == 3
+
+
 def test_export_import_and_a_tampered_import_refused(filled, tmp_path):
     url, _ = filled
     path = tmp_path / "export.jsonl"

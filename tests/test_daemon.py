@@ -14,7 +14,7 @@ import pytest
 from cache_db import queue
 from cache_db.store import CacheStore
 from daemon_runners import ENV
-from test_cache_store import POSTGRES, postgres_available, reset_postgres
+from postgres import own_database, postgres_available
 from tunefuse import DataType, FusionDefinition
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -24,13 +24,14 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def url(request, tmp_path):
     if request.param == "sqlite":
         u = f"sqlite:///{tmp_path / 'queue.sqlite'}"
-    else:
-        if not postgres_available():
-            pytest.skip("no PostgreSQL server on 127.0.0.1:5432")
-        reset_postgres()
-        u = POSTGRES
-    CacheStore.open(u).close()
-    return u
+        CacheStore.open(u).close()
+        yield u
+        return
+    if not postgres_available():
+        pytest.skip("no PostgreSQL server on 127.0.0.1:5432")
+    with own_database() as u:
+        CacheStore.open(u).close()
+        yield u
 
 
 def enqueue(url: str, n: int) -> None:
