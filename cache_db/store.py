@@ -67,6 +67,11 @@ class Env:
     def key(self) -> str:
         return _env_key(self)
 
+    @property
+    def arch(self) -> str:
+        """The NVRTC target its binaries are compiled for ("9.0" -> "sm_90")."""
+        return "sm_" + self.compute_capability.replace(".", "")
+
 
 @functools.lru_cache(maxsize=64)
 def _env_key(env: Env) -> str:
@@ -158,6 +163,25 @@ def _record_from_row(row: RecordRow) -> TunedRecord:
                        _history_from_json(row.history_json))
 
 
+def _json_or_none(text: str) -> object | None:
+    try:
+        return json.loads(text)
+    except (TypeError, ValueError):
+        return None
+
+
+def _readable_records(rows: Iterable[RecordRow]) -> list[TunedRecord]:
+    """The rows that read back as records; a malformed one (params not JSON, a history that
+    does not parse) is skipped, never fatal to the others (`cache verify` reports it)."""
+    records = []
+    for row in rows:
+        try:
+            records.append(_record_from_row(row))
+        except (ValueError, TypeError):
+            continue
+    return records
+
+
 def _history_from_json(text: str | None) -> tuple[tuple[int, float | None, str], ...]:
     if not text:
         return ()
@@ -170,9 +194,10 @@ def _history_to_json(history: Iterable[tuple[int, float | None, str]]) -> str | 
 
 
 def _shape_distance(a: str, b: str) -> float:
-    """How far two shape keys are: log-ratio distance of their extents (rank must match)."""
+    """How far two shape keys are: log-ratio distance of their extents (rank must match); a
+    key that is not extents joined by "x" (a malformed row) is infinitely far."""
     xa, xb = a.split("x"), b.split("x")
-    if len(xa) != len(xb):
+    if len(xa) != len(xb) or not all(p.isdigit() for p in xa + xb):
         return math.inf
     return sum(abs(math.log(max(int(p), 1)) - math.log(max(int(q), 1))) for p, q in zip(xa, xb))
 
@@ -198,7 +223,8 @@ _PLAN_JOBS = _plan_read(f"SELECT kernel_key, shape_key FROM {JobRow.__tablename_
                         "WHERE kernel_key IN :keys AND env_key = :env_key")
 _LAUNCH_PLAN = sa.text(f"SELECT plan_json FROM {LaunchPlanRow.__tablename__} WHERE plan_key = :plan_key")
 _PLAN_BINARIES = _plan_read(f"SELECT code_key, cubin, sha256, kernel_name FROM {BinaryRow.__tablename__} "
-                            "WHERE code_key IN :keys AND quarantined = false")
+                            "WHERE code_key IN :keys AND quarantined = false AND arch = :arch "
+                            "AND nvrtc_version = :nvrtc")
 
 
 def _flush_at_exit(ref: weakref.ref) -> None:
@@ -337,14 +363,42 @@ class CacheStore:
             return dict(s.execute(select(BinaryRow.code_key, BinaryRow.size)).all())
 
     def verify(self) -> list[str]:
-        """Recompute every binary's sha256; quarantine and return the mismatches."""
+        """Recompute the sha256 of every binary not yet quarantined; quarantine and return
+        the mismatches (one already quarantined is not reported again)."""
         bad = []
         with self.session() as s:
-            for code_key, cubin, digest in s.execute(select(BinaryRow.code_key, BinaryRow.cubin, BinaryRow.sha256)):
+            for code_key, cubin, digest in s.execute(select(BinaryRow.code_key, BinaryRow.cubin, BinaryRow.sha256)
+                                                     .where(BinaryRow.quarantined.is_(False))):
                 if hashlib.sha256(cubin).hexdigest() != digest:
                     bad.append(code_key)
         for code_key in bad:
             self.quarantine_binary(code_key)
+        return bad
+
+    def malformed_records(self) -> list[dict]:
+        """Records that a lookup skips: params or history that do not parse, params that do
+        not fit their scheduler, a shape key that is not extents. Each with why."""
+        from tunefuse.kernel_ir import SchedulerKind
+        from tunefuse.schedulers import params_from_dict
+
+        bad = []
+        with self.session() as s:
+            for row in s.execute(select(RecordRow).order_by(RecordRow.id)).scalars():
+                why = None
+                try:
+                    record = _record_from_row(row)
+                except (ValueError, TypeError) as e:
+                    why = f"does not read back: {e}"
+                else:
+                    kinds = {k.value: k for k in SchedulerKind}
+                    if record.scheduler not in kinds:
+                        why = f"unknown scheduler {record.scheduler!r}"
+                    elif params_from_dict(kinds[record.scheduler], record.params) is None:
+                        why = f"params do not fit the {record.scheduler} scheduler: {record.params}"
+                    elif not all(p.isdigit() for p in record.shape_key.split("x")):
+                        why = f"shape key {record.shape_key!r} is not extents"
+                if why is not None:
+                    bad.append({"id": row.id, "kernel_key": row.kernel_key, "why": why})
         return bad
 
     # -- records ---------------------------------------------------------------------
@@ -393,7 +447,8 @@ class CacheStore:
             row = s.execute(select(RecordRow).where(
                 RecordRow.kernel_key == kernel_key, RecordRow.shape_key == shape_key,
                 RecordRow.env_key == env.key, RecordRow.quarantined.is_(False))).scalar_one_or_none()
-            return None if row is None else _record_from_row(row)
+            found = _readable_records([row] if row is not None else [])
+            return found[0] if found else None
 
     def nearest(self, kernel_key: str, shape_key: str, env: Env) -> TunedRecord | None:
         """The tuned record of the same kernel (same env) whose shape is closest."""
@@ -412,15 +467,17 @@ class CacheStore:
         with self.engine.connect() as c:
             rows = c.execute(_PLAN_RECORDS, {"keys": keys, "env_key": env.key}).all()
             queued = c.execute(_PLAN_JOBS, {"keys": keys, "env_key": env.key}).all()
-        return [_record_from_row(r) for r in rows], {(k, s) for k, s in queued}
+        return _readable_records(rows), {(k, s) for k, s in queued}
 
-    def get_binaries(self, code_keys: Iterable[str]) -> dict[str, tuple[bytes, str]]:
-        """Verified binaries by code key, in one query; mismatches are quarantined."""
+    def get_binaries(self, code_keys: Iterable[str], env: Env) -> dict[str, tuple[bytes, str]]:
+        """Verified binaries by code key, in one query; mismatches are quarantined. Only
+        binaries compiled for `env`'s arch by its NVRTC are served: a row under a key this
+        machine computes, claiming another arch or compiler, is not what the key says."""
         keys = sorted(set(code_keys))
         if not keys:
             return {}
         with self.engine.connect() as c:
-            rows = c.execute(_PLAN_BINARIES, {"keys": keys}).all()
+            rows = c.execute(_PLAN_BINARIES, {"keys": keys, "arch": env.arch, "nvrtc": env.nvrtc_version}).all()
         return self._verified(rows)
 
     def _verified(self, rows: Iterable) -> dict[str, tuple[bytes, str]]:
@@ -459,16 +516,18 @@ class CacheStore:
             if keys is None:
                 return None
             kernel_keys, code_keys = sorted(set(keys[0])), sorted(set(keys[1]))
-            records = {(k, sh): json.loads(p) for k, sh, p in rows(
+            records = {(k, sh): params for k, sh, p in rows(
                 f"SELECT kernel_key, shape_key, params_json FROM {RecordRow.__tablename__} WHERE kernel_key IN "
                 f"({marks(len(kernel_keys))}) AND env_key = ? AND quarantined = false", *kernel_keys, env.key)
+                if (params := _json_or_none(p)) is not None
             } if kernel_keys else {}
             queued = {(k, sh) for k, sh in rows(
                 f"SELECT kernel_key, shape_key FROM {JobRow.__tablename__} WHERE kernel_key IN "
                 f"({marks(len(kernel_keys))}) AND env_key = ?", *kernel_keys, env.key)} if kernel_keys else set()
             binary_rows = rows(
                 f"SELECT code_key, cubin, sha256, kernel_name FROM {BinaryRow.__tablename__} WHERE code_key IN "
-                f"({marks(len(code_keys))}) AND quarantined = false", *code_keys) if code_keys else []
+                f"({marks(len(code_keys))}) AND quarantined = false AND arch = ? AND nvrtc_version = ?",
+                *code_keys, env.arch, env.nvrtc_version) if code_keys else []
             cursor.close()
         finally:
             raw.close()
@@ -567,7 +626,7 @@ class CacheStore:
 
     def records(self) -> list[TunedRecord]:
         with self.session() as s:
-            return [_record_from_row(r) for r in s.execute(select(RecordRow).order_by(RecordRow.id)).scalars()]
+            return _readable_records(s.execute(select(RecordRow).order_by(RecordRow.id)).scalars())
 
     # -- jobs ------------------------------------------------------------------------
     def enqueue(self, fusion_id: str, segment_index: int, kernel_key: str, shape_key: str, env: Env,
@@ -746,8 +805,7 @@ class CacheStore:
                                     "nvrtc_version": row.nvrtc_version, "source": row.source,
                                     "cubin": base64.b64encode(row.cubin).decode()}) + "\n")
                 n += 1
-            for row in s.execute(select(RecordRow).where(RecordRow.quarantined.is_(False))).scalars():
-                rec = _record_from_row(row)
+            for rec in _readable_records(s.execute(select(RecordRow).where(RecordRow.quarantined.is_(False))).scalars()):
                 f.write(json.dumps({"kind": "record", "kernel_key": rec.kernel_key, "shape_key": rec.shape_key,
                                     "env": asdict(rec.env), "scheduler": rec.scheduler, "params": rec.params,
                                     "code_key": rec.code_key, "median_us": rec.median_us,
@@ -758,56 +816,71 @@ class CacheStore:
         return n
 
     def import_(self, path: str | pathlib.Path) -> int:
-        """Validate every line first (format, keys, types, binary hashes, fusion JSON, the
-        binaries records refer to), then write all of it in one transaction."""
+        """Validate every line first (format, every field's type, range and length, binary
+        hashes, fusion JSON, the binaries records refer to, each binary's key against its own
+        source: cache_db/import_checks.py), compile every binary again from its source (or,
+        made by another NVRTC, keep it quarantined), then write all of it in one transaction.
+        Anything wrong refuses the whole file, naming the line, and writes nothing."""
+        from cache_db.import_checks import ImportRefused, check_binary, check_fusion, check_record
+        from tunefuse.compiler import CompileError, compile_kernel, nvrtc_version
         from tunefuse.errors import SerializationError
         from tunefuse.ir import Fusion
 
-        lines = pathlib.Path(path).read_text().splitlines()
+        try:
+            lines = pathlib.Path(path).read_bytes().decode("utf-8").splitlines()
+        except UnicodeDecodeError as e:
+            raise CacheError(f"{path}: not UTF-8 text (byte {e.start})") from None
+        except OSError as e:
+            raise CacheError(f"{path}: cannot read it ({e.strerror})") from None
         if not lines:
             raise CacheError(f"{path}: empty file")
-        try:
-            header = json.loads(lines[0])
-        except json.JSONDecodeError as e:
-            raise CacheError(f"{path}:1: not JSON ({e})") from None
-        if header != {"format": EXPORT_FORMAT}:
+        local_nvrtc = nvrtc_version()
+
+        def parse(no: int, line: str) -> object:
+            try:
+                return json.loads(line)
+            except json.JSONDecodeError as e:
+                raise CacheError(f"{path}:{no}: not JSON ({e})") from None
+            except RecursionError:
+                raise CacheError(f"{path}:{no}: JSON nested too deeply") from None
+
+        if parse(1, lines[0]) != {"format": EXPORT_FORMAT}:
             raise CacheError(f"{path}:1: not a tunefuse cache export (expected format {EXPORT_FORMAT})")
         items = []
         binaries: set[str] = set()
         fusions: set[str] = set()
         for no, line in enumerate(lines[1:], start=2):
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise CacheError(f"{path}:{no}: not JSON ({e})") from None
+            item = parse(no, line)
             kind = item.get("kind") if isinstance(item, dict) else None
             try:
                 if kind == "fusion":
-                    fusion = Fusion.from_json(item["canonical_json"])
-                    if fusion.fusion_id != item["fusion_id"]:
+                    check_fusion(item)  # type: ignore[arg-type]
+                    fusion = Fusion.from_json(item["canonical_json"])  # type: ignore[index]
+                    if fusion.fusion_id != item["fusion_id"]:  # type: ignore[index]
                         raise CacheError("fusion_id does not match its JSON")
-                    fusions.add(item["fusion_id"])
+                    fusions.add(item["fusion_id"])  # type: ignore[index]
                 elif kind == "binary":
-                    cubin = base64.b64decode(item["cubin"], validate=True)
-                    if hashlib.sha256(cubin).hexdigest() != item["sha256"]:
-                        raise CacheError(f"binary {item['code_key'][:12]} does not match its sha256")
-                    item["cubin_bytes"] = cubin
-                    if not isinstance(item.get("source"), (str, type(None))):
-                        raise CacheError("source must be text")
-                    binaries.add(item["code_key"])
+                    check_binary(item)  # type: ignore[arg-type]
+                    cubin = base64.b64decode(item["cubin"], validate=True)  # type: ignore[index]
+                    if hashlib.sha256(cubin).hexdigest() != item["sha256"]:  # type: ignore[index]
+                        raise CacheError(f"binary {item['code_key'][:12]} does not match its sha256")  # type: ignore[index]
+                    if item["nvrtc_version"] == local_nvrtc:  # type: ignore[index]
+                        # Bound to its key: the bytes are this machine's compile of the source.
+                        cubin = compile_kernel(item["source"], item["kernel_name"], item["arch"]).cubin  # type: ignore[index]
+                        item["quarantined"] = False  # type: ignore[index]
+                    else:
+                        item["quarantined"] = True  # type: ignore[index]
+                    item["cubin_bytes"] = cubin  # type: ignore[index]
+                    binaries.add(item["code_key"])  # type: ignore[index]
                 elif kind == "record":
-                    Env(**item["env"])
-                    if not isinstance(item["params"], dict) or not isinstance(item["scheduler"], str):
-                        raise CacheError("params must be an object and scheduler a name")
-                    if item["code_key"] not in binaries:
-                        raise CacheError(f"record refers to binary {item['code_key'][:12]} not in the file")
-                    if item.get("fusion_id") is not None and item["fusion_id"] not in fusions:
-                        raise CacheError("record refers to a fusion not in the file")
-                    item["history"] = _history_from_json(json.dumps(item.get("history") or []))
+                    item["env_value"] = check_record(item, binaries, fusions)  # type: ignore[index]
+                    item["history"] = _history_from_json(json.dumps(item.get("history") or []))  # type: ignore[index, union-attr]
                 else:
-                    raise CacheError(f"unknown kind {kind!r}")
-            except (KeyError, TypeError, ValueError, SerializationError) as e:
+                    raise CacheError(f"unknown kind {str(kind)[:40]!r}")
+            except (ImportRefused, KeyError, TypeError, ValueError, SerializationError, RecursionError) as e:
                 raise CacheError(f"{path}:{no}: invalid {kind or 'line'}: {e}") from None
+            except CompileError as e:
+                raise CacheError(f"{path}:{no}: binary's source does not compile here: {str(e)[:200]}") from None
             except CacheError as e:
                 raise CacheError(f"{path}:{no}: {e}") from None
             items.append(item)
@@ -816,14 +889,21 @@ class CacheStore:
                 if item["kind"] == "fusion":
                     self._insert_ignore(s, FusionRow, dict(fusion_id=item["fusion_id"], name=item.get("name"),
                                                            canonical_json=item["canonical_json"], created_at=utcnow()))
-                elif item["kind"] == "binary":
+                elif item["kind"] == "binary" and not item["quarantined"]:
                     self._put_binary(s, item["code_key"], item["cubin_bytes"], item["kernel_name"], item["arch"],
-                                     item["nvrtc_version"], item.get("source"))
+                                     item["nvrtc_version"], item["source"])
+                elif item["kind"] == "binary":
+                    cubin, now = item["cubin_bytes"], utcnow()
+                    self._insert_ignore(s, BinaryRow, dict(
+                        code_key=item["code_key"], sha256=hashlib.sha256(cubin).hexdigest(), cubin=cubin,
+                        size=len(cubin), kernel_name=item["kernel_name"], arch=item["arch"],
+                        nvrtc_version=item["nvrtc_version"], quarantined=True, created_at=now, last_used_at=now,
+                        source=item["source"]))
             s.flush()
             for item in items:
                 if item["kind"] == "record":
                     self._put_record(s, TunedRecord(
-                        item["kernel_key"], item["shape_key"], Env(**item["env"]), item["scheduler"], item["params"],
+                        item["kernel_key"], item["shape_key"], item["env_value"], item["scheduler"], item["params"],
                         item["code_key"], "", item.get("median_us"), item.get("spread_us"), item.get("default_us"),
                         item.get("trials", 0), item.get("fusion_id"), history=item["history"]))
         return len(items)

@@ -204,10 +204,15 @@ def import_(path: Annotated[Path, typer.Argument(help="JSON lines file from cach
 
 @app.command("verify")
 def verify(cache: CacheOption = None, as_json: JsonOption = False) -> None:
-    """Recompute every binary's sha256; quarantine mismatches (exit 1 if any)."""
-    bad = open_store(cache).verify()
-    emit({"quarantined": bad}, as_json, text=f"{len(bad)} corrupt binaries quarantined" if bad else "all binaries ok")
-    if bad:
+    """Recompute every binary's sha256, quarantine mismatches; list records that lookups
+    skip as malformed (exit 1 if either)."""
+    store = open_store(cache)
+    bad = store.verify()
+    malformed = store.malformed_records()
+    lines = [f"{len(bad)} corrupt binaries quarantined" if bad else "all binaries ok"]
+    lines += [f"record {m['id']} is skipped: {m['why']}" for m in malformed]
+    emit({"quarantined": bad, "malformed_records": malformed}, as_json, text="\n".join(lines))
+    if bad or malformed:
         raise typer.Exit(1)
 
 

@@ -53,6 +53,29 @@ def record(kernel="k" * 64, shape="1024", env=ENV, cubin=b"\x7fELF-cubin", **kw)
     return TunedRecord(kernel, shape, env, **defaults), cubin
 
 
+KERNEL_SOURCE = 'extern "C" __global__ void tf_pointwise_x(float* p) {{ p[threadIdx.x] = {value}.0f; }}\n'
+
+
+def real_record(shape="1024", value=1, env=ENV, **kw):
+    """A record whose binary is a real compile of a real source, stored under the key that
+    source, arch and this NVRTC give (what cache import binds a binary to)."""
+    from tunefuse.compiler import COMPILE_OPTIONS, compile_kernel, source_key
+
+    source = KERNEL_SOURCE.format(value=value)
+    cubin = compile_kernel(source, "tf_pointwise_x", "sm_90").cubin
+    kw.setdefault("kernel", "ab" * 32)  # a kernel key is a sha256, as a segment's is
+    rec, _ = record(shape=shape, env=env, cubin=cubin, code_key=source_key(source, "sm_90", COMPILE_OPTIONS), **kw)
+    return rec, cubin, source
+
+
+def put_real(store, shape="1024", value=1, **kw):
+    from tunefuse.compiler import nvrtc_version
+
+    rec, cubin, source = real_record(shape, value, **kw)
+    store.put_record(rec, cubin, "sm_90", nvrtc_version(), source=source)
+    return rec, cubin, source
+
+
 def test_migrations_give_exactly_the_models_schema(store):
     from alembic.autogenerate import compare_metadata
     from alembic.runtime.migration import MigrationContext
@@ -102,7 +125,13 @@ def test_a_corrupted_binary_is_detected_quarantined_and_never_loaded(store):
     assert store.get_binary(rec.code_key) is None
     assert store.lookup(rec.kernel_key, rec.shape_key, ENV) is None  # its record is quarantined too
     assert store.stats().quarantined == 1
-    assert store.verify() == [rec.code_key]
+    assert store.verify() == []  # quarantined on read already: not reported (nor failed) again
+    other, other_cubin = record(shape="2048", cubin=b"\x7fELF-other")
+    store.put_record(other, other_cubin, "sm_90", "13.5")
+    with store.engine.begin() as c:
+        c.execute(sa.update(BinaryRow).where(BinaryRow.code_key == other.code_key).values(cubin=b"\x7fELF-bad"))
+    assert store.verify() == [other.code_key]
+    assert store.verify() == []
 
 
 def test_enqueue_once_per_kernel_shape_env_and_count_hits(store):
@@ -207,16 +236,15 @@ HISTORY = ((0, 12.0, "COMPLETE"), (1, None, "FAIL"), (2, 10.0, "COMPLETE"))
 
 def test_export_import_round_trip_and_tampering_refused(store, tmp_path):
     fid = fusion_row(store)
-    rec, cubin = record(fusion_id=fid, history=HISTORY)
-    store.put_record(rec, cubin, "sm_90", "13.5", source="// the kernel's source")
+    rec, cubin, source = put_real(store, fusion_id=fid, history=HISTORY)
     path = tmp_path / "cache.jsonl"
     assert store.export(path) == 3
     fresh = CacheStore.open(f"sqlite:///{tmp_path / 'other.sqlite'}")
     assert fresh.import_(path) == 3
     assert fresh.lookup(rec.kernel_key, rec.shape_key, ENV).params == rec.params
     assert fresh.lookup(rec.kernel_key, rec.shape_key, ENV).history == HISTORY
-    assert fresh.get_binary(rec.code_key)[0] == cubin
-    assert fresh.get_source(rec.code_key) == "// the kernel's source"
+    assert fresh.get_binary(rec.code_key)[0] == cubin  # compiled again here: NVRTC gives the same bytes
+    assert fresh.get_source(rec.code_key) == source
     lines = path.read_text().splitlines()
     binary = json.loads(lines[2])
     binary["cubin"] = "AAAA" + binary["cubin"][4:]
@@ -236,6 +264,122 @@ def test_export_import_round_trip_and_tampering_refused(store, tmp_path):
     with pytest.raises(CacheError, match=":4: invalid record"):
         empty.import_(bad)
     assert empty.records() == []
+
+
+def _export_lines(store, tmp_path):
+    fid = fusion_row(store)
+    rec, cubin, source = put_real(store, fusion_id=fid)
+    path = tmp_path / "cache.jsonl"
+    store.export(path)
+    return rec, cubin, source, path.read_text().splitlines()
+
+
+def test_a_planted_binary_is_never_what_an_import_stores(store, tmp_path):
+    """A file may carry other bytes under an honest key (its own sha256 made to match): the
+    import compiles the source again, so the planted bytes are never stored or loaded."""
+    import base64
+
+    rec, cubin, _, lines = _export_lines(store, tmp_path)
+    binary = json.loads(lines[2])
+    planted = b"\x7fELF" + b"planted code" * 50
+    binary.update(cubin=base64.b64encode(planted).decode(), sha256=hashlib.sha256(planted).hexdigest())
+    path = tmp_path / "planted.jsonl"
+    path.write_text("\n".join([lines[0], lines[1], json.dumps(binary), lines[3]]) + "\n")
+    fresh = CacheStore.open(f"sqlite:///{tmp_path / 'fresh.sqlite'}")
+    fresh.import_(path)
+    assert fresh.get_binary(rec.code_key)[0] == cubin != planted
+
+
+@pytest.mark.parametrize("change, refusal", [
+    (dict(code_key="ab" * 32), "code key is not the hash of its source"),
+    (dict(source="// another kernel"), "code key is not the hash of its source"),
+    (dict(source=None), "has no source"),
+    (dict(arch="sm_90; rm -rf"), "arch"),
+    (dict(kernel_name="x" * 300), "kernel_name is 300 characters"),
+])
+def test_import_refuses_a_binary_not_bound_to_its_key(store, tmp_path, change, refusal):
+    _, _, _, lines = _export_lines(store, tmp_path)
+    binary = json.loads(lines[2])
+    binary.update(change)
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join([lines[0], lines[1], json.dumps(binary), lines[3]]) + "\n")
+    fresh = CacheStore.open(f"sqlite:///{tmp_path / 'fresh.sqlite'}")
+    with pytest.raises(CacheError, match=refusal):
+        fresh.import_(path)
+    assert fresh.stats().binaries == 0 and fresh.records() == []
+
+
+def test_a_binary_of_another_nvrtc_is_imported_quarantined(store, tmp_path):
+    from tunefuse.compiler import COMPILE_OPTIONS, source_key
+
+    rec, _, source, lines = _export_lines(store, tmp_path)
+    binary, record_line = json.loads(lines[2]), json.loads(lines[3])
+    key = source_key(source, "sm_90", COMPILE_OPTIONS, nvrtc="12.0")
+    binary.update(nvrtc_version="12.0", code_key=key)
+    record_line.update(code_key=key)
+    path = tmp_path / "old.jsonl"
+    path.write_text("\n".join([lines[0], lines[1], json.dumps(binary), json.dumps(record_line)]) + "\n")
+    fresh = CacheStore.open(f"sqlite:///{tmp_path / 'fresh.sqlite'}")
+    assert fresh.import_(path) == 3
+    assert fresh.get_binary(key) is None and fresh.stats().quarantined >= 1
+
+
+@pytest.mark.parametrize("change, refusal", [
+    (dict(params={"block_size": 256, "vector": "4"}), "do not fit the pointwise scheduler"),
+    (dict(params={"block_size": 256, "vector": None}), "do not fit"),
+    (dict(shape_key="abc"), "shape_key 'abc' is not well formed"),
+    (dict(median_us="fast"), "median_us must be a finite number"),
+    (dict(median_us=float("nan")), "median_us must be a finite number"),
+    (dict(trials=-3), "trials must be a whole number"),
+    (dict(scheduler="quantum"), "scheduler 'quantum' is none of"),
+    (dict(env={"compute_capability": "9.0", "device_name": "x" * 5000, "nvrtc_version": "13.5",
+               "driver_version": "1", "codegen_version": "1"}), "device_name is 5000 characters"),
+])
+def test_import_refuses_a_malformed_record_by_name(store, tmp_path, change, refusal):
+    _, _, _, lines = _export_lines(store, tmp_path)
+    doc = json.loads(lines[3])
+    doc.update(change)
+    path = tmp_path / "bad.jsonl"
+    path.write_text("\n".join([lines[0], lines[1], lines[2], json.dumps(doc)]) + "\n")
+    fresh = CacheStore.open(f"sqlite:///{tmp_path / 'fresh.sqlite'}")
+    with pytest.raises(CacheError, match=refusal):
+        fresh.import_(path)
+    assert fresh.records() == [] and fresh.stats().binaries == 0
+
+
+def test_import_refuses_bytes_that_are_not_text_or_json_too_deep(tmp_path):
+    fresh = CacheStore.open(f"sqlite:///{tmp_path / 'fresh.sqlite'}")
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(b'{"format": "tunefuse.cache.v1"}\n\xff\xfe\x00garbage\n')
+    with pytest.raises(CacheError, match="not UTF-8"):
+        fresh.import_(path)
+    path.write_text('{"format": "tunefuse.cache.v1"}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(CacheError, match=":2: (JSON nested too deeply|invalid line)"):
+        fresh.import_(path)
+
+
+def test_a_malformed_row_is_skipped_never_fatal(store):
+    """A bad row in the cache (params not JSON, a vector stored as text, a shape key that is
+    not extents) costs its own use: lookups skip it, the other rows serve, verify names it."""
+    good, _, _ = put_real(store, shape="64x64")
+    bad_json, _, _ = put_real(store, shape="64x128", value=2)
+    bad_type, _, _ = put_real(store, shape="128x64", value=3)
+    bad_shape, _, _ = put_real(store, shape="32x32", value=4)
+    with store.engine.begin() as c:
+        c.execute(sa.update(RecordRow).where(RecordRow.shape_key == "64x128").values(params_json="{not json"))
+        c.execute(sa.update(RecordRow).where(RecordRow.shape_key == "128x64").values(
+            params_json=json.dumps({"block_size": 256, "vector": "4"})))
+        c.execute(sa.update(RecordRow).where(RecordRow.shape_key == "32x32").values(shape_key="abc"))
+    records, _ = store.plan_lookup([good.kernel_key], ENV)
+    assert sorted(r.shape_key for r in records) == ["128x64", "64x64", "abc"]  # the non-JSON row skipped
+    from cache_db.store import nearest_record
+
+    assert nearest_record([r for r in records if r.shape_key == "abc"], "64x64") is None
+    assert store.lookup(bad_json.kernel_key, "64x128", ENV) is None
+    assert len(store.records()) == 3
+    why = {m["id"]: m["why"] for m in store.malformed_records()}
+    assert len(why) == 3 and any("does not read back" in w for w in why.values())
+    assert any("do not fit" in w for w in why.values()) and any("not extents" in w for w in why.values())
 
 
 def _writer(url: str, worker: int, n: int, queue) -> None:  # noqa: ANN001
@@ -294,13 +438,13 @@ def test_a_plans_reads_and_its_one_write(store):
     store.put_record(other, other_cubin, "sm_90", "13.5")
     found = store.records_of_kernels(["k" * 64, "m" * 64, "z" * 64], ENV)
     assert [(r.kernel_key, r.shape_key) for r in found] == [("k" * 64, "64x64")]  # env isolation
-    assert store.get_binaries([rec.code_key, "missing"]) == {rec.code_key: (cubin, "tf_pointwise_x")}
+    assert store.get_binaries([rec.code_key, "missing"], ENV) == {rec.code_key: (cubin, "tf_pointwise_x")}
     store.note_plan(ENV, fusion=(fid, "ignored: already stored", None),
                     binaries=[("new" * 10, b"\x7fELF-new", "tf_new", "sm_90", "13.5", "// tf_new")],
                     hits=[("k" * 64, "64x64")],
                     jobs=[(fid, 0, "j" * 64, "4", "[]"), (fid, 1, "j" * 64, "5", "[]")])
     store.note_plan(ENV, jobs=[(fid, 0, "j" * 64, "4", "[]")])
-    assert store.get_binaries(["new" * 10])["new" * 10][1] == "tf_new"
+    assert store.get_binaries(["new" * 10], ENV)["new" * 10][1] == "tf_new"
     assert store.get_source("new" * 10) == "// tf_new" and store.get_source(rec.code_key) is None
     assert store.lookup("k" * 64, "64x64", ENV).hits == 1
     jobs = {j.shape_key: j.priority for j in store.jobs()}
@@ -310,7 +454,7 @@ def test_a_plans_reads_and_its_one_write(store):
     assert store.plan_lookup(["j" * 64], OTHER_ENV) == ([], set())  # jobs are per env too
     with store.engine.begin() as c:
         c.execute(sa.update(BinaryRow).where(BinaryRow.code_key == rec.code_key).values(cubin=b"bad"))
-    assert store.get_binaries([rec.code_key]) == {}  # a corrupt binary is never handed out
+    assert store.get_binaries([rec.code_key], ENV) == {}  # a corrupt binary is never handed out
     assert store.lookup(rec.kernel_key, rec.shape_key, ENV) is None
 
 

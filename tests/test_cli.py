@@ -38,7 +38,7 @@ import sqlalchemy as sa  # noqa: E402
 
 from cache_db.models import BinaryRow, RecordRow  # noqa: E402
 from cache_db.store import CacheStore  # noqa: E402
-from test_cache_store import ENV, OTHER_ENV, fusion_row, record  # noqa: E402
+from test_cache_store import ENV, OTHER_ENV, fusion_row, put_real, record  # noqa: E402
 
 
 @pytest.fixture
@@ -47,8 +47,7 @@ def filled(tmp_path):
     store = CacheStore.open(url)
     fid = fusion_row(store)
     for k, env in enumerate([ENV, ENV, OTHER_ENV]):
-        rec, cubin = record(shape=str(k), env=env, cubin=bytes([k]) * 50, fusion_id=fid)
-        store.put_record(rec, cubin, "sm_90", "13.5")
+        put_real(store, shape=str(k), value=k, env=env, fusion_id=fid)
     with store.engine.begin() as c:
         c.execute(sa.update(RecordRow).where(RecordRow.shape_key == "0").values(tuned_at=dt.datetime(2020, 1, 1)))
     store.enqueue(fid, 0, "q" * 64, "8x8", ENV, "[]")
@@ -118,7 +117,7 @@ def test_verify_catches_a_corrupted_binary(filled):
     url, store = filled
     assert run("cache", "verify", "--cache", url).exit_code == 0
     with store.engine.begin() as c:
-        c.execute(sa.update(BinaryRow).where(BinaryRow.size == 50).values(cubin=b"evil"))
+        c.execute(sa.update(BinaryRow).values(cubin=b"evil"))
     result = run("cache", "verify", "--cache", url, "--json")
     assert result.exit_code == 1 and len(json.loads(result.output)["quarantined"]) == 3
     assert run("cache", "vacuum", "--cache", url).exit_code == 0
@@ -178,7 +177,9 @@ def test_cache_show_prints_source_and_history_and_plots_them(filled, tmp_path):
     result = run("cache", "show", rid, "--cache", url, "--plot", png)
     assert result.exit_code == 0, result.output
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
-    plain = json.loads(run("cache", "ls", "--cache", url, "--json").output)[0]["id"]
+    bare, bare_cubin = record(shape="78", cubin=b"bare" * 9)  # stored without history or source
+    store.put_record(bare, bare_cubin, "sm_90", "13.5")
+    plain = store.lookup(bare.kernel_key, "78", ENV).id
     no_history = run("cache", "show", plain, "--cache", url, "--plot", tmp_path / "none.png")
     assert no_history.exit_code == 1 and "no tuning history" in no_history.output
     assert "source: not kept" in run("cache", "show", plain, "--cache", url).output

@@ -48,9 +48,10 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
-def source_key(source: str, arch: str, options: tuple[str, ...] = ()) -> str:
-    """What a binary is stored under: everything that decides its bytes."""
-    text = "\0".join([source, arch, nvrtc_version(), *options])
+def source_key(source: str, arch: str, options: tuple[str, ...] = (), nvrtc: str | None = None) -> str:
+    """What a binary is stored under: everything that decides its bytes (the NVRTC version
+    this process has, unless `nvrtc` names another: checking an imported binary's key)."""
+    text = "\0".join([source, arch, nvrtc if nvrtc is not None else nvrtc_version(), *options])
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -175,7 +175,7 @@ class Executor:
         chosen = [self.choose_params(seg, rt, records) for seg in plan.segments]
         sources = [generate(seg, params, rt.info, dtypes) for seg, (params, _) in zip(plan.segments, chosen)]
         code_keys = [source_key(src.source, rt.info.arch, COMPILE_OPTIONS) for src in sources]
-        binaries = self.cache.guard(lambda: store.get_binaries(code_keys), {}) if store is not None else {}
+        binaries = self.cache.guard(lambda: store.get_binaries(code_keys, env), {}) if store is not None else {}
         new_binaries = []
         recipes = []
         for seg, (params, how), source, code_key in zip(plan.segments, chosen, sources, code_keys):
@@ -239,7 +239,12 @@ class Executor:
         scheduler = scheduler_for(segment.scheduler)
 
         def usable(params: object | None) -> bool:
-            return params is not None and scheduler.is_valid(segment, rt.info, params) is None
+            if params is None:
+                return False
+            try:
+                return scheduler.is_valid(segment, rt.info, params) is None
+            except (TypeError, ValueError, AttributeError):
+                return False  # a stored value of the wrong type ("4" for a vector): not usable
 
         if self.params_source is not None:
             params = self.params_source(segment, rt.info)
@@ -248,12 +253,12 @@ class Executor:
         mine = [r for r in records if r.kernel_key == segment.kernel_key]
         exact = next((r for r in mine if r.shape_key == segment.shape_key), None)
         if exact is not None:
-            params = params_from_dict(segment.scheduler, exact.params)
+            params = _stored_params(segment, exact.params)
             if usable(params):
                 return params, "record"
         near = nearest_record(mine, segment.shape_key)
         if near is not None:
-            params = params_from_dict(segment.scheduler, near.params)
+            params = _stored_params(segment, near.params)
             if usable(params):
                 return params, "near"
         return scheduler.default_params(segment, rt.info), "default"
@@ -291,6 +296,15 @@ class Executor:
                     self.plans[key] = exe
             self._last_key = key
             return _launch(exe, bound, inputs, out, rt, device_index)
+
+
+def _stored_params(segment: Segment, stored: object) -> object | None:
+    """A record's params as the scheduler's Params, or None when the stored dict does not
+    make one (a malformed row costs its own use, never the call)."""
+    try:
+        return params_from_dict(segment.scheduler, stored) if isinstance(stored, dict) else None
+    except (TypeError, ValueError, KeyError):
+        return None
 
 
 def device_for(bound, out: Sequence[object] | None, explicit: int | None) -> int:  # noqa: ANN001

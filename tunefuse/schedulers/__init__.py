@@ -62,6 +62,12 @@ def params_from_dict(kind: SchedulerKind, data: dict) -> object | None:
     fields = {f.name: f for f in dataclasses.fields(module.Params)}
     if not isinstance(data, dict) or set(data) - set(fields):
         return None
+    for name, value in data.items():
+        default = fields[name].default
+        # Each value of the type its field's default has (a bool is not an int here): a
+        # stored "4" or null is refused, never compared or multiplied later.
+        if isinstance(default, (bool, int, float)) and type(value) is not type(default):
+            return None
     values = dict(data)
     if kind is SchedulerKind.TRANSPOSE and isinstance(values.get("pointwise"), dict):
         inner = params_from_dict(SchedulerKind.POINTWISE, values["pointwise"])
