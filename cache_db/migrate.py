@@ -20,20 +20,44 @@ def alembic_config(url: str | None = None) -> Config:
     return cfg
 
 
+MIGRATION_LOCK = 0x7475_6E65_6675_7365 % 2**62  # PostgreSQL advisory lock id ("tunefuse")
+
+
 def upgrade(engine: Engine) -> None:
     """Bring the database to the newest revision. A database already there costs one
-    query, not an Alembic start-up: opening the cache is on the first call's path."""
-    from sqlalchemy import text
+    query, not an Alembic start-up: opening the cache is on the first call's path.
+
+    Several processes may open a new cache at once: the migration runs under a real lock
+    (SQLite: BEGIN IMMEDIATE, which waits for the write lock; PostgreSQL: a transaction
+    advisory lock), and the revision is read again under it, so the one that lost the race
+    finds the schema migrated and does nothing."""
+    if _revision(engine) == HEAD:
+        return
+    with engine.connect().execution_options(tunefuse_write=True) as connection, connection.begin():
+        if connection.dialect.name == "postgresql":
+            connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK})")
+        if _revision_in(connection) != HEAD:
+            upgrade_connection(connection)
+
+
+def _revision(engine: Engine) -> str | None:
     from sqlalchemy.exc import DBAPIError
 
     try:
         with engine.connect() as connection:
-            if connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == HEAD:
-                return
+            return _revision_in(connection)
     except DBAPIError:
-        pass  # no alembic_version table yet: a new database
-    with engine.begin() as connection:
-        upgrade_connection(connection)
+        return None
+
+
+def _revision_in(connection: Connection) -> str | None:
+    """The stored revision, read without an error for a new database (a failed statement
+    would abort a PostgreSQL transaction)."""
+    from sqlalchemy import inspect, text
+
+    if not inspect(connection).has_table("alembic_version"):
+        return None
+    return connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
 
 
 def upgrade_connection(connection: Connection) -> None:

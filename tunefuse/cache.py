@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import threading
+import time
 import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -24,11 +25,22 @@ class Cache:
     Any failure of the database (unreachable, locked, corrupt) costs one warning; execution
     then goes on without the cache."""
 
+    RETRY_FIRST_S = 30.0  # a cache that failed is tried again after this, then twice as long...
+    RETRY_MAX_S = 600.0  # ...up to this
+
     def __init__(self, url: str | None = None) -> None:
         self.url = url
         self._store = None
         self._lock = threading.Lock()
-        self.disabled = False
+        self._retry_at = 0.0  # monotonic time before which the cache is left alone
+        self._retry_s = self.RETRY_FIRST_S
+        self._warned = False
+
+    @property
+    def disabled(self) -> bool:
+        """True while a failed cache waits for its next try (it is never given up for good:
+        a database that was locked or down for a moment serves again later)."""
+        return self._retry_at > 0.0 and time.monotonic() < self._retry_at
 
     @property
     def store(self):  # noqa: ANN201 - cache_db.CacheStore
@@ -41,16 +53,23 @@ class Cache:
         return self._store
 
     def guard(self, action: Callable[[], T], fallback: T) -> T:
-        """Run a cache action; on any failure warn once, disable the cache, return fallback."""
+        """Run a cache action; on a failure warn (once), leave the cache alone for a while
+        (30 s, doubling to 10 min), return `fallback`: the call goes on without it."""
         if self.disabled:
             return fallback
         try:
-            return action()
+            result = action()
         except Exception as e:  # noqa: BLE001 - the cache must never break execution
-            self.disabled = True
-            warnings.warn(f"tunefuse cache {self.url or '(default)'} is unusable, running without it: {e}",
-                          RuntimeWarning, stacklevel=3)
+            self._retry_at = time.monotonic() + self._retry_s
+            self._retry_s = min(2 * self._retry_s, self.RETRY_MAX_S)
+            if not self._warned:
+                self._warned = True
+                warnings.warn(f"tunefuse cache {self.url or '(default)'} is unusable, running without it "
+                              f"(tried again in {self._retry_s / 2:.0f} s): {e}", RuntimeWarning, stacklevel=3)
             return fallback
+        if self._retry_at:
+            self._retry_at, self._retry_s = 0.0, self.RETRY_FIRST_S  # working again
+        return result
 
     def __repr__(self) -> str:
         return f"Cache({self.url!r})"
