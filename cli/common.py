@@ -13,6 +13,7 @@ CacheOption = Annotated[str | None, typer.Option("--cache", help="Cache URL (def
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
 
 console = Console(soft_wrap=True)
+console_err = Console(stderr=True, soft_wrap=True)
 
 
 def open_store(url: str | None):  # noqa: ANN201 - cache_db.CacheStore

@@ -6,6 +6,8 @@ from typing import Annotated
 
 import typer
 
+from cli.common import fail
+
 
 def daemon(
     cache: Annotated[str | None, typer.Option("--cache", help="Cache URL (default: TUNEFUSE_CACHE_URL or the SQLite file).")] = None,
@@ -29,10 +31,20 @@ def daemon(
             device_list = tuple(int(d) for d in devices.split(","))
         except ValueError:
             raise typer.BadParameter(f"--devices must be numbers separated by commas, got {devices!r}") from None
-    elif runner is None:
+    if runner is None:
+        # The real runner tunes on GPUs: none usable is an error, not an idle or empty daemon
+        # that a container would report as a success.
         from tunefuse.runtime.device import device_count
 
-        device_list = tuple(range(device_count()))
+        count = device_count()
+        if count == 0:
+            fail("no usable CUDA GPU here (no driver, or no device): the daemon tunes on GPUs", 1)
+        if device_list is None:
+            device_list = tuple(range(count))
+        missing = [d for d in device_list if not 0 <= d < count]
+        if missing:
+            fail(f"--devices {devices}: there is no GPU {missing[0]} here (the driver sees {count}: "
+                 f"0..{count - 1})", 2)
     settings = default_settings(cache_url=cache, devices=device_list, trials=trials, job_timeout_s=job_timeout,
                                 max_jobs=max_jobs, idle_exit_s=idle_exit, lease_s=lease, heartbeat_s=heartbeat,
                                 max_attempts=max_attempts, backoff_s=backoff, runner=runner)

@@ -32,12 +32,12 @@ def explain(
             console.print(f"[red]error:[/red] no fusion named {only!r} in {file}")
             raise typer.Exit(2)
     for case in cases:
-        fd = case.build()
-        inputs = case.example_inputs(np.random.default_rng(0))
         try:
+            fd = case.build()
+            inputs = case.example_inputs(np.random.default_rng(0))
             plan = fd.plan(inputs)
         except TunefuseError as e:
-            console.print(f"[red]{case.name}: {e}[/red]")
+            console.print(f"[red]error:[/red] {case.name}: {e}", highlight=False)
             raise typer.Exit(1) from None
         if as_json:
             print(json.dumps({

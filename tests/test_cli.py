@@ -193,3 +193,65 @@ def test_jobs_enqueue_without_a_gpu_says_why(tmp_path):
         assert result.exit_code == 0
     else:
         assert result.exit_code == 2 and "not usable here" in result.output
+
+
+# -- no tracebacks: every failure is one line that names it --------------------------------
+
+BROKEN_SYNTAX = "def broken(:\n    pass\n"
+BAD_SHAPE = '''
+from tunefuse import FusionDefinition, DataType
+from tunefuse.fusion_file import FusionCase
+
+
+def define(fd):
+    x = fd.define_tensor(shape=[2, 3], dtype=DataType.Float)
+    fd.add_output(fd.ops.reshape(x, new_shape=[7]))
+
+
+FUSIONS = [FusionCase("bad_reshape", define, lambda rng: [])]
+'''
+
+
+def _one_line_error(result, code: int, *words: str) -> None:
+    assert result.exit_code == code, result.output
+    assert "Traceback" not in result.output, result.output
+    assert "error:" in result.output and all(w in result.output for w in words), result.output
+
+
+def test_a_fusion_file_with_a_syntax_error_or_a_bad_definition_is_one_line(tmp_path):
+    broken = tmp_path / "broken.py"
+    broken.write_text(BROKEN_SYNTAX)
+    _one_line_error(run("explain", broken), 2, "broken.py:1", "invalid syntax")
+    bad = tmp_path / "bad.py"
+    bad.write_text(BAD_SHAPE)
+    _one_line_error(run("explain", bad), 1, "bad_reshape")
+    _one_line_error(run("tune", bad, "--cache", f"sqlite:///{tmp_path / 'c.sqlite'}"), 1)
+
+
+def test_tune_and_daemon_without_a_gpu_fail_in_one_line(tmp_path):
+    from conftest import gpu_available
+
+    if gpu_available():
+        pytest.skip("this machine has a GPU")
+    url = f"sqlite:///{tmp_path / 'c.sqlite'}"
+    seeds = ROOT / "examples" / "seed_fusions.py"
+    _one_line_error(run("tune", seeds, "--only", "reshape_2_10_40", "--cache", url), 1, "CUDA")
+    _one_line_error(run("daemon", "--cache", url, "--idle-exit", "1"), 1, "no usable CUDA GPU")
+    _one_line_error(run("daemon", "--cache", url, "--devices", "0", "--idle-exit", "1"), 1, "no usable CUDA GPU")
+
+
+def test_import_of_bytes_that_are_not_an_export_is_one_line(filled, tmp_path):
+    url, store = filled
+    bad = tmp_path / "bad.jsonl"
+    bad.write_bytes(b"\xff\xfe\x00\x01 not text")
+    _one_line_error(run("cache", "import", bad, "--cache", url), 1, "not UTF-8")
+    bad.write_text('{"format": "tunefuse.cache.v1"}\n' + "[" * 50_000 + "]" * 50_000 + "\n")
+    _one_line_error(run("cache", "import", bad, "--cache", url), 1, "import refused")
+    assert len(store.records()) == 3
+
+
+def test_verbose_shows_the_traceback(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text(BAD_SHAPE.replace("lambda rng: []", "lambda rng: 1 / 0"))
+    quiet = run("tune", bad, "--cache", f"sqlite:///{tmp_path / 'c.sqlite'}")
+    assert quiet.exit_code == 1 and "Traceback" not in quiet.output

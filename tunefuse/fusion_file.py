@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tunefuse.dtypes import DataType
-from tunefuse.errors import DefinitionError
+from tunefuse.errors import DefinitionError, TunefuseError
 from tunefuse.frontend import FusionDefinition
 
 
@@ -63,9 +63,15 @@ def load_fusion_file(path: str | pathlib.Path) -> list[FusionCase]:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception:
+    except SyntaxError as e:
         sys.modules.pop(name, None)
-        raise
+        raise DefinitionError(f"{path}:{e.lineno}: {e.msg}") from None
+    except TunefuseError as e:
+        sys.modules.pop(name, None)
+        raise DefinitionError(f"{path}: {e}") from None
+    except Exception as e:
+        sys.modules.pop(name, None)
+        raise DefinitionError(f"{path}: running it raised {type(e).__name__}: {e}") from None
     cases = getattr(module, "FUSIONS", None)
     if not isinstance(cases, list) or not all(isinstance(c, FusionCase) for c in cases):
         raise DefinitionError(f"{path} must define FUSIONS, a list of tunefuse.fusion_file.FusionCase")
