@@ -26,7 +26,7 @@ MAX_TRIALS = 10**9
 
 
 class ImportRefused(ValueError):
-    pass
+    """A line of an export that cannot be imported; the message names the field."""
 
 
 def _length(model: type, column: str) -> int:

@@ -252,6 +252,8 @@ def test_import_of_bytes_that_are_not_an_export_is_one_line(filled, tmp_path):
 
 def test_verbose_shows_the_traceback(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text(BAD_SHAPE.replace("lambda rng: []", "lambda rng: 1 / 0"))
+    bad.write_text(BAD_SHAPE)
     quiet = run("tune", bad, "--cache", f"sqlite:///{tmp_path / 'c.sqlite'}")
-    assert quiet.exit_code == 1 and "Traceback" not in quiet.output
+    assert quiet.exit_code == 1 and "Traceback" not in quiet.output and "--verbose" in quiet.output
+    loud = run("--verbose", "tune", bad, "--cache", f"sqlite:///{tmp_path / 'c.sqlite'}")
+    assert loud.exit_code == 1 and "Traceback" in loud.output and "cannot reshape" in loud.output
