@@ -140,9 +140,9 @@ class _Builder:
         if floats:
             return self.pick(floats)
         v = self.pick(self.pool)
-        return self.push(self.op("cast", v.tensor, DataType.Float), v.shape, DataType.Float, v.exact)
+        return self.push(self.op("cast", v.tensor, DataType.Float), v.shape, v.exact)
 
-    def push(self, t: object, shape: tuple[int, ...], dtype: DataType, exact: bool = False) -> _Value:
+    def push(self, t: object, shape: tuple[int, ...], exact: bool = False) -> _Value:
         """A new value for the pool: its concrete shape as the generator computed it (checked
         by the reference when the case runs), its dtype as the frontend inferred it."""
         assert t.ndim == len(shape), (t, shape)  # type: ignore[attr-defined]
@@ -163,7 +163,7 @@ class _Builder:
     def step_unary(self) -> None:
         v = self.float_value()
         name = self.pick(list(SMOOTH_UNARY))
-        self.push(self.op(name, self.domain(v, SMOOTH_UNARY[name])), v.shape, v.dtype)
+        self.push(self.op(name, self.domain(v, SMOOTH_UNARY[name])), v.shape)
 
     def step_binary(self) -> None:
         v = self.float_value()
@@ -176,10 +176,7 @@ class _Builder:
             t = self.op("pow", self.op("add", self.op("abs", v.tensor), 0.5), self.op("mul", self.op("tanh", u.tensor), 2.0))
         else:
             t = self.op(name, v.tensor, u.tensor)
-        dtype = v.dtype if v.dtype is u.dtype else DataType.Float if DataType.Double not in (v.dtype, u.dtype) else DataType.Double
-        if v.dtype in (DataType.Half, DataType.BFloat16) and u.dtype in (DataType.Half, DataType.BFloat16) and v.dtype != u.dtype:
-            dtype = DataType.Float
-        self.push(t, v.shape, dtype)
+        self.push(t, v.shape)
 
     def step_jumpy(self) -> None:
         exact = [v for v in self.pool if v.exact and v.dtype.is_floating]
@@ -189,18 +186,14 @@ class _Builder:
         if self.rng.random() < 0.5:
             name = self.pick(JUMPY_UNARY)
             t = self.op(name, v.tensor)
-            dtype = DataType.Bool if name in ("isnan", "isinf", "isfinite", "logical_not") else v.dtype
         else:
             u = self.pick([x for x in exact if x.shape == v.shape])
             name = self.pick(JUMPY_BINARY)
             if name == "fmod":
                 t = self.op("fmod", v.tensor, self.op("add", self.op("abs", u.tensor), 0.5))
-                dtype = v.dtype if v.dtype is u.dtype else DataType.Float
-                self.push(t, v.shape, dtype)
-                return
-            t = self.op(name, v.tensor, u.tensor)
-            dtype = DataType.Bool
-        self.push(t, v.shape, dtype)
+            else:
+                t = self.op(name, v.tensor, u.tensor)
+        self.push(t, v.shape)
 
     def step_where(self) -> None:
         exact = [v for v in self.pool if v.exact]
@@ -212,14 +205,14 @@ class _Builder:
         if a.shape != c.shape:
             return self.step_unary()
         b = self.same_shape(c) or a
-        self.push(self.op("where", cond, a.tensor, b.tensor), c.shape, a.dtype if a.dtype is b.dtype else DataType.Float if DataType.Double not in (a.dtype, b.dtype) else DataType.Double)
+        self.push(self.op("where", cond, a.tensor, b.tensor), c.shape)
 
     def step_cast(self) -> None:
         v = self.pick(self.pool)
         target = self.pick(FLOATS + (DataType.Int32, DataType.Int, DataType.Bool))
         if not target.is_floating and not v.exact:
             target = self.pick(FLOATS)  # rounding a computed value to an integer may differ by one
-        self.push(self.op("cast", v.tensor, target), v.shape, target, v.exact and target.is_floating and (
+        self.push(self.op("cast", v.tensor, target), v.shape, v.exact and target.is_floating and (
             target.itemsize >= v.dtype.itemsize) and v.dtype.is_floating)
 
     def step_reduce(self) -> None:
@@ -246,11 +239,11 @@ class _Builder:
             out = self.op(name, operand, dims=dims, correction=correction, keepdim=keep)
             if name == "var_mean":
                 var, mean = out
-                self.push(mean, reduced, v.dtype)
+                self.push(mean, reduced)
                 out = var
-            self.push(out, reduced, v.dtype)
+            self.push(out, reduced)
             return
-        self.push(self.op(name, operand, dims=dims, keepdim=keep), reduced, v.dtype)
+        self.push(self.op(name, operand, dims=dims, keepdim=keep), reduced)
 
     def step_normalize(self) -> None:
         """x - reduce(x) broadcast back (softmax / layernorm shapes)."""
@@ -266,7 +259,7 @@ class _Builder:
             e = self.op("exp", y)
             s = self.op("sum", e, dims=[dim], keepdim=True)
             y = self.op("div", e, self.op("broadcast_in_dim", s, shape=list(v.shape), broadcast_dims=list(range(len(v.shape)))))
-        self.push(y, v.shape, v.dtype)
+        self.push(y, v.shape)
 
     def step_view(self) -> None:
         v = self.pick(self.pool)
@@ -274,7 +267,7 @@ class _Builder:
         kind = self.pick(["permute", "reshape", "squeeze", "unsqueeze", "broadcast_in_dim", "expand", "broadcast"])
         if kind == "permute" and rank > 1:
             perm = [int(p) for p in self.rng.permutation(rank)]
-            self.push(self.op("permute", v.tensor, dims=perm), tuple(v.shape[p] for p in perm), v.dtype, v.exact)
+            self.push(self.op("permute", v.tensor, dims=perm), tuple(v.shape[p] for p in perm), v.exact)
             return
         if kind == "reshape" and rank >= 1:
             if rank > 1 and self.rng.random() < 0.5:
@@ -285,18 +278,18 @@ class _Builder:
                 divisors = [k for k in range(1, n + 1) if n % k == 0] if n else [0]
                 a = int(self.pick(divisors))
                 new = (a, n // a) if a else (0,)
-            self.push(self.op("reshape", v.tensor, new_shape=list(new)), new, v.dtype, v.exact)
+            self.push(self.op("reshape", v.tensor, new_shape=list(new)), new, v.exact)
             return
         ones = [d for d, e in enumerate(v.shape) if e == 1]
         if kind == "squeeze" and ones:
             d = int(self.pick(ones))
             new = tuple(e for k, e in enumerate(v.shape) if k != d)
-            self.push(self.op("squeeze", v.tensor, dims=[d]), new, v.dtype, v.exact)
+            self.push(self.op("squeeze", v.tensor, dims=[d]), new, v.exact)
             return
         if kind == "unsqueeze" and rank < 4:
             d = int(self.rng.integers(0, rank + 1))
             new = (*v.shape[:d], 1, *v.shape[d:])
-            self.push(self.op("unsqueeze", v.tensor, dim=d), new, v.dtype, v.exact)
+            self.push(self.op("unsqueeze", v.tensor, dim=d), new, v.exact)
             return
         if kind in ("expand", "broadcast_in_dim") and ones:
             new = tuple(int(self.pick((2, 3, 8))) if e == 1 else e for e in v.shape)
@@ -306,14 +299,14 @@ class _Builder:
                 t = self.op("expand", v.tensor, shape=list(new))
             else:
                 t = self.op("broadcast_in_dim", v.tensor, shape=list(new), broadcast_dims=list(range(rank)))
-            self.push(t, new, v.dtype, v.exact)
+            self.push(t, new, v.exact)
             return
         if kind == "broadcast" and rank < 4:
             d = int(self.rng.integers(0, rank + 1))
             flags = [False] * (rank + 1)
             flags[d] = True
             new = (*v.shape[:d], 1, *v.shape[d:])
-            self.push(self.op("broadcast", v.tensor, is_broadcast_dim=flags), new, v.dtype, v.exact)
+            self.push(self.op("broadcast", v.tensor, is_broadcast_dim=flags), new, v.exact)
             return
         return None
 
@@ -333,8 +326,7 @@ class _Builder:
             ends.append(b)
             strides.append(s)
             new.append(-(-(b - a) // s))
-        self.push(self.op("slice", v.tensor, start_indices=starts, end_indices=ends, strides=strides),
-                  tuple(new), v.dtype, v.exact)
+        self.push(self.op("slice", v.tensor, start_indices=starts, end_indices=ends, strides=strides), tuple(new), v.exact)
 
     def step_pad(self) -> None:
         v = self.pick(self.pool)
@@ -353,7 +345,7 @@ class _Builder:
         if _numel(tuple(new)) > MAX_NUMEL:
             return None
         fill = float(self.pick((0.0, 1.5, -3.0))) if v.dtype.is_floating else None
-        self.push(self.op("pad", v.tensor, widths, fill), tuple(new), v.dtype, v.exact)
+        self.push(self.op("pad", v.tensor, widths, fill), tuple(new), v.exact)
 
     def step_cat(self) -> None:
         """2-4 pieces along a dim: slices of one value (rotary embedding's halves), or
@@ -386,11 +378,11 @@ class _Builder:
         new = (*v.shape[:dim], total, *v.shape[dim + 1:])
         if _numel(new) > MAX_NUMEL:
             return None
-        self.push(self.op("cat", [p for p, _ in pieces], dim=dim), new, v.dtype, v.exact)
+        self.push(self.op("cat", [p for p, _ in pieces], dim=dim), new, v.exact)
 
     def step_set(self) -> None:
         v = self.pick(self.pool)
-        self.push(self.op(self.pick(["set", "segment_set"]), v.tensor), v.shape, v.dtype, v.exact)
+        self.push(self.op(self.pick(["set", "segment_set"]), v.tensor), v.shape, v.exact)
 
     def step_create(self) -> None:
         v = self.pick(self.pool)
@@ -399,23 +391,22 @@ class _Builder:
         if self.rng.random() < 0.5:
             fill = float(self.pick((0.0, 1.0, -2.5)))
             t = self.op("full", list(v.shape), self.fd.define_scalar(fill, dtype=DataType.Double), DataType.Float)
-            self.push(self.op("add", t, self.op("cast", v.tensor, DataType.Float)) if v.dtype.is_floating else t,
-                      v.shape, DataType.Float)
+            self.push(self.op("add", t, self.op("cast", v.tensor, DataType.Float)) if v.dtype.is_floating else t, v.shape)
         else:
             d = len(v.shape) - 1
             n = v.shape[d]
             i = self.op("iota", n, 1, 2, dtype=DataType.Int)
             i = self.op("broadcast_in_dim", i, shape=list(v.shape), broadcast_dims=[d])
-            self.push(i, v.shape, DataType.Int, True)
+            self.push(i, v.shape, True)
 
     def step_scalar(self) -> None:
         v = self.float_value()
         if self.rng.random() < 0.5 and v.shape:
             size = self.op("size", v.tensor, int(self.rng.integers(0, len(v.shape))))
-            self.push(self.op("mul", v.tensor, size), v.shape, v.dtype)
+            self.push(self.op("mul", v.tensor, size), v.shape)
         else:
             s = self.fd.define_scalar(float(self.pick((0.5, 2.0, -1.25))))
-            self.push(self.op(self.pick(["mul", "add", "sub"]), v.tensor, s), v.shape, v.dtype)
+            self.push(self.op(self.pick(["mul", "add", "sub"]), v.tensor, s), v.shape)
 
     def step_integer(self) -> None:
         ints = [v for v in self.pool if v.dtype in (DataType.Int, DataType.Int32)]
@@ -424,7 +415,7 @@ class _Builder:
             if not v.exact:
                 return self.step_unary()
             t = self.op("cast", v.tensor, DataType.Int32)
-            ints = [self.push(t, v.shape, DataType.Int32, True)]
+            ints = [self.push(t, v.shape, True)]
         v = self.pick(ints)
         u = self.pick([x for x in ints if x.shape == v.shape])
         name = self.pick(INTEGER_BINARY + ("bitwise_not", "abs", "neg"))
@@ -434,8 +425,7 @@ class _Builder:
             t = self.op(name, v.tensor, self.op("add", self.op("abs", u.tensor), 1))
         else:
             t = self.op(name, v.tensor, u.tensor)
-        dtype = DataType.Int if DataType.Int in (v.dtype, u.dtype) else DataType.Int32
-        self.push(t, v.shape, dtype, True)
+        self.push(t, v.shape, True)
 
     def step_clamp(self) -> None:
         v = self.float_value()
@@ -447,8 +437,7 @@ class _Builder:
             t = self.op("lerp", v.tensor, u.tensor, self.op("sigmoid", u.tensor))
         else:
             t = self.op("addcmul", v.tensor, u.tensor, v.tensor, 0.5)
-        dtype = v.dtype if v.dtype is u.dtype else DataType.Float if DataType.Double not in (v.dtype, u.dtype) else DataType.Double
-        self.push(t, v.shape, dtype)
+        self.push(t, v.shape)
 
 
 def fuzz_case(seed: int, max_steps: int = 10) -> FuzzCase:
