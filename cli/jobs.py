@@ -10,6 +10,7 @@ from rich.table import Table
 from cli.common import CacheOption, JsonOption, emit, fail, open_store
 
 app = typer.Typer(help="Look at and steer the tuning-job queue.", no_args_is_help=True)
+JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 
 
 def _job_dict(j) -> dict:  # noqa: ANN001 - a JobRow
@@ -23,6 +24,8 @@ def _job_dict(j) -> dict:  # noqa: ANN001 - a JobRow
 def ls(cache: CacheOption = None, state: Annotated[str | None, typer.Option(help="queued, running, done, failed, cancelled.")] = None,
        as_json: JsonOption = False) -> None:
     """List jobs (most hits first)."""
+    if state is not None and state not in JOB_STATES:
+        fail(f"--state must be one of {', '.join(JOB_STATES)}, not {state!r}", 2)
     jobs = sorted((_job_dict(j) for j in open_store(cache).jobs(state)), key=lambda j: (-j["priority"], j["id"]))
     table = Table("id", "state", "hits", "attempts", "kernel", "shape", "owner")
     for j in jobs:
@@ -52,7 +55,9 @@ def retry(job_id: int, cache: CacheOption = None) -> None:
     """Queue a failed or cancelled job again."""
     from cache_db.queue import set_state
 
-    store, _ = _one(cache, job_id)
+    store, job = _one(cache, job_id)
+    if job.state in ("queued", "running"):
+        fail(f"job {job_id} is already {job.state}: nothing to retry")
     set_state(store, job_id, "queued")
     emit(None, False, text=f"job {job_id} queued")
 

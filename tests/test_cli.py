@@ -131,7 +131,11 @@ def test_jobs_ls_show_retry_cancel(filled):
     assert json.loads(run("jobs", "show", job["id"], "--cache", url, "--json").output)["state"] == "cancelled"
     assert run("jobs", "retry", job["id"], "--cache", url).exit_code == 0
     assert store.jobs()[0].state == "queued"
+    again = run("jobs", "retry", job["id"], "--cache", url)
+    assert again.exit_code == 1 and "already queued" in again.output
     assert run("jobs", "show", 12345, "--cache", url).exit_code == 1
+    bogus = run("jobs", "ls", "--cache", url, "--state", "bogus")
+    assert bogus.exit_code == 2 and "--state must be one of" in bogus.output
 
 
 def test_doctor_reports_the_cache(filled):

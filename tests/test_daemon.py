@@ -77,7 +77,9 @@ def test_four_daemons_drain_200_jobs_each_done_exactly_once(url, tmp_path):
     ids = [line.split()[0] for line in done if line]
     assert len(ids) == 200 and len(set(ids)) == 200  # no job ran twice
     assert len({line.split()[1] for line in done if line}) > 1  # the work was shared
-    lines = [json.loads(line) for out in outputs for line in out.splitlines() if line.startswith("{")]
+    every = [line for out in outputs for line in out.splitlines() if line.strip()]
+    assert all(line.startswith("{") for line in every), [x for x in every if not x.startswith("{")][:3]
+    lines = [json.loads(line) for line in every]  # the log is machine-readable: JSON lines only
     assert sum(1 for e in lines if e["event"] == "done") == 200
     workers = queue.workers(store)  # each reported itself, and stopped cleanly
     assert len(workers) == 4 and {w.state for w in workers} == {"stopped"}

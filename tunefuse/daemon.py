@@ -63,6 +63,30 @@ class DaemonSettings:
         return DaemonSettings(**values)
 
 
+class _JsonLines(logging.Formatter):
+    """The daemon's events as they are (JSON already); any other tunefuse log record (a failed
+    trial's warning) as an event of its own, so that every stderr line is one JSON object."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        if record.name == log.name:
+            return record.getMessage()
+        return json.dumps({"event": "log", "ts": round(record.created, 3), "level": record.levelname.lower(),
+                           "logger": record.name, "message": record.getMessage()}, default=str)
+
+
+def _event_log() -> None:
+    """The daemon's log: JSON lines on stderr from tunefuse's loggers, nothing else. The root
+    logger is left alone (a basicConfig at INFO let Alembic's "Context impl" lines in)."""
+    package = logging.getLogger("tunefuse")
+    if not any(getattr(h, "_tunefuse_events", False) for h in package.handlers):
+        handler = logging.StreamHandler()
+        handler.setFormatter(_JsonLines())
+        handler._tunefuse_events = True  # type: ignore[attr-defined]
+        package.addHandler(handler)
+    package.setLevel(logging.INFO)
+    package.propagate = False
+
+
 def event(name: str, **fields: object) -> None:
     """One structured log line per event."""
     log.info(json.dumps({"event": name, "ts": round(time.time(), 3), **fields}, default=str))
@@ -119,7 +143,7 @@ def worker_loop(settings: DaemonSettings, device: int) -> int:
     from cache_db import queue
     from cache_db.store import CacheStore
 
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    _event_log()
     stop = threading.Event()
     current: dict = {}  # the job in hand, for the shutdown watchdog
 
@@ -221,7 +245,7 @@ def _worker_main(settings: DaemonSettings, device: int) -> None:
 
 def run_daemon(settings: DaemonSettings) -> int:
     """Foreground process: one worker per device; exits 0 after SIGTERM / SIGINT."""
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    _event_log()
     if len(settings.devices) == 1:
         worker_loop(settings, settings.devices[0])
         return 0
