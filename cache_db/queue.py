@@ -12,6 +12,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+import sqlalchemy as sa
 from sqlalchemy import and_, or_, select, update
 
 from cache_db.models import JobRow, WorkerRow, utcnow
@@ -157,6 +158,17 @@ def report_worker(store: CacheStore, owner: str, host: str, pid: int, device: in
                             jobs_done=jobs_done, started_at=now, last_seen_at=now))
         else:
             row.state, row.job_id, row.jobs_done, row.last_seen_at = state, job_id, jobs_done, now
+
+
+WORKER_TTL = dt.timedelta(days=1)  # a worker row unheard of for this long is forgotten
+
+
+def forget_workers(store: CacheStore, unheard_for: dt.timedelta = WORKER_TTL) -> int:
+    """Delete the rows of workers not heard from for `unheard_for` (gone for good: a host that
+    was rebuilt, a container that was removed); returns how many went."""
+    cutoff = utcnow() - unheard_for
+    with store.writer() as s, s.begin():
+        return s.execute(sa.delete(WorkerRow).where(WorkerRow.last_seen_at < cutoff)).rowcount or 0
 
 
 def workers(store: CacheStore) -> list[WorkerStatus]:

@@ -78,7 +78,12 @@ def daemon_lines(store, queued: int, silent_after: float, line) -> None:  # noqa
 
     from cache_db.queue import workers
 
+    import socket
+
+    from cache_db.queue import WORKER_TTL
+
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+    here = socket.gethostname()
     found = workers(store)
     alive = 0
     for w in found:
@@ -90,6 +95,15 @@ def daemon_lines(store, queued: int, silent_after: float, line) -> None:  # noqa
             alive += 1
             doing = f"tuning job {w.job_id}" if w.state == "busy" else "idle"
             line(True, "daemon worker", f"{where}: {doing}, last heard {silent:.0f} s ago")
+        elif silent > WORKER_TTL.total_seconds():
+            # Gone for a day or more: a host rebuilt, a container removed. Not this check's
+            # failure; the next daemon to start forgets it.
+            line(None, "daemon worker", f"{where}: not heard from for {silent / 3600:.0f} h, forgotten "
+                 "when a daemon next starts")
+        elif w.host != here:
+            # A health check judges its own host: another host's silent worker is that host's.
+            line(None, "daemon worker", f"{where}: {w.state} but silent for {silent:.0f} s (on {w.host}, "
+                 "not this host: its own health check reports it)")
         else:
             line(False, "daemon worker", f"{where}: {w.state} but silent for {silent:.0f} s: it died or "
                  f"lost the cache; restart `tunefuse daemon` on {w.host}")

@@ -157,12 +157,23 @@ def test_doctor_tells_live_stopped_and_silent_daemon_workers(filled):
     assert "FAIL daemon worker" not in result.output
     assert "ok   daemon worker: gpu-host:10:0 (GPU 0), 4 jobs done: tuning job 3" in result.output
     assert "gpu-host:11:1 (GPU 1), 9 jobs done: stopped" in result.output
-    with store.engine.begin() as c:  # the busy worker's host went away an hour ago
-        c.execute(sa.update(WorkerRow).where(WorkerRow.owner == "gpu-host:10:0")
-                  .values(last_seen_at=dt.datetime(2020, 1, 1)))
+    import socket
+
+    here = socket.gethostname()
+    queue.report_worker(store, f"{here}:12:0", here, 12, 0, "busy", job_id=5, jobs_done=1)
+    hour_ago = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(hours=1)
+    with store.engine.begin() as c:  # both busy workers went silent an hour ago
+        c.execute(sa.update(WorkerRow).where(WorkerRow.state == "busy").values(last_seen_at=hour_ago))
     result = run("doctor", "--cache", url, "--quick")
     assert result.exit_code == 1
-    assert "FAIL daemon worker: gpu-host:10:0" in result.output and "restart `tunefuse daemon` on gpu-host" in result.output
+    assert f"FAIL daemon worker: {here}:12:0" in result.output and f"restart `tunefuse daemon` on {here}" in result.output
+    # The health check judges its own host: another host's silent worker is a note.
+    assert "FAIL daemon worker: gpu-host:10:0" not in result.output and "not this host" in result.output
+    with store.engine.begin() as c:  # three days on: gone for good, not a failure forever
+        c.execute(sa.update(WorkerRow).values(last_seen_at=hour_ago - dt.timedelta(days=3)))
+    result = run("doctor", "--cache", url, "--quick")
+    assert "FAIL daemon worker" not in result.output and "forgotten" in result.output
+    assert queue.forget_workers(store) == 3 and queue.workers(store) == []  # what a daemon's start does
 
 
 def test_cache_show_prints_source_and_history_and_plots_them(filled, tmp_path):

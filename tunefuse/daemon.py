@@ -180,7 +180,11 @@ def worker_loop(settings: DaemonSettings, device: int) -> int:
 
     lease = dt.timedelta(seconds=settings.lease_s)
     backoff = dt.timedelta(seconds=settings.backoff_s)
-    event("worker_started", owner=owner, device=device, cache=store.url.split("@")[-1])
+    try:
+        forgotten = queue.forget_workers(store)  # rows of workers gone for a day or more
+    except Exception as e:  # noqa: BLE001 - housekeeping never stops the worker
+        forgotten, _ = 0, event("report_failed", owner=owner, error=str(e)[:200])
+    event("worker_started", owner=owner, device=device, cache=store.url.split("@")[-1], forgotten=forgotten)
     done, poll, idle_since = 0, settings.poll_min_s, time.monotonic()
     report("idle")
     while not stop.is_set() and (settings.max_jobs is None or done < settings.max_jobs):
