@@ -35,18 +35,21 @@ def doctor(
     except Exception as e:  # noqa: BLE001
         line(False, "driver", f"{e}: install an NVIDIA driver for CUDA 12 or newer")
     if not quick:
+        arch = None
         try:
             from tunefuse.runtime.device import runtime
 
             rt = runtime(0)
+            arch = rt.info.arch
             line(True, "GPU", f"{rt.info.name} ({rt.info.arch}, {rt.info.sm_count} SMs)")
         except Exception as e:  # noqa: BLE001
             line(False, "GPU", str(e))
         try:
             from tunefuse.compiler import compile_kernel, nvrtc_version
 
-            compile_kernel('extern "C" __global__ void k() {}', "k", "sm_90")
-            line(True, "NVRTC", nvrtc_version())
+            # For this machine's GPU (an NVRTC too old for it fails here), else for sm_90.
+            compile_kernel('extern "C" __global__ void k() {}', "k", arch or "sm_90")
+            line(True, "NVRTC", f"{nvrtc_version()}, compiles for {arch or 'sm_90 (no GPU here)'}")
         except Exception as e:  # noqa: BLE001
             line(False, "NVRTC", f"{e}: pip install nvidia-cuda-nvrtc")
         try:
