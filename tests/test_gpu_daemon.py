@@ -22,17 +22,24 @@ for case in load_fusion_file({seeds!r}):
 """
 
 
-def test_daemon_tunes_the_queued_seed_fusions(tmp_path):
-    url = f"sqlite:///{tmp_path / 'cache.sqlite'}"
-    env = dict(os.environ, TUNEFUSE_CACHE_URL=url, TUNEFUSE_STUDIES=str(tmp_path),
-               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    code = QUEUE.format(root=str(ROOT), seeds=str(ROOT / "examples" / "seed_fusions.py"))
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600)
+def queue_seed_jobs(tmp_path):  # noqa: ANN001, ANN201
+    """Run the seed fusions once in a fresh process against a new SQLite cache, which queues a
+    tuning job per kernel; returns (url, the environment a daemon needs, the store)."""
     from cache_db.store import CacheStore
 
+    url = f"sqlite:///{tmp_path / 'cache.sqlite'}"
+    env = dict(os.environ, TUNEFUSE_CACHE_URL=url, TUNEFUSE_STUDIES=str(tmp_path),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    code = QUEUE.format(root=str(ROOT), seeds=str(ROOT / "examples" / "seed_fusions.py"))
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600)
     store = CacheStore.open(url)
     queued = store.jobs()
     assert queued and all(j.state == "queued" for j in queued)
+    return url, env, store
+
+
+def test_daemon_tunes_the_queued_seed_fusions(tmp_path):
+    _, env, store = queue_seed_jobs(tmp_path)
     out = subprocess.run([sys.executable, "-m", "cli", "daemon", "--devices", "0", "--trials", "6",
                           "--idle-exit", "5", "--job-timeout", "120"],
                          env=env, capture_output=True, text=True, timeout=900)

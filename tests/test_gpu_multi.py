@@ -3,8 +3,6 @@ given. fd.execute on device-1 arrays, the daemon over both devices, and a measur
 that hits a sticky CUDA error on device 1 and comes back."""
 
 import json
-import os
-import pathlib
 import subprocess
 import sys
 
@@ -16,7 +14,6 @@ from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.errors import InputMismatchError
 
 pytestmark = pytest.mark.gpu
-ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
@@ -86,28 +83,11 @@ def test_a_sticky_error_on_device_1_costs_one_worker(torch):
         assert worker.restarts == 1
 
 
-QUEUE = r"""
-import sys, numpy as np, torch
-sys.path.insert(0, {root!r})
-from tunefuse.fusion_file import load_fusion_file
-rng = np.random.default_rng(0)
-for case in load_fusion_file({seeds!r}):
-    fd = case.build()
-    fd.execute([torch.from_numpy(x).cuda() for x in case.example_inputs(rng)])
-"""
-
-
 def test_daemon_drains_the_queue_on_both_gpus(torch, tmp_path):
-    url = f"sqlite:///{tmp_path / 'cache.sqlite'}"
-    env = dict(os.environ, TUNEFUSE_CACHE_URL=url, TUNEFUSE_STUDIES=str(tmp_path),
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
-    code = QUEUE.format(root=str(ROOT), seeds=str(ROOT / "examples" / "seed_fusions.py"))
-    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600)
-    from cache_db.store import CacheStore
+    from test_gpu_daemon import queue_seed_jobs
 
-    store = CacheStore.open(url)
-    queued = store.jobs()
-    assert len(queued) >= 2 and all(j.state == "queued" for j in queued)
+    _, env, store = queue_seed_jobs(tmp_path)
+    assert len(store.jobs()) >= 2
     out = subprocess.run([sys.executable, "-m", "cli", "daemon", "--devices", "0,1", "--trials", "4",
                           "--idle-exit", "5", "--job-timeout", "120"],
                          env=env, capture_output=True, text=True, timeout=900)
