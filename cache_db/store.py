@@ -114,10 +114,14 @@ class Stats:
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+BUSY_TIMEOUT_MS = 30_000  # how long a SQLite writer waits for another's write lock
+LOCK_NOTICE_MS = 1_000  # a writer that waited this long says so (when asked to: the CLI)
 
 
 def _parse_url(url: str) -> sa.engine.URL:
@@ -129,21 +133,74 @@ def _parse_url(url: str) -> sa.engine.URL:
     return sa.engine.make_url(url)
 
 
-def make_engine(url: str) -> Engine:
+def sqlite_file(url: str) -> pathlib.Path | None:
+    """The file of a SQLite URL (None for another backend, memory, or a URL that does not parse)."""
+    try:
+        u = _parse_url(url)
+    except Exception:  # noqa: BLE001
+        return None
+    if u.get_backend_name() != "sqlite" or not u.database or u.database == ":memory:":
+        return None
+    return pathlib.Path(u.database)
+
+
+def cannot_write(path: pathlib.Path) -> bool:
+    """A SQLite file this process may read but not write (the file, or the folder its
+    journal files go in, is read-only)."""
+    if not path.exists():
+        return False
+    folder = path.parent
+    return not os.access(path, os.W_OK) or not os.access(folder, os.W_OK | os.X_OK)
+
+
+def _read_only_sqlite(path: pathlib.Path) -> Engine:
+    """A read-only SQLite file: opened `mode=ro`, so nothing can be written through it; where
+    the folder is read-only too and the WAL index cannot be made, `immutable=1` (no locks:
+    nobody can be writing a file that nobody may write)."""
+    import sqlite3
+    import urllib.parse
+
+    quoted = urllib.parse.quote(str(path.resolve()))
+    shm = path.with_name(path.name + "-shm")
+    immutable = not os.access(path.parent, os.W_OK | os.X_OK) and not shm.exists()
+    uri = f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
+
+    def connect() -> sqlite3.Connection:
+        connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
+                                     isolation_level=None)
+        connection.execute("PRAGMA query_only=ON")
+        return connection
+
+    return sa.create_engine("sqlite://", creator=connect)
+
+
+def make_engine(url: str, *, read_only: bool = False,
+                on_lock_wait: Callable[[str], None] | None = None) -> Engine:
+    """An engine for `url`. `read_only`: a SQLite file is opened so that nothing can be
+    written. `on_lock_wait(what)`: called once when a SQLite write has waited a second for
+    another process's write lock and goes on waiting (the CLI says so instead of hanging
+    silently)."""
     try:
         u = _parse_url(url)
     except Exception as e:  # noqa: BLE001
         raise CacheError(f"not a database URL: {url!r} ({e})") from None
     if u.get_backend_name() == "sqlite":
+        if read_only and u.database and u.database != ":memory:":
+            return _read_only_sqlite(pathlib.Path(u.database))
         if u.database and u.database != ":memory:":
             pathlib.Path(u.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = sa.create_engine(u, connect_args={"timeout": 30, "check_same_thread": False})
+        engine = sa.create_engine(u, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
         event.listen(engine, "connect", _sqlite_pragmas)
         # Writers BEGIN IMMEDIATE: they take the write lock up front (waiting up to the
         # busy timeout), never halfway through a transaction; readers never block in WAL.
         @event.listens_for(engine, "begin")
         def _begin(conn) -> None:  # noqa: ANN001
-            conn.exec_driver_sql("BEGIN IMMEDIATE" if conn.get_execution_options().get("tunefuse_write") else "BEGIN")
+            if not conn.get_execution_options().get("tunefuse_write"):
+                conn.exec_driver_sql("BEGIN")
+            elif on_lock_wait is None:
+                conn.exec_driver_sql("BEGIN IMMEDIATE")
+            else:
+                _begin_immediate_telling(conn.connection.driver_connection, on_lock_wait, u.database or url)
 
         @event.listens_for(engine, "connect")
         def _no_autobegin(dbapi_connection, _record) -> None:  # noqa: ANN001
@@ -153,6 +210,26 @@ def make_engine(url: str) -> Engine:
     if u.get_backend_name() == "postgresql" and u.drivername == "postgresql":
         url = str(u.set(drivername="postgresql+psycopg"))
     return sa.create_engine(url, pool_pre_ping=True)
+
+
+def _begin_immediate_telling(raw, on_lock_wait: Callable[[str], None], what: str) -> None:  # noqa: ANN001
+    """BEGIN IMMEDIATE, waiting as long as ever for the write lock, but saying so once the
+    first second has passed."""
+    import sqlite3
+
+    raw.execute(f"PRAGMA busy_timeout={LOCK_NOTICE_MS}")
+    try:
+        raw.execute("BEGIN IMMEDIATE")
+        return
+    except sqlite3.OperationalError as e:
+        if "locked" not in str(e):
+            raise
+        on_lock_wait(f"waiting for the write lock on {what}: another process holds it "
+                     f"(giving up after {BUSY_TIMEOUT_MS // 1000} s)")
+        raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS - LOCK_NOTICE_MS}")
+        raw.execute("BEGIN IMMEDIATE")
+    finally:
+        raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
 
 
 def _record_from_row(row: RecordRow) -> TunedRecord:
@@ -255,10 +332,13 @@ class PrunePlan:
 class CacheStore:
     """One cache database. Thread-safe; share one per process."""
 
-    def __init__(self, engine: Engine, url: str) -> None:
+    def __init__(self, engine: Engine, url: str, *, read_only: bool = False) -> None:
         self.engine = engine
         self.write_engine = engine.execution_options(tunefuse_write=True)
         self.url = url
+        # A read-only cache serves lookups; what a call leaves behind (hits, tuning jobs,
+        # launch plans, fresh binaries) is not written, and any other write is refused.
+        self.read_only = read_only
         # Hits on records and repeats of queued jobs, counted in memory and written with the
         # next write or at exit: a plan whose kernels are all known then costs no write.
         self._later: Counter[tuple[str, str, str, str]] = Counter()  # (table, kernel, shape, env_key)
@@ -266,12 +346,27 @@ class CacheStore:
         self._exit_hook = False
 
     @classmethod
-    def open(cls, url: str | None = None, *, migrate_schema: bool = True) -> CacheStore:
+    def open(cls, url: str | None = None, *, migrate_schema: bool = True, read_only: bool | None = None,
+             on_lock_wait: Callable[[str], None] | None = None) -> CacheStore:
+        """Open (create, migrate) the cache at `url`. `read_only`: True opens it for reading
+        only (a command that only reads); None (the default) does so where the SQLite file
+        cannot be written by this process, False never. A read-only cache is not migrated:
+        one older than this tunefuse is refused by name."""
         url = url or default_cache_url()
-        engine = make_engine(url)
-        if migrate_schema:
+        path = sqlite_file(url)
+        if read_only is None:
+            read_only = path is not None and cannot_write(path)
+        if read_only and path is not None and not path.exists():
+            raise CacheError(f"no cache at {path} (opened read-only, so it is not created)")
+        engine = make_engine(url, read_only=read_only, on_lock_wait=on_lock_wait)
+        if read_only:
+            revision = migrate.current_revision(engine)
+            if revision != migrate.HEAD:
+                raise CacheError(f"the cache {url} is read-only here and at schema revision {revision}, "
+                                 f"not {migrate.HEAD}: open it once where it can be written to migrate it")
+        elif migrate_schema:
             migrate.upgrade(engine)
-        return cls(engine, url)
+        return cls(engine, url, read_only=read_only)
 
     def close(self) -> None:
         self.flush_counts()
@@ -283,7 +378,12 @@ class CacheStore:
 
     def writer(self) -> Session:
         """For one unit of writing: `with store.writer() as s, s.begin(): ...`."""
+        self._check_writable()
         return Session(self.write_engine, expire_on_commit=False)
+
+    def _check_writable(self) -> None:
+        if self.read_only:
+            raise CacheError(f"the cache {self.url} is open read-only: it cannot be changed")
 
     def _insert_ignore(self, s: Session | sa.Connection, model: type, values: dict) -> None:
         """INSERT that leaves an existing row alone: several writers may store the same
@@ -354,13 +454,19 @@ class CacheStore:
         return cubin, name
 
     def quarantine_binary(self, code_key: str) -> None:
+        """Mark a binary (and its records) never to be served again; a read-only cache cannot
+        mark it, and its readers skip the bad bytes each time instead."""
+        if self.read_only:
+            return
         with self.writer() as s, s.begin():
             s.execute(update(BinaryRow).where(BinaryRow.code_key == code_key).values(quarantined=True))
             s.execute(update(RecordRow).where(RecordRow.code_key == code_key).values(quarantined=True))
 
-    def binary_sizes(self) -> dict[str, int]:
+    def binary_states(self) -> dict[str, tuple[int, bool]]:
+        """code_key -> (size in bytes, quarantined), read without the binaries' bodies."""
         with self.session() as s:
-            return dict(s.execute(select(BinaryRow.code_key, BinaryRow.size)).all())
+            return {k: (n, bool(q)) for k, n, q in
+                    s.execute(select(BinaryRow.code_key, BinaryRow.size, BinaryRow.quarantined)).all()}
 
     def verify(self) -> list[str]:
         """Recompute the sha256 of every binary not yet quarantined; quarantine and return
@@ -547,7 +653,10 @@ class CacheStore:
         used (kernel_key, shape_key), a tuning job per untuned kernel (fusion_id,
         segment index, kernel_key, shape_key, signature JSON): new, or one more hit, and the
         launch plan (plan_key, fusion_id, JSON; it replaces one kept under that key).
-        Counts left by `count_later` are written in the same transaction."""
+        Counts left by `count_later` are written in the same transaction. A read-only cache
+        keeps none of it."""
+        if self.read_only:
+            return
         now = utcnow()
         queue = JobRow.__table__
         # A Core connection, not an ORM session: this write is on every new plan's path.
@@ -578,6 +687,8 @@ class CacheStore:
         shape_key) without a write now: they go with the next write, `flush_counts`,
         `close`, or the process's exit. Counts only steer the daemon's order; a process
         killed before its exit loses its own, and nothing else."""
+        if self.read_only:
+            return
         with self._later_lock:
             self._later.update(("hits", k, s, env.key) for k, s in hits)
             self._later.update(("jobs", k, s, env.key) for k, s in queued)
@@ -599,6 +710,7 @@ class CacheStore:
     def _writing_counts(self, now: dt.datetime, extra: Iterable[tuple[str, str, str, str]] = ()):  # noqa: ANN202
         """A write transaction that also writes the kept counts (and `extra` ones); on a
         failure the kept counts are kept again for the next write."""
+        self._check_writable()
         with self._later_lock:
             pending, self._later = self._later, Counter()
         pending.update(extra)
@@ -779,6 +891,7 @@ class CacheStore:
 
     def vacuum(self) -> None:
         """VACUUM runs outside any transaction: on a raw DBAPI connection in autocommit."""
+        self._check_writable()
         raw = self.engine.raw_connection()
         try:
             if self.engine.dialect.name == "postgresql":

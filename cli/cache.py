@@ -60,15 +60,18 @@ def ls(
     if stale:
         here = _current_env().key
         records = [r for r in records if r["env"]["key"] != here]
-    sizes = {b: n for b, n in store.binary_sizes().items()}
+    binaries = store.binary_states()
     for r in records:
-        r["size"] = sizes.get(r["code_key"], 0)
+        # "missing": no binary under the record's code key; "quarantined": never served.
+        r["size"], quarantined = binaries.get(r["code_key"], (0, None))
+        r["binary"] = {None: "missing", True: "quarantined", False: "ok"}[quarantined]
     key = {"hits": lambda r: -r["hits"], "speedup": lambda r: -(r["speedup"] or 0),
            "age": lambda r: r["tuned_at"], "size": lambda r: -r["size"]}[sort]
     records.sort(key=key)
     table = Table("id", "scheduler", "kernel", "shape", "µs", "default µs", "speedup", "trials", "hits", "device")
     for r in records:
-        table.add_row(str(r["id"]), r["scheduler"], r["kernel_key"][:12], r["shape_key"],
+        binary = "" if r["binary"] == "ok" else f" [red]binary {r['binary']}[/red]"
+        table.add_row(str(r["id"]), r["scheduler"], r["kernel_key"][:12] + binary, r["shape_key"],
                       f"{r['median_us'] or 0:.1f}", f"{r['default_us'] or 0:.1f}",
                       f"{r['speedup']:.2f}x" if r["speedup"] else "-", str(r["trials"]), str(r["hits"]),
                       r["env"]["device_name"])
@@ -184,7 +187,9 @@ def export(path: Annotated[Path, typer.Argument(help="JSON lines file to write."
            as_json: JsonOption = False) -> None:
     """Write the cache as JSON lines (binaries base64, with their sha256)."""
     n = open_store(cache).export(path)
-    emit({"lines": n, "path": str(path)}, as_json, text=f"exported {n} items to {path}")
+    # A header line names the format; then a line an item (fusion, binary or record).
+    emit({"items": n, "lines": n + 1, "path": str(path)}, as_json,
+         text=f"exported {n} items ({n + 1} lines with the header) to {path}")
 
 
 @app.command("import")

@@ -10,23 +10,26 @@ from rich.console import Console
 from rich.table import Table
 
 CacheOption = Annotated[str | None, typer.Option("--cache", help="Cache URL (default: TUNEFUSE_CACHE_URL or the SQLite file).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON for scripts.")]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document for scripts (errors too).")]
 
 console = Console(soft_wrap=True)
 console_err = Console(stderr=True, soft_wrap=True)
 
 
 def open_store(url: str | None):  # noqa: ANN201 - cache_db.CacheStore
+    """The cache for a command: read-only where this process cannot write it (the commands
+    that write then say so by name), and a write that waits on another process's lock says
+    what it waits for."""
     from cache_db.store import CacheError, CacheStore
 
     try:
-        return CacheStore.open(url)
+        return CacheStore.open(url, on_lock_wait=lambda what: console_err.print(what, highlight=False))
     except CacheError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        fail(str(e), 2)
     except Exception as e:  # noqa: BLE001
-        console.print(f"[red]error:[/red] cannot open the cache: {e}")
-        raise typer.Exit(2) from None
+        from cli.errors import describe
+
+        fail(f"cannot open the cache: {describe(e)}", 2)
 
 
 def emit(data: Any, as_json: bool, table: Table | None = None, text: str | None = None) -> None:
@@ -39,5 +42,9 @@ def emit(data: Any, as_json: bool, table: Table | None = None, text: str | None 
 
 
 def fail(message: str, code: int = 1) -> None:
-    console.print(f"[red]error:[/red] {message}")
+    """End the command: one line naming the problem (JSON under --json), exit `code` (1: refused
+    or failed, 2: bad usage)."""
+    from cli.errors import report
+
+    report(message, code)
     raise typer.Exit(code)

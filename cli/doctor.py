@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
@@ -13,18 +14,22 @@ def doctor(
     quick: Annotated[bool, typer.Option("--quick", help="Only what a health check needs: cache and driver.")] = False,
     silent_after: Annotated[float, typer.Option(
         help="A running daemon worker not heard from for this many seconds is reported dead.")] = 120.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document: ok, and every check.")] = False,
 ) -> None:
     """Check the GPU, driver, NVRTC, cuda-python, the cache and the daemon's workers; each
     line ok or what to do. Exit 1 if any line failed."""
     console = Console(soft_wrap=True)
     failures = 0
+    checks: list[dict] = []
 
     def line(ok: bool | None, what: str, detail: str) -> None:
         """ok, FAIL, or (None) a note that needs no action."""
         nonlocal failures
         failures += ok is False
-        mark = {True: "[green]ok[/green]  ", False: "[red]FAIL[/red]", None: "[blue]note[/blue]"}[ok]
-        console.print(f"{mark} {what}: {detail}")
+        checks.append({"check": what, "status": {True: "ok", False: "fail", None: "note"}[ok], "detail": detail})
+        if not as_json:
+            mark = {True: "[green]ok[/green]  ", False: "[red]FAIL[/red]", None: "[blue]note[/blue]"}[ok]
+            console.print(f"{mark} {what}: {detail}", highlight=False)
 
     try:
         from cuda.bindings import driver
@@ -66,11 +71,14 @@ def doctor(
         revision = migrate.current_revision(store.engine)
         stats = store.stats()
         line(revision == migrate.HEAD, "cache", f"{store.url.split('@')[-1]} at revision {revision}, "
-             f"{stats.records} records, jobs {stats.jobs or 'none'}")
+             f"{stats.records} records, jobs {stats.jobs or 'none'}"
+             + (" (read-only here: lookups are served, nothing is written)" if store.read_only else ""))
     except Exception as e:  # noqa: BLE001
         line(False, "cache", f"{e}: check TUNEFUSE_CACHE_URL or --cache")
     else:
         daemon_lines(store, stats.jobs.get("queued", 0), silent_after, line)
+    if as_json:
+        print(json.dumps({"ok": not failures, "checks": checks}))
     raise typer.Exit(1 if failures else 0)
 
 

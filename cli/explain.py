@@ -10,6 +10,7 @@ import numpy as np
 import typer
 from rich.console import Console
 
+from cli.common import fail
 from tunefuse.errors import TunefuseError
 from tunefuse.fusion_file import load_fusion_file
 
@@ -17,30 +18,28 @@ from tunefuse.fusion_file import load_fusion_file
 def explain(
     file: Annotated[Path, typer.Argument(help="A fusion file declaring FUSIONS (see tunefuse.fusion_file).")],
     only: Annotated[str | None, typer.Option("--only", help="Explain only the fusion of this name.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON lines instead of text.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document: a list, a fusion an item.")] = False,
 ) -> None:
     """Print the plan (kernels, schedulers, aliases, keys) of each fusion in FILE."""
     console = Console(soft_wrap=True)
     try:
         cases = load_fusion_file(file)
     except TunefuseError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from None
+        fail(str(e), 2)
     if only is not None:
         cases = [c for c in cases if c.name == only]
         if not cases:
-            console.print(f"[red]error:[/red] no fusion named {only!r} in {file}")
-            raise typer.Exit(2)
+            fail(f"no fusion named {only!r} in {file}", 2)
+    documents = []
     for case in cases:
         try:
             fd = case.build()
             inputs = case.example_inputs(np.random.default_rng(0))
             plan = fd.plan(inputs)
         except TunefuseError as e:
-            console.print(f"[red]error:[/red] {case.name}: {e}", highlight=False)
-            raise typer.Exit(1) from None
+            fail(f"{case.name}: {e}")
         if as_json:
-            print(json.dumps({
+            documents.append({
                 "name": case.name,
                 "fusion_id": fd.fusion.fusion_id,
                 "conc_key": plan.conc_key,
@@ -52,7 +51,9 @@ def explain(
                     for s in plan.segments
                 ],
                 "aliases": len(plan.aliases),
-            }))
+            })
         else:
             console.rule(f"[bold]{case.name}")
             console.print(str(plan), highlight=False, markup=False)
+    if as_json:
+        print(json.dumps(documents))

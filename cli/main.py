@@ -45,4 +45,9 @@ _guard_commands(app)
 
 
 def main() -> None:
+    import sys
+
+    args = sys.argv[1:]
+    if "--json" in args:
+        sys.exit(errors.run_json(app, args))
     app()

@@ -517,3 +517,56 @@ def test_a_sqlite_url_reads_as_sqlalchemy_reads_it(path, absolute):
 
     url = "sqlite:///" + ("/" if absolute else "") + path
     assert _parse_url(url) == sa.engine.make_url(url)
+
+
+def test_a_read_only_cache_serves_lookups_and_keeps_nothing(tmp_path):
+    """A cache this process cannot write (a shared, read-only file): lookups, binaries and
+    launch plans are served; what a call leaves behind (hits, jobs, launch plans, fresh
+    binaries) is not written and is no error; any other write is refused by name."""
+    url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    writable = CacheStore.open(url)
+    fid = fusion_row(writable)
+    rec, cubin = record(shape="64x64")
+    writable.put_record(rec, cubin, "sm_90", "13.5")
+    writable.note_plan(ENV, launch_plan=("p" * 64, fid, '{"kernels": []}'))
+    writable.close()
+    before = (tmp_path / "shared.sqlite").read_bytes()
+
+    store = CacheStore.open(url, read_only=True)
+    assert store.read_only
+    records, _ = store.plan_lookup([rec.kernel_key], ENV)
+    assert [r.shape_key for r in records] == ["64x64"]
+    assert store.get_binaries([rec.code_key], ENV) == {rec.code_key: (cubin, "tf_pointwise_x")}
+    assert store.get_launch_plan("p" * 64) == '{"kernels": []}'
+    store.note_plan(ENV, hits=[(rec.kernel_key, "64x64")], jobs=[(fid, 0, "j" * 64, "4", "[]")],
+                    binaries=[("new" * 10, b"x", "tf_new", "sm_90", "13.5", None)])
+    store.count_later(ENV, hits=[(rec.kernel_key, "64x64")])
+    store.flush_counts()
+    store.quarantine_binary(rec.code_key)
+    for write in (lambda: store.put_record(rec, cubin, "sm_90", "13.5"), store.vacuum,
+                  lambda: store.enqueue(fid, 0, "j" * 64, "4", ENV, "[]")):
+        with pytest.raises(CacheError, match="read-only"):
+            write()
+    with pytest.raises(sa.exc.OperationalError, match="readonly"):  # not even by hand
+        with store.write_engine.begin() as c:
+            c.execute(sa.delete(RecordRow))
+    store.close()
+    assert (tmp_path / "shared.sqlite").read_bytes() == before
+    with pytest.raises(CacheError, match="not created"):
+        CacheStore.open(f"sqlite:///{tmp_path / 'absent.sqlite'}", read_only=True)
+
+
+def test_a_file_this_process_cannot_write_opens_read_only(tmp_path):
+    import os
+
+    if os.geteuid() == 0:
+        pytest.skip("root writes any file: permissions cannot make one read-only here")
+    url = f"sqlite:///{tmp_path / 'shared.sqlite'}"
+    CacheStore.open(url).close()
+    (tmp_path / "shared.sqlite").chmod(0o444)
+    tmp_path.chmod(0o555)
+    try:
+        store = CacheStore.open(url)
+        assert store.read_only and store.records() == []
+    finally:
+        tmp_path.chmod(0o755)

@@ -78,3 +78,113 @@ def test_a_cache_that_failed_is_tried_again_later(tmp_path, monkeypatch):
     assert not cache.disabled
     assert cache.store is not None  # opened on the next try
     assert isinstance(cache, tunefuse.Cache)
+
+
+# -- prune at the size of a real cache, beside a writer ------------------------------------
+
+RECORDS_AT_SCALE, BINARIES_AT_SCALE, CUBIN_BYTES = 4_463, 6_176, 13_000  # ~80 MB of binaries
+
+
+def fill_at_scale(store: CacheStore) -> None:
+    """A cache the size the issue measured: 4,463 records, 6,176 binaries (1,713 that no
+    record needs), half the records tuned long ago. Written in bulk, in one transaction."""
+    import datetime as dt
+    import hashlib
+
+    import sqlalchemy as sa
+
+    from cache_db.models import BinaryRow, RecordRow
+
+    now, long_ago = dt.datetime.now(), dt.datetime(2020, 1, 1)
+    binaries, records = [], []
+    for k in range(BINARIES_AT_SCALE):
+        cubin = k.to_bytes(4, "little") * (CUBIN_BYTES // 4)
+        binaries.append(dict(code_key=f"{k:064x}", sha256=hashlib.sha256(cubin).hexdigest(), cubin=cubin,
+                             size=len(cubin), kernel_name="tf_k", arch="sm_90", nvrtc_version="13.5",
+                             quarantined=False, created_at=now, last_used_at=now, source=None))
+    env = dict(env_key=ENV.key, compute_capability=ENV.compute_capability, device_name=ENV.device_name,
+               nvrtc_version=ENV.nvrtc_version, driver_version=ENV.driver_version,
+               codegen_version=ENV.codegen_version)
+    for k in range(RECORDS_AT_SCALE):
+        records.append(dict(kernel_key=f"{k % 997:064x}", shape_key=f"{k}x64", scheduler="pointwise",
+                            params_json='{"block_size": 256, "vector": 4, "unroll": 1, "blocks_per_sm": 8}',
+                            code_key=f"{k:064x}", median_us=1.0, trials=40, hits=0, quarantined=False,
+                            tuned_at=long_ago if k % 2 else now, last_used_at=now, **env))
+    with store.writer() as s, s.begin():
+        for i in range(0, len(binaries), 500):
+            s.execute(sa.insert(BinaryRow), binaries[i:i + 500])
+        for i in range(0, len(records), 500):
+            s.execute(sa.insert(RecordRow), records[i:i + 500])
+
+
+def _write_beside(url: str, stop, results) -> None:  # noqa: ANN001
+    """A tuning process storing records while prune runs: every store must succeed."""
+    store = CacheStore.open(url)
+    stored, failures, k = [], [], 0
+    while not stop.is_set() or k < 20:
+        rec, cubin = record(shape=f"beside{k}", cubin=f"beside{k}".encode())
+        try:
+            store.put_record(rec, cubin, "sm_90", "13.5")
+            stored.append(rec.shape_key)
+        except Exception as e:  # noqa: BLE001
+            failures.append(f"{type(e).__name__}: {e}")
+        k += 1
+    store.close()
+    results.put((stored, failures))
+
+
+def _prune_at_scale(url: str) -> dict:
+    import json
+    import time
+
+    import sqlalchemy as sa
+    from typer.testing import CliRunner
+
+    from cli.main import app
+
+    store = CacheStore.open(url)
+    fill_at_scale(store)
+    ctx = multiprocessing.get_context("fork")
+    stop, results = ctx.Event(), ctx.Queue()
+    writer = ctx.Process(target=_write_beside, args=(url, stop, results))
+    writer.start()
+    statements: list[str] = []
+    sa.event.listen(store.engine, "before_cursor_execute",
+                    lambda conn, cursor, sql, *rest: statements.append(sql))
+    timings = {}
+    try:
+        started = time.monotonic()
+        dry = CliRunner().invoke(app, ["cache", "prune", "--cache", url, "--older-than", "30", "--dry-run", "--json"])
+        timings["dry_run_cli_s"] = time.monotonic() - started
+        assert dry.exit_code == 0, dry.output
+        started = time.monotonic()
+        plan = store.plan_prune(older_than=__import__("datetime").timedelta(days=30))
+        store.apply_prune(plan)
+        timings["prune_s"] = time.monotonic() - started
+    finally:
+        stop.set()
+        stored, failures = results.get(timeout=120)
+        writer.join(timeout=30)
+    planned = json.loads(dry.output)
+    assert len(planned["records"]) == RECORDS_AT_SCALE // 2
+    assert len(planned["binaries"]) == RECORDS_AT_SCALE // 2  # theirs; binaries no record needed stay
+    assert failures == []  # the writer was never refused
+    assert not [s for s in statements if "cubin" in s.lower()]  # no binary body was read
+    shapes = {r.shape_key for r in store.records()}
+    assert set(stored) <= shapes and len(shapes) == RECORDS_AT_SCALE - RECORDS_AT_SCALE // 2 + len(stored)
+    timings["writes_beside"] = len(stored)
+    store.close()
+    store.engine.dispose()
+    print(f"prune at scale ({url.split(':')[0]}): {timings}")
+    return timings
+
+
+def test_prune_at_scale_beside_a_writer_sqlite(tmp_path):
+    _prune_at_scale(f"sqlite:///{tmp_path / 'big.sqlite'}")
+
+
+def test_prune_at_scale_beside_a_writer_postgres():
+    if not postgres_available():
+        pytest.skip("no PostgreSQL server on 127.0.0.1:5432")
+    with own_database() as url:
+        _prune_at_scale(url)

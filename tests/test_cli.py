@@ -18,8 +18,10 @@ def test_explain_json():
     result = runner.invoke(app, ["explain", str(ROOT / "examples" / "seed_fusions.py"), "--json",
                                  "--only", "reshape_2_10_40"])
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output.strip().splitlines()[-1])
+    (doc,) = json.loads(result.output)  # one document: a list, a fusion an item
     assert doc["num_kernels"] == 1 and doc["segments"][0]["scheduler"] == "pointwise"
+    every = json.loads(run("explain", ROOT / "examples" / "seed_fusions.py", "--json").output)
+    assert len(every) > 1 and all("conc_key" in d for d in every)
 
 
 def test_explain_bad_file_is_a_clear_error(tmp_path):
@@ -272,3 +274,122 @@ def test_verbose_shows_the_traceback(tmp_path):
     assert quiet.exit_code == 1 and "Traceback" not in quiet.output and "--verbose" in quiet.output
     loud = run("--verbose", "tune", bad, "--cache", f"sqlite:///{tmp_path / 'c.sqlite'}")
     assert loud.exit_code == 1 and "Traceback" in loud.output and "cannot reshape" in loud.output
+
+
+# -- --json: one document on stdout, whatever happens ---------------------------------------
+
+def _json_error(result, code: int, *words: str) -> dict:
+    assert result.exit_code == code, result.output
+    doc = json.loads(result.stdout)
+    assert doc["exit_code"] == code and all(w in doc["error"] for w in words), doc
+    return doc
+
+
+def test_json_errors_are_json(filled, tmp_path):
+    url, _ = filled
+    _json_error(run("cache", "ls", "--cache", url, "--sort", "bogus", "--json"), 2, "--sort")
+    _json_error(run("jobs", "ls", "--cache", url, "--state", "bogus", "--json"), 2, "--state")
+    _json_error(run("cache", "show", 999, "--cache", url, "--json"), 1, "no record 999")
+    _json_error(run("cache", "prune", "--cache", url, "--older-than", "-5", "--json"), 2, "--older-than")
+    bad = tmp_path / "bad.py"
+    bad.write_text(BAD_SHAPE)
+    _json_error(run("explain", bad, "--json"), 1, "bad_reshape")
+    not_export = tmp_path / "x.jsonl"
+    not_export.write_bytes(b"\xff")
+    _json_error(run("cache", "import", not_export, "--cache", url, "--json"), 1, "not UTF-8")
+
+
+def test_json_usage_errors_from_the_parser_are_json(filled, capsys, monkeypatch):
+    """An unknown option or a bad number is found by Typer before the command runs: under
+    --json that too is one JSON document (through the console script's main)."""
+    import sys
+
+    from cli.main import main
+
+    url, _ = filled
+    for args in (["cache", "ls", "--cache", url, "--json", "--bogus"],
+                 ["cache", "prune", "--cache", url, "--json", "--older-than", "soon"]):
+        monkeypatch.setattr(sys, "argv", ["tunefuse", *args])
+        with pytest.raises(SystemExit) as exit_:
+            main()
+        assert exit_.value.code == 2
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["exit_code"] == 2 and doc["error"]
+    monkeypatch.setattr(sys, "argv", ["tunefuse", "cache", "stats", "--cache", url, "--json"])
+    with pytest.raises(SystemExit) as exit_:
+        main()
+    assert exit_.value.code == 0 and json.loads(capsys.readouterr().out)["records"] == 3
+
+
+def test_export_json_counts_items_and_lines(tmp_path):
+    empty = f"sqlite:///{tmp_path / 'empty.sqlite'}"
+    path = tmp_path / "e.jsonl"
+    doc = json.loads(run("cache", "export", path, "--cache", empty, "--json").output)
+    assert doc["items"] == 0 and doc["lines"] == len(path.read_text().splitlines()) == 1
+
+
+def test_doctor_json_is_one_document(filled):
+    url, _ = filled
+    result = run("doctor", "--cache", url, "--quick", "--json")
+    doc = json.loads(result.stdout)
+    assert {c["check"] for c in doc["checks"]} >= {"driver", "cache"}
+    assert doc["ok"] == (result.exit_code == 0)
+    (cache_check,) = [c for c in doc["checks"] if c["check"] == "cache"]
+    assert cache_check["status"] == "ok" and "revision 0004" in cache_check["detail"]
+
+
+def test_cache_ls_marks_quarantined_binaries(filled):
+    url, store = filled
+    listed = json.loads(run("cache", "ls", "--cache", url, "--json").output)
+    assert {r["binary"] for r in listed} == {"ok"}
+    store.quarantine_binary(listed[0]["code_key"])
+    listed = {r["id"]: r for r in json.loads(run("cache", "ls", "--cache", url, "--json").output)}
+    assert [r["binary"] for r in listed.values()].count("quarantined") == 1
+    wide = runner.invoke(app, ["cache", "ls", "--cache", url], env={"COLUMNS": "200"})
+    assert "binary quarantined" in wide.output
+
+
+# -- a cache this process cannot write ------------------------------------------------------
+
+def test_a_read_only_cache_is_read_and_writes_are_refused_by_name(filled, monkeypatch):
+    """Opened read-only (here: as if the file were not writable; root ignores permissions),
+    the reading commands work and the writing ones say why they cannot, leaving it as it was."""
+    import cache_db.store as store_module
+
+    url, store = filled
+    monkeypatch.setattr(store_module, "cannot_write", lambda path: True)
+    assert len(json.loads(run("cache", "ls", "--cache", url, "--json").output)) == 3
+    assert json.loads(run("cache", "stats", "--cache", url, "--json").output)["records"] == 3
+    assert "read-only here" in run("doctor", "--cache", url, "--quick").output
+    _one_line_error(run("cache", "prune", "--cache", url, "--older-than", "0", "--yes"), 1, "read-only")
+    _one_line_error(run("cache", "vacuum", "--cache", url), 1, "read-only")
+    (job,) = json.loads(run("jobs", "ls", "--cache", url, "--json").output)
+    _one_line_error(run("jobs", "cancel", job["id"], "--cache", url), 1, "read-only")
+    monkeypatch.undo()
+    assert len(store.records()) == 3 and store.jobs()[0].state == "queued"
+
+
+def test_a_write_waiting_on_another_process_says_so(filled, tmp_path):
+    """Another process holds SQLite's write lock for a few seconds: prune says what it waits
+    for, then goes on when the lock is free."""
+    import subprocess
+    import sys
+    import time
+
+    url, store = filled
+    path = url[len("sqlite:///"):]
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sqlite3, sys, time\n"
+        f"c = sqlite3.connect({path!r}, isolation_level=None)\n"
+        "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(3); c.execute('COMMIT')\n")],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        started = time.monotonic()
+        result = run("cache", "prune", "--cache", url, "--older-than", "30", "--yes")
+        waited = time.monotonic() - started
+    finally:
+        holder.wait(timeout=30)
+    assert result.exit_code == 0, result.output
+    assert "waiting for the write lock on" in result.output and "another process holds it" in result.output
+    assert waited >= 1.5 and sorted(r.shape_key for r in store.records()) == ["1", "2"]

@@ -78,8 +78,27 @@ def mutate(path, value):
         (mutate(["nodes", 4, "attrs", "shape"], [{"ref": 7}, -1]), "missing operand"),
         (mutate(["nodes", 5, "attrs", "dims"], [3]), "out of range"),
         (mutate(["extra"], 1), "unknown top-level keys"),
+        (mutate(["nodes", 0, "attrs", "shape"], [2**63, -1]), "does not fit in int64"),
+        (mutate(["nodes", 0, "attrs", "shape"], [-(2**70), -1]), "does not fit in int64"),
+        (mutate(["nodes", 0, "attrs", "shape"], [2] * 100), "100 entries; the limit is 64"),
     ],
 )
 def test_malformed_or_hostile_json_is_refused_clearly(text, message):
     with pytest.raises(SerializationError, match=message):
         Fusion.from_json(text)
+
+
+def test_rank_and_extents_are_capped_in_definitions_and_json():
+    from tunefuse.errors import ShapeError
+    from tunefuse.infer import MAX_RANK
+
+    with pytest.raises(ShapeError, match=f"limit of {MAX_RANK} dims"):
+        with FusionDefinition() as fd:
+            fd.add_output(fd.ops.relu(fd.define_tensor(shape=[2] * (MAX_RANK + 1), dtype=DataType.Float)))
+    with FusionDefinition() as fd:  # the limit itself is fine
+        fd.add_output(fd.ops.relu(fd.define_tensor(shape=[-1] * MAX_RANK, dtype=DataType.Float)))
+    doc = json.loads(fd.fusion.to_json())
+    doc["nodes"][0]["attrs"]["shape"] = [1] * (MAX_RANK + 1)
+    doc["nodes"][0]["attrs"]["contiguity"] = [True] * (MAX_RANK + 1)
+    with pytest.raises(SerializationError, match=f"limit of {MAX_RANK} dims"):
+        Fusion.from_json(json.dumps(doc))

@@ -126,6 +126,19 @@ class InferContext:
 
 Rule = Callable[[InferContext], list[ValueType]]
 
+MAX_RANK = 16  # tensors of more dims are refused by name (PyTorch's own kernels stop at 25)
+INT64_MAX = 2**63 - 1
+
+
+def _check_extents(op: OpKind, shape: tuple[Extent, ...]) -> None:
+    """Every tensor a fusion defines: at most MAX_RANK dims, each extent an int64 (from a
+    definition or from JSON, where nothing else bounds them)."""
+    if len(shape) > MAX_RANK:
+        raise ShapeError(f"{op.value}: rank {len(shape)} is more than tunefuse's limit of {MAX_RANK} dims")
+    for d, e in enumerate(shape):
+        if isinstance(e, int) and not -1 <= e <= INT64_MAX:
+            raise ShapeError(f"{op.value}: dim {d} has extent {e}, beyond int64")
+
 
 def _define_tensor(ctx: InferContext) -> list[ValueType]:
     a: TensorInputAttrs = ctx.attrs  # type: ignore[assignment]
@@ -485,6 +498,9 @@ class FusionBuilder:
             first_output=len(self.values),
         )
         out_types = RULES[op](ctx)
+        for vt in out_types:
+            if isinstance(vt, TensorType):
+                _check_extents(op, vt.shape)
         outputs = tuple(range(len(self.values), len(self.values) + len(out_types)))
         self.values.extend(out_types)
         self.nodes.append(Node(op, tuple(inputs), attrs, outputs))  # type: ignore[arg-type]

@@ -23,6 +23,7 @@ from tunefuse.ops import OpKind, ScalarRef, attrs_class
 FORMAT = "tunefuse.fusion"
 VERSION = 1
 MAX_NODES = 100_000
+MAX_LIST = 64  # any list attr (a shape, dims, pad widths): 4x the rank a fusion may have
 
 
 def _encode(value: Any) -> Any:
@@ -77,6 +78,8 @@ def _decode(value: Any, hint: Any, where: str) -> Any:
             raise SerializationError(f"{where}: expected a list, got {value!r}")
         args = typing.get_args(hint)
         if len(args) == 2 and args[1] is Ellipsis:
+            if len(value) > MAX_LIST:
+                raise SerializationError(f"{where}: {len(value)} entries; the limit is {MAX_LIST}")
             return tuple(_decode(v, args[0], f"{where}[{i}]") for i, v in enumerate(value))
         if len(args) != len(value):
             raise SerializationError(f"{where}: expected {len(args)} entries, got {len(value)}")
@@ -99,6 +102,8 @@ def _decode(value: Any, hint: Any, where: str) -> Any:
     if hint is int:
         if type(value) is not int:
             raise SerializationError(f"{where}: expected an int, got {value!r}")
+        if not -(2**63) <= value < 2**63:
+            raise SerializationError(f"{where}: {value} does not fit in int64")
         return value
     if hint is float:
         if isinstance(value, dict) and set(value) == {"float"} and value["float"] in ("inf", "-inf", "nan"):
