@@ -10,7 +10,7 @@ import pytest
 
 from cache_db.store import CacheStore
 from postgres import own_database, postgres_available
-from test_cache_store import ENV, record
+from test_cache_store import ENV, fusion_row, record
 
 PROCESSES, ROUNDS = 8, 5
 
@@ -188,3 +188,100 @@ def test_prune_at_scale_beside_a_writer_postgres():
         pytest.skip("no PostgreSQL server on 127.0.0.1:5432")
     with own_database() as url:
         _prune_at_scale(url)
+
+
+# -- the queue with workers killed mid-job ---------------------------------------------------
+
+QUEUE_JOBS, QUEUE_WORKERS = 400, 6
+
+
+def _queue_worker(url: str, seed: int, done_log: str) -> None:
+    """Claim jobs with a short lease and finish them; a job it finishes is logged after its
+    `complete` commits. The test SIGKILLs these processes at random moments."""
+    import datetime as dt
+    import random
+    import time
+
+    from cache_db import queue
+
+    store = CacheStore.open(url)
+    rng = random.Random(seed)
+    owner = f"stress-{seed}"
+    while True:
+        job = queue.claim(store, owner, dt.timedelta(seconds=1))
+        if job is None:
+            time.sleep(0.05)
+            continue
+        time.sleep(rng.uniform(0.02, 0.08))  # "tuning": a kill often lands here
+        try:
+            queue.complete(store, job.id, owner)
+        except queue.LeaseLost:
+            continue
+        with open(done_log, "a") as log:
+            log.write(f"{job.id}\n")
+
+
+def _queue_under_kills(url: str, tmp_path) -> None:
+    import random
+    import time
+
+    from cache_db import queue
+
+    store = CacheStore.open(url)
+    fid = fusion_row(store)
+    for i in range(QUEUE_JOBS):
+        assert store.enqueue(fid, 0, "q" * 64, f"{i}x1", ENV, "[]")
+    done_log = tmp_path / "done.log"
+    done_log.touch()
+    ctx = multiprocessing.get_context("fork")
+    rng, seed, kills = random.Random(0), 0, 0
+    workers = []
+
+    def start() -> None:
+        nonlocal seed
+        seed += 1
+        p = ctx.Process(target=_queue_worker, args=(url, seed, str(done_log)), daemon=True)
+        p.start()
+        workers.append(p)
+
+    for _ in range(QUEUE_WORKERS):
+        start()
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            states = {j.state for j in store.jobs()}
+            if states == {"done"}:
+                break
+            time.sleep(rng.uniform(0.05, 0.3))
+            victim = workers.pop(rng.randrange(len(workers)))
+            victim.kill()  # SIGKILL: no cleanup, a lease left behind
+            victim.join()
+            kills += 1
+            start()
+    finally:
+        for p in workers:
+            p.kill()
+            p.join()
+    jobs = store.jobs()
+    assert {j.state for j in jobs} == {"done"}, [j.state for j in jobs if j.state != "done"][:5]
+    finished = [int(line) for line in done_log.read_text().split()]
+    # Each job completed exactly once: a lease that outlived its killed worker went to another,
+    # and `complete` by an owner who lost the lease is refused.
+    assert len(finished) == len(set(finished)) <= QUEUE_JOBS
+    reclaimed = sum(j.attempts > 1 for j in jobs)  # leases that outlived a killed worker
+    assert kills >= 5 and reclaimed >= 1
+    assert queue.claim(store, "late", __import__("datetime").timedelta(seconds=1)) is None
+    store.close()
+    print(f"queue under kills ({url.split(':')[0]}): {QUEUE_JOBS} jobs, {kills} workers SIGKILLed, "
+          f"{reclaimed} jobs claimed again after a kill, {len(finished)} completions logged, none twice")
+
+
+def test_queue_with_workers_killed_mid_job_sqlite(tmp_path):
+    _queue_under_kills(f"sqlite:///{tmp_path / 'queue.sqlite'}", tmp_path)
+
+
+def test_queue_with_workers_killed_mid_job_postgres(tmp_path):
+    if not postgres_available():
+        pytest.skip("no PostgreSQL server on 127.0.0.1:5432")
+    with own_database() as url:
+        _queue_under_kills(url, tmp_path)
