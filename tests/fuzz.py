@@ -586,6 +586,12 @@ def random_params(segment, device, seed: int):  # noqa: ANN001, ANN201
     for _ in range(50):
         point = {name: dist.choices[int(rng.integers(len(dist.choices)))] for name, dist in space.items()}
         params = with_values(default, point)
+        if "split" in point and rng.random() < 0.5:
+            # Any split, not only the search space's powers of two: uneven shares, shares of
+            # a lane or two, and more shares than elements (empty ones) must all be right.
+            from tunefuse.schedulers.reduction import MAX_SPLIT, sizes
+
+            params = with_values(params, {"split": int(rng.integers(2, min(MAX_SPLIT, 2 * sizes(segment)[1] + 3)))})
         if params != default and sched.is_valid(segment, device, params) is None:
             return params
     return None

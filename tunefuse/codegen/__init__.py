@@ -32,6 +32,7 @@ class KernelSource:
     block: tuple[int, int, int]
     shared_bytes: int
     params: object
+    workspace_bytes: int = 0  # zeroed device memory the launch passes as its last argument (WS)
 
 
 def kernel_name(segment: Segment, params: object, args: tuple[KernelArg, ...] = ()) -> str:
@@ -60,6 +61,13 @@ def generate(segment: Segment, params: object, device: DeviceInfo, buffer_dtypes
         raise ExecutionError(f"{segment.name}: params {params} are invalid here: {why}")
     emitted = emitted_params(segment, params)
     args = kernel_args(segment, buffer_dtypes, static_shape=emitted.static_shape)  # type: ignore[attr-defined]
+    workspace = 0
+    if kind_is_split(segment, params):
+        from tunefuse.codegen.reduction import partial_fields
+        from tunefuse.schedulers.reduction import workspace_bytes
+
+        workspace = workspace_bytes(segment, params, [t.itemsize for _, _, t in partial_fields(segment)])  # type: ignore[arg-type]
+        args.append(KernelArg("WS", "unsigned char* __restrict__", "workspace", (workspace,)))
     name = kernel_name(segment, params, tuple(args))
     kind = segment.scheduler
     if kind is SchedulerKind.POINTWISE or emitted is not params:
@@ -72,4 +80,10 @@ def generate(segment: Segment, params: object, device: DeviceInfo, buffer_dtypes
     if grid[2] > 65535:
         grid = (grid[0], grid[1], 65535)
     header = f"// tunefuse codegen {CODEGEN_VERSION}: {kind.value} kernel, params {params}\n"
-    return KernelSource(name, header + PREAMBLE + "\n" + body + "\n", tuple(args), grid, block, smem, params)
+    return KernelSource(name, header + PREAMBLE + "\n" + body + "\n", tuple(args), grid, block, smem, params,
+                        workspace)
+
+
+def kind_is_split(segment: Segment, params: object) -> bool:
+    """A reduction kernel whose rows are split across blocks (it takes a workspace)."""
+    return segment.scheduler is SchedulerKind.REDUCTION and getattr(params, "split", 1) > 1

@@ -137,6 +137,24 @@ def _combine(acc: _Accumulator, a: str, b: str) -> str:
     }[acc.family]
 
 
+def _acc_type(acc: _Accumulator) -> str:
+    return f"TfWelford<{acc.ctype.cuda}>" if acc.family == "welford" else acc.ctype.cuda
+
+
+def partial_fields(segment: Segment) -> list[tuple[int, str | None, DataType]]:
+    """A split reduction's partial values, in workspace order: (accumulator, Welford field or
+    None, type)."""
+    fields: list[tuple[int, str | None, DataType]] = []
+    for acc in accumulators(segment):
+        for field in (("mean", "m2", "n") if acc.family == "welford" else (None,)):
+            fields.append((int(acc.index), field, acc.ctype))
+    return fields
+
+
+def _partial_name(acc_index: int, field: str | None) -> str:
+    return f"tf_part{acc_index}" + (f"_{field}" if field else "")
+
+
 class _Emitter:
     def __init__(self, segment: Segment, name: str, args: list[KernelArg], p, persistent: bool) -> None:  # noqa: ANN001
         self.s = segment
@@ -167,6 +185,7 @@ class _Emitter:
         }
         self.last = last
         self.unroll = getattr(p, "unroll", 1)
+        self.split = 1 if persistent else getattr(p, "split", 1)
         self.divided_by = self.reductions_used_as_divisors()
         self.lines: list[str] = []
         self.counter = [0]
@@ -329,7 +348,8 @@ class _Emitter:
             self.w(f"{indent}if (row_ok) {{")
             if self.unroll > 1:  # "unroll 1" would forbid the compiler's own unrolling
                 self.w(f"{indent}  #pragma unroll {self.unroll}")
-            self.w(f"{indent}  for ({it} r0 = ({it})tr * {vec}; r0 < n_red; r0 += {tr_n * vec}) {{")
+            begin, end = ("r_begin + ", "r_end") if self.split > 1 else ("", "n_red")
+            self.w(f"{indent}  for ({it} r0 = {begin}({it})tr * {vec}; r0 < {end}; r0 += {tr_n * vec}) {{")
         inner = indent + "    "
         self.unravel(self.red, "r0", inner)
         if fill:
@@ -365,7 +385,10 @@ class _Emitter:
         """Loads every row-dependent input of this thread's elements into registers."""
         self.element_loop(None, indent, fill=True)
 
-    def block_reduce(self, acc: _Accumulator, indent: str) -> None:
+    def block_reduce(self, acc: _Accumulator, indent: str, declare: bool = True) -> None:
+        """acc<i> of every thread of a row combined, the total in every thread of the row.
+        `declare`: False reuses the shared arrays an enclosing scope declared (a split
+        reduction's second reduce: one set of arrays, not two)."""
         t = acc.ctype.cuda
         fields = ["mean", "m2", "n"] if acc.family == "welford" else [None]
         tr_n = self.p.threads_r
@@ -393,7 +416,7 @@ class _Emitter:
                 32 lanes in one bank, a 32-way conflict at every level of the tree."""
                 return f"({k}) * {rows} + to" if not self.p.inner else f"to * {lanes} + {k}"
 
-            for f_ in fields:
+            for f_ in fields if declare else ():
                 sfx = f"_{f_}" if f_ else ""
                 self.w(f"{indent}__shared__ {t} sm{acc.index}{sfx}[{rows * lanes}];")
             cond = "(tr & 31) == 0" if shuffle else "true"
@@ -443,6 +466,98 @@ class _Emitter:
         self.w(f"{indent}#pragma unroll")
         self.w(f"{indent}for (int w = 1; w < {lanes}; ++w) {a} = {_combine(acc, a, cell('w'))};")
         self.w(f"{indent}__syncthreads();")
+
+    def reduce_pass(self, acc: _Accumulator, indent: str) -> None:
+        """This thread's elements of the row (of its share, when split) into acc<i>."""
+        self.w(f"{indent}{_acc_type(acc)} acc{acc.index} = {_init(acc)};")
+
+        def accumulate(ind: str, cached: bool, in_vector: bool) -> None:
+            x = self.operand(acc, ind, cached, in_vector)
+            if acc.family == "welford":
+                self.w(f"{ind}tf_welford_add<{acc.ctype.cuda}>(acc{acc.index}, {x});")
+            else:
+                self.w(f"{ind}acc{acc.index} = {_combine(acc, f'acc{acc.index}', x)};")
+
+        self.element_loop(accumulate, indent, reads=[acc.operand])
+
+    def reduced_stores(self, indent: str) -> None:
+        """The row's reduced outputs, written by its first thread."""
+        it = self.itype
+        reduced = [(k, st) for k, st in enumerate(self.s.stores) if st.reduced]
+        if not reduced:
+            return
+        self.w(f"{indent}if (row_ok && tr == 0) {{")
+        for j in self.red:
+            self.w(f"{indent}  const {it} i{j} = 0;")
+        r = self.renderer(indent + "  ", False)
+        for k, st in reduced:
+            v = r.value(st.expr)
+            cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
+            r.emit(f"B{st.buffer}[{render_affine(st.offset, 'S', k, lambda j: f'i{j}', it)}] = {cast};")
+        self.lines += r.lines
+        self.w(f"{indent}}}")
+
+    # -- split reductions: shares of a row in several blocks, the last to arrive finishes ----
+    def split_opening(self) -> None:
+        """This block's share of every row (`r_begin`..`r_end`, whole vectors), and the
+        workspace: a counter per row tile, then each partial field's [split][n_out] array, in
+        the layout `schedulers.reduction.workspace_bytes` sizes."""
+        it, p, vec = self.itype, self.p, self.vec
+        self.w(f"  const long long tf_chunk = ((long long)n_red + {p.split - 1}) / {p.split};")
+        self.w(f"  const long long tf_share = (tf_chunk + {vec - 1}) / {vec} * {vec};")
+        self.w(f"  const {it} r_begin = ({it})min((long long)blockIdx.y * tf_share, (long long)n_red);")
+        self.w(f"  const {it} r_end = ({it})min((long long)r_begin + tf_share, (long long)n_red);")
+        self.w("  unsigned int* tf_counter = reinterpret_cast<unsigned int*>(WS);")
+        self.w(f"  long long tf_at = (4 * (((long long)n_out + {p.rows_per_block - 1}) / {p.rows_per_block}) + 15) / 16 * 16;")
+        for acc_index, field, ctype in partial_fields(self.s):
+            name = _partial_name(acc_index, field)
+            self.w(f"  {ctype.cuda}* {name} = reinterpret_cast<{ctype.cuda}*>(WS + tf_at);")
+            self.w(f"  tf_at += ((long long)sizeof({ctype.cuda}) * {p.split} * (long long)n_out + 15) / 16 * 16;")
+        self.w("  __shared__ bool tf_last;")
+
+    def split_body(self) -> None:
+        """Inside the row loop: each accumulator over this block's share, reduced across the
+        block and published; then a counter per row tile tells the last block to arrive,
+        which combines every share in share order (the same order whichever block is last:
+        deterministic) and stores."""
+        p, it = self.p, self.itype
+        for acc in self.accs:
+            self.reduce_pass(acc, "    ")
+            self.block_reduce(acc, "    ")
+        fields = partial_fields(self.s)
+        self.w("    if (row_ok && tr == 0) {")
+        self.w(f"      const long long at = (long long)blockIdx.y * n_out + row;")
+        for acc_index, field, _ in fields:
+            self.w(f"      {_partial_name(acc_index, field)}[at] = acc{acc_index}{'.' + field if field else ''};")
+        self.w("    }")
+        self.w("    __threadfence();  // this block's partials visible to the block that combines them")
+        self.w("    __syncthreads();")
+        self.w("    if (threadIdx.x == 0 && threadIdx.y == 0) {")
+        self.w(f"      tf_last = atomicAdd(&tf_counter[row_base / {p.rows_per_block}], 1u) == {p.split - 1}u;")
+        self.w("    }")
+        self.w("    __syncthreads();")
+        self.w("    if (tf_last) {")
+        self.w("      __threadfence();")
+        for acc in self.accs:
+            a = f"acc{acc.index}"
+            t = acc.ctype.cuda
+            self.w(f"      {_acc_type(acc)} {a} = {_init(acc)};")
+            self.w(f"      if (row_ok) {{")
+            self.w(f"        for (int s = tr; s < {p.split}; s += {p.threads_r}) {{")
+            self.w(f"          const long long at = (long long)s * n_out + row;")
+            if acc.family == "welford":
+                parts = ", ".join(f"*(volatile {t}*)&{_partial_name(acc.index, f)}[at]" for f in ("mean", "m2", "n"))
+                self.w(f"          {a} = {_combine(acc, a, f'TfWelford<{t}>{{{parts}}}')};")
+            else:
+                self.w(f"          {a} = {_combine(acc, a, f'*(volatile {t}*)&{_partial_name(acc.index, None)}[at]')};")
+            self.w("        }")
+            self.w("      }")
+            self.block_reduce(acc, "      ", declare=False)
+            self.finalize(acc, "      ")
+        self.phase = len(self.accs)
+        self.reduced_stores("      ")
+        self.w("    }")
+        self.w("    __syncthreads();  // tf_last is read by all before it is written for the next tile")
 
     def operand(self, acc: _Accumulator, indent: str, cached: bool, in_vector: bool) -> str:
         r = self.renderer(indent, cached, in_vector)
@@ -503,6 +618,8 @@ class _Emitter:
             self.w("  const int tr = threadIdx.x; const int to = threadIdx.y;")
         else:
             self.w("  const int to = threadIdx.x; const int tr = threadIdx.y;")
+        if self.split > 1:
+            self.split_opening()
         self.w(f"  for ({it} row_base = ({it})blockIdx.x * {p.rows_per_block}; row_base < n_out; row_base += ({it})gridDim.x * {p.rows_per_block}) {{")
         self.w(f"    const {it} row = row_base + to;")
         self.w("    const bool row_ok = row < n_out;")
@@ -518,38 +635,23 @@ class _Emitter:
             self.fill_cache("    ")
         for e, (n, _) in self.kept_values.items():
             self.w(f"    {e.dtype.cuda} kv{n}[{self.ept}];")  # type: ignore[attr-defined]  (an EOp)
+        if self.split > 1:
+            self.split_body()
+            self.w("  }")
+            self.w("}")
+            return "\n".join(self.lines)
         for pos, acc in enumerate(self.accs):
             self.phase = pos
             if acc.family == "welford" and self.cache:
                 self.two_pass_variance(acc, "    ")
                 self.finalize(acc, "    ")
                 continue
-            self.w(f"    {'TfWelford<' + acc.ctype.cuda + '>' if acc.family == 'welford' else acc.ctype.cuda} acc{acc.index} = {_init(acc)};")
-
-            def accumulate(indent: str, cached: bool, in_vector: bool, acc=acc) -> None:  # noqa: ANN001
-                x = self.operand(acc, indent, cached, in_vector)
-                if acc.family == "welford":
-                    self.w(f"{indent}tf_welford_add<{acc.ctype.cuda}>(acc{acc.index}, {x});")
-                else:
-                    self.w(f"{indent}acc{acc.index} = {_combine(acc, f'acc{acc.index}', x)};")
-
-            self.element_loop(accumulate, "    ", reads=[acc.operand])
+            self.reduce_pass(acc, "    ")
             self.block_reduce(acc, "    ")
             self.finalize(acc, "    ")
         self.phase = len(self.accs)
-        reduced = [(k, st) for k, st in enumerate(s.stores) if st.reduced]
         full = [(k, st) for k, st in enumerate(s.stores) if not st.reduced]
-        if reduced:
-            self.w("    if (row_ok && tr == 0) {")
-            for j in self.red:
-                self.w(f"      const {it} i{j} = 0;")
-            r = self.renderer("      ", False)
-            for k, st in reduced:
-                v = r.value(st.expr)
-                cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
-                r.emit(f"B{st.buffer}[{render_affine(st.offset, 'S', k, lambda j: f'i{j}', it)}] = {cast};")
-            self.lines += r.lines
-            self.w("    }")
+        self.reduced_stores("    ")
         if full:
             vt = {k: f"TfVec<{st.dtype.cuda}, {self.vec}>" for k, st in full}
 

@@ -132,6 +132,14 @@ class Runtime:
     def allocate(self, nbytes: int, stream: object) -> object:
         return self.device.allocate(max(nbytes, 1), stream=stream)
 
+    def zero(self, ptr: int, nbytes: int, stream: object) -> None:
+        """Set `nbytes` at `ptr` to zero, in `stream`'s order."""
+        from cuda.bindings import driver
+
+        (err,) = driver.cuMemsetD8Async(ptr, 0, nbytes, int(stream.handle))  # type: ignore[attr-defined]
+        if int(err) != 0:
+            raise RuntimeError(f"cuMemsetD8Async of {nbytes} bytes failed: {err}")
+
 
 class _Activation:
     """The context manager `Runtime.active()` returns (one per runtime, reentrant)."""

@@ -453,6 +453,7 @@ def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runti
         env = {v: np.asarray(host[v]) for v in node.inputs}
         for v, r in zip(node.outputs, eval_node(plan.fusion, node, env)):
             host[v] = r.item()
+    workspaces: list[_Allocation] = []
     for recipe in exe.recipes:
         if recipe.launch.numel == 0:
             continue
@@ -461,6 +462,12 @@ def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runti
             args[pos] = int(pointers[buffer_id])  # a Python int is cuda.core's pointer fast path
         for pos, value, np_type in recipe.scalar_slots:
             args[pos] = np_type(host[value])
+        if recipe.launch.workspace is not None:
+            pos, nbytes = recipe.launch.workspace
+            workspace = _allocate(framework, nbytes, DataType.Int32, rt, stream, device_index)
+            rt.zero(workspace.ptr, nbytes, stream)
+            workspaces.append(workspace)  # alive until the launch is queued (frees are stream-ordered)
+            args[pos] = workspace.ptr
         try:
             launch(stream, recipe.config, recipe.kernel, *args)
         except Exception as e:  # noqa: BLE001
@@ -676,6 +683,10 @@ class TorchLauncher:
                 args[pos] = pointers[bid]  # a Python int: cuda.core passes it as a pointer, unconverted
             for pos, value, np_type in recipe.scalar_slots:
                 args[pos] = np_type(host[value])  # type: ignore[index]
+            if recipe.launch.workspace is not None:  # a split reduction's counters and partials
+                pos, nbytes = recipe.launch.workspace
+                workspace = torch.zeros(nbytes, dtype=torch.uint8, device=self.device)  # on this stream
+                args[pos] = workspace.data_ptr()
             launch(stream, recipe.config, recipe.kernel, *args)
         out = []
         for (kind, ref), shape, strides, offset in self.results:

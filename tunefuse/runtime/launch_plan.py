@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tunefuse.plan import Plan
     from tunefuse.segment import Segment
 
-LAUNCH_PLAN_FORMAT = 1  # bump when the JSON below changes: older plans are then never read
+LAUNCH_PLAN_FORMAT = 2  # bump when the JSON below changes: older plans are then never read
 
 # How a kernel's params were chosen: the cache's tuned record for this exact shape, the
 # nearest tuned shape's, the default heuristic, or a caller's params source (never persisted).
@@ -62,6 +62,7 @@ class KernelLaunch:
     static_args: tuple[tuple[str, int] | None, ...]  # (index type, value); None: filled per call
     pointer_slots: tuple[tuple[int, int], ...]  # (arg position, buffer id)
     scalar_slots: tuple[tuple[int, int, DataType], ...]  # (arg position, fusion value, compute type)
+    workspace: tuple[int, int] | None = None  # (arg position, bytes): zeroed memory a split reduction takes
 
     def arg_template(self) -> list:
         """The argument list with every static value typed (numpy ints: exact widths)."""
@@ -101,6 +102,7 @@ class LaunchPlan:
                 "static_args": [None if a is None else list(a) for a in k.static_args],
                 "pointer_slots": [list(p) for p in k.pointer_slots],
                 "scalar_slots": [[pos, vid, dt.value] for pos, vid, dt in k.scalar_slots],
+                "workspace": None if k.workspace is None else list(k.workspace),
             } for k in self.kernels],
         }, sort_keys=True, allow_nan=False)
 
@@ -147,10 +149,14 @@ def kernel_launch(segment: Segment, source: KernelSource, params: object, chosen
     static: list = []
     pointers: list[tuple[int, int]] = []
     scalars: list[tuple[int, int, DataType]] = []
+    workspace = None
     for pos, arg in enumerate(source.args):
         if arg.kind == "ptr":
             static.append(None)
             pointers.append((pos, arg.ref[0]))
+        elif arg.kind == "workspace":
+            static.append(None)
+            workspace = (pos, source.workspace_bytes)
         elif arg.kind in ("extent", "offset", "coeff"):
             static.append(index_arg(itype(index_value(segment, arg.kind, arg.ref))))
         else:
@@ -160,7 +166,7 @@ def kernel_launch(segment: Segment, source: KernelSource, params: object, chosen
     return KernelLaunch(segment.name, segment.kernel_key, segment.shape_key, segment.scheduler.value,
                         params_to_dict(params), chosen, segment.numel, source.name, code_key,
                         tuple(source.grid), tuple(source.block), source.shared_bytes,  # type: ignore[arg-type]
-                        tuple(static), tuple(pointers), tuple(scalars))
+                        tuple(static), tuple(pointers), tuple(scalars), workspace)
 
 
 def launch_plan_key(fusion_id: str, signature: tuple, out_signature: tuple, env_key: str) -> str:
@@ -187,14 +193,21 @@ def _kernel_from_json(k: dict, buffers: tuple[Buffer, ...]) -> KernelLaunch:
     static = tuple(None if a is None else (_index_name(a[0]), _int(a[1])) for a in k["static_args"])
     pointers = tuple((_int(pos), _buffer_id(bid, buffers)) for pos, bid in k["pointer_slots"])
     scalars = tuple((_int(pos), _int(vid), DataType(dt)) for pos, vid, dt in k["scalar_slots"])
-    filled = sorted([p for p, _ in pointers] + [p for p, _, _ in scalars])
+    workspace = None
+    if k.get("workspace") is not None:
+        pos, nbytes = k["workspace"]
+        workspace = (_int(pos), _int(nbytes))
+        if workspace[1] <= 0:
+            raise LaunchPlanError(f"kernel {k['kernel_name']}: workspace of {workspace[1]} bytes")
+    filled = sorted([p for p, _ in pointers] + [p for p, _, _ in scalars] + ([workspace[0]] if workspace else []))
     if filled != [p for p, a in enumerate(static) if a is None]:
         raise LaunchPlanError(f"kernel {k['kernel_name']}: argument slots do not match its arguments")
     if not isinstance(k["params"], dict):
         raise LaunchPlanError("params must be an object")
     return KernelLaunch(_str(k["segment"]), _str(k["kernel_key"]), _str(k["shape_key"]), _str(k["scheduler"]),
                         k["params"], k["chosen"], _int(k["numel"]), _str(k["kernel_name"]), _str(k["code_key"]),
-                        _dims(k["grid"]), _dims(k["block"]), _int(k["shared_bytes"]), static, pointers, scalars)
+                        _dims(k["grid"]), _dims(k["block"]), _int(k["shared_bytes"]), static, pointers, scalars,
+                        workspace)
 
 
 def index_arg(value: object) -> tuple[str, int]:

@@ -10,7 +10,8 @@ from tunefuse.schedulers import normalization, pointwise, reduction, transpose
 # have chosen) are then planned again, so that a new process runs the new defaults. Tuned
 # records and binaries stay: the generated code for given params did not change.
 # 2: contiguous reductions, 2 vectors a thread on rows of 256 vectors or more, no grid cap.
-HEURISTICS_VERSION = 2
+# 3: reductions whose rows cannot fill the GPU are split across blocks (split).
+HEURISTICS_VERSION = 3
 
 SCHEDULERS = {
     SchedulerKind.POINTWISE: pointwise,

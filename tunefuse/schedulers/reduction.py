@@ -6,7 +6,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers.common import coeff, evict_first_pays, flag_space, flags_error, grid_cap, vector_fits
@@ -23,6 +23,10 @@ class Params:
     unroll: int = 1  # chunks of the strided loop unrolled, so that their loads are in flight together
     evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
     static_shape: bool = False  # sizes, strides and offsets as constants: a binary for this shape alone
+    # Blocks a row's reduced extent is split across (grid y): each reduces its share into a
+    # workspace, and the last of them to arrive combines the shares in a fixed order and
+    # stores (one kernel). For outputs too few to fill the GPU.
+    split: int = 1
 
 
 def max_vector(segment: Segment) -> int:
@@ -66,6 +70,74 @@ def sizes(segment: Segment) -> tuple[int, int]:
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
+    """The layout (below), then a split of the reduced extent where its rows cannot fill the GPU."""
+    p = _layout_defaults(segment, device)
+    return replace(p, split=default_split(segment, device, p))
+
+
+# A split is worth its workspace round trip only with enough work per thread: at least this
+# many trips of its (unrolled, vectorized) loop over its share.
+MIN_SPLIT_STEPS = 4
+SPLIT_WAVES = 4  # a split aims at this many blocks per SM over the whole grid
+
+
+def default_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
+    """How many blocks share a row: enough that the grid has SPLIT_WAVES blocks an SM, but
+    never so many that a thread makes fewer than MIN_SPLIT_STEPS trips over its share; 1
+    where the rows alone fill the GPU or a split cannot run."""
+    n_out, n_red = sizes(segment)
+    tiles = -(-n_out // p.rows_per_block)
+    target = SPLIT_WAVES * device.sm_count
+    if tiles >= target // 2 or split_error(segment, replace(p, split=2)):
+        return 1
+    by_work = n_red // (p.threads_r * p.vector * p.unroll * MIN_SPLIT_STEPS)
+    return max(1, min(-(-target // tiles), by_work, MAX_SPLIT))
+
+
+MAX_SPLIT = 65535  # grid y
+
+
+def split_error(segment: Segment, p: Params) -> str | None:
+    """Why `p.split` cannot run on this segment (None: it can)."""
+    if p.split == 1:
+        return None
+    if not 1 <= p.split <= MAX_SPLIT:
+        return f"split {p.split} (1 to {MAX_SPLIT})"
+    if not independent_reductions(segment):
+        return "a split reduction needs reductions that do not read one another's results"
+    if any(not st.reduced for st in segment.stores):
+        return "a split reduction stores reduced outputs only"
+    return None
+
+
+def independent_reductions(segment: Segment) -> bool:
+    """No reduction's operand reads another reduction's result (softmax's sum reads its max):
+    each share's partials are then complete on their own."""
+    from tunefuse.kernel_ir import EGuard, EOp, EReduce
+
+    def reads_reduce(e) -> bool:  # noqa: ANN001
+        if isinstance(e, EReduce):
+            return True
+        if isinstance(e, EOp):
+            return any(reads_reduce(x) for x in e.operands)
+        if isinstance(e, EGuard):
+            return reads_reduce(e.then) or reads_reduce(e.other)
+        return False
+
+    stack = [st.expr for st in segment.stores]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, EReduce):
+            if reads_reduce(e.operand):
+                return False
+        elif isinstance(e, EOp):
+            stack.extend(e.operands)
+        elif isinstance(e, EGuard):
+            stack.extend((e.then, e.other))
+    return True
+
+
+def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
     """Measured on H100 with benchmarks/sweep.py and benchmarks/ab.py (row and column sums)."""
     n_out, n_red = sizes(segment)
     if reduced_is_contiguous(segment):
@@ -110,7 +182,7 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return f"unroll {p.unroll} (1, 2, 4 or 8)"
     if p.blocks_per_sm < 0:
         return f"blocks_per_sm {p.blocks_per_sm} (0: no cap, else at least 1)"
-    return flags_error(p)
+    return split_error(segment, p) or flags_error(p)
 
 
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
@@ -123,12 +195,40 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 4, 8, 16, 32, 64]),
         "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_vector(segment) % v == 0]),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
+        "split": optuna.distributions.CategoricalDistribution(split_choices(segment, device)),
         **flag_space(),
     }
+
+
+def split_choices(segment: Segment, device: DeviceInfo) -> list[int]:
+    """1, and powers of two up to what fills the GPU several times over with one output tile
+    (only where the reductions can be split)."""
+    if not independent_reductions(segment) or any(not st.reduced for st in segment.stores):
+        return [1]
+    n_out, n_red = sizes(segment)
+    top = min(16 * device.sm_count, max(1, n_red // 512), MAX_SPLIT)
+    return [1] + [s for s in (2 ** k for k in range(1, 17)) if s <= top]
+
+
+def workspace_bytes(segment: Segment, p: Params, accumulator_bytes: list[int]) -> int:
+    """The split reduction's workspace: a counter per row tile, then each accumulator's
+    partials (`accumulator_bytes`: its bytes per partial) for every share of every row,
+    each region 16-byte aligned. 0 without a split."""
+    if p.split == 1:
+        return 0
+    n_out, _ = sizes(segment)
+    total = _align16(4 * -(-n_out // p.rows_per_block))
+    for nbytes in accumulator_bytes:
+        total += _align16(nbytes * p.split * n_out)
+    return total
+
+
+def _align16(n: int) -> int:
+    return -(-n // 16) * 16
 
 
 def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     n_out, _ = sizes(segment)
     blocks = max(1, min(-(-n_out // p.rows_per_block), grid_cap(device, p.blocks_per_sm)))
     block = (p.threads_r, p.rows_per_block, 1) if p.inner else (p.rows_per_block, p.threads_r, 1)
-    return (blocks, 1, 1), block, 0
+    return (blocks, p.split, 1), block, 0
