@@ -1,0 +1,160 @@
+"""The performance surface of the reduction schedulers: for each pattern, a logarithmic grid
+of shapes at fixed total bytes, from one huge row to many tiny ones, with the default
+heuristics, side by side with torch.compile and copy bandwidth in the same run. Judges a
+heuristic between the benchmark's points, not only on them.
+
+    python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle] [--mbytes 16 256]
+        [--dtypes float bfloat16] [--step 4]
+
+Writes DIR/surface.json and DIR/surface.md (a table a pattern: % of copy bandwidth, and the
+ratio to torch.compile, per cell), and DIR/surface_<pattern>.png heat maps where matplotlib is
+installed. Method as benchmarks/run.py: CUDA events, median of 50 after warm-up, L2 flushed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import pathlib
+import statistics
+import sys
+
+import torch
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from run import copy_bandwidth, timed  # noqa: E402
+from tunefuse import DataType, FusionDefinition  # noqa: E402
+
+TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16}
+
+
+def _fusion(pattern: str, dtype: DataType) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        if pattern == "middle":
+            x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
+            fd.add_output(fd.ops.sum(x, dims=[1]))
+        else:
+            x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+            if pattern == "row":
+                fd.add_output(fd.ops.sum(x, dims=[1]))
+            elif pattern == "col":
+                fd.add_output(fd.ops.sum(x, dims=[0]))
+            else:  # var_mean0: BatchNorm's statistics
+                var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=[0], correction=1)
+                fd.add_output(var)
+                fd.add_output(mean)
+    return fd
+
+
+def _torch_fn(pattern: str):
+    return {
+        "row": lambda x: x.sum(1),
+        "col": lambda x: x.sum(0),
+        "middle": lambda x: x.sum(1),
+        "var_mean0": lambda x: torch.var_mean(x.float(), dim=0, correction=1),
+    }[pattern]
+
+
+def shapes(pattern: str, elements: int, step: int) -> list[tuple[int, ...]]:
+    """(outputs, reduced) from 1 x N to N x 1 in factors of `step`, as the pattern lays them
+    out (a column reduction is [reduced, outputs]; the middle one [outputs/64, reduced, 64])."""
+    out = []
+    outputs = 1
+    while outputs <= elements:
+        reduced = elements // outputs
+        if pattern == "row":
+            out.append((outputs, reduced))
+        elif pattern in ("col", "var_mean0"):
+            out.append((reduced, outputs))
+        elif outputs >= 64:
+            out.append((outputs // 64, reduced, 64))
+        outputs *= step
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=pathlib.Path, required=True)
+    parser.add_argument("--patterns", nargs="+", default=["row", "col", "var_mean0", "middle"])
+    parser.add_argument("--mbytes", nargs="+", type=int, default=[16, 256])
+    parser.add_argument("--dtypes", nargs="+", default=["float", "bfloat16"])
+    parser.add_argument("--step", type=int, default=4)
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    torch._dynamo.config.cache_size_limit = 1024
+    bandwidth = copy_bandwidth()
+    cells = []
+    for pattern in args.patterns:
+        compiled = torch.compile(_torch_fn(pattern), dynamic=False)
+        for dtype_name in args.dtypes:
+            dtype, tdtype = DataType(dtype_name), TORCH_DTYPES[dtype_name]
+            fd = _fusion(pattern, dtype)
+            for mbytes in args.mbytes:
+                elements = mbytes * (1 << 20) // tdtype.itemsize
+                for shape in shapes(pattern, elements, args.step):
+                    x = torch.randn(*shape, device="cuda").to(tdtype)
+                    ours = fd.execute([x], cache=None)
+                    theirs = compiled(x)
+                    theirs = theirs if isinstance(theirs, tuple) else (theirs,)
+                    ok = all(torch.allclose(a.float(), b.float(), rtol=2e-2, atol=2e-2 * math.sqrt(x.numel() / max(a.numel(), 1)))
+                             for a, b in zip(ours, theirs))
+                    moved = x.numel() * x.element_size() + sum(o.numel() * o.element_size() for o in ours)
+                    t_ours = timed(lambda: fd.execute([x], cache=None))
+                    t_compile = timed(lambda: compiled(x))
+                    copy_us = moved / (bandwidth * 1e12) * 1e6
+                    cells.append({"pattern": pattern, "dtype": dtype_name, "mbytes": mbytes, "shape": list(shape),
+                                  "tunefuse_us": t_ours, "compile_us": t_compile, "limit_us": copy_us,
+                                  "pct_copy": copy_us / t_ours * 100, "ratio_to_compile": t_ours / t_compile,
+                                  "correct": bool(ok), "params": params})
+                    print(json.dumps(cells[-1]), flush=True)
+                    del x, ours, theirs
+    ratios = [c["ratio_to_compile"] for c in cells]
+    summary = {"device": torch.cuda.get_device_name(), "copy_tb_s": bandwidth,
+               "geomean_ratio_to_compile": math.exp(statistics.fmean(math.log(r) for r in ratios)),
+               "worst_ratio_to_compile": max(ratios),
+               "cells_16mb_below_80pct_copy": sum(1 for c in cells if c["mbytes"] >= 16 and c["pct_copy"] < 80),
+               "cells": len(cells)}
+    (args.out / "surface.json").write_text(json.dumps({"summary": summary, "cells": cells}, indent=1))
+    lines = [f"Device: {summary['device']}; copy {bandwidth:.2f} TB/s; geomean tunefuse/torch.compile "
+             f"{summary['geomean_ratio_to_compile']:.3f}, worst {summary['worst_ratio_to_compile']:.2f}; "
+             f"{summary['cells_16mb_below_80pct_copy']} of {len(cells)} cells below 80% of copy", ""]
+    lines += ["| pattern | dtype | MB | shape | tunefuse µs | torch.compile µs | copy µs | % of copy | ratio | correct |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for c in cells:
+        lines.append(f"| {c['pattern']} | {c['dtype']} | {c['mbytes']} | {'x'.join(map(str, c['shape']))} | "
+                     f"{c['tunefuse_us']:.1f} | {c['compile_us']:.1f} | {c['limit_us']:.1f} | {c['pct_copy']:.0f}% | "
+                     f"{c['ratio_to_compile']:.2f} | {c['correct']} |")
+    (args.out / "surface.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines[:1]))
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    for pattern in args.patterns:
+        mine = [c for c in cells if c["pattern"] == pattern]
+        rows = sorted({(c["dtype"], c["mbytes"]) for c in mine})
+        cols = sorted({c["shape"][0] if pattern == "row" else c["shape"][-1] if pattern != "middle" else
+                       c["shape"][0] * 64 for c in mine})
+        fig, ax = plt.subplots(figsize=(1 + len(cols), 1 + len(rows) * 0.6))
+        grid = [[next((c["ratio_to_compile"] for c in mine if (c["dtype"], c["mbytes"]) == r and
+                       (c["shape"][0] if pattern == "row" else c["shape"][-1] if pattern != "middle" else c["shape"][0] * 64) == k),
+                      float("nan")) for k in cols] for r in rows]
+        image = ax.imshow(grid, cmap="RdYlGn_r", vmin=0.5, vmax=1.5)
+        ax.set_xticks(range(len(cols)), [f"{k}" for k in cols], rotation=45)
+        ax.set_yticks(range(len(rows)), [f"{d} {m}MB" for d, m in rows])
+        ax.set_xlabel("outputs")
+        ax.set_title(f"{pattern}: tunefuse / torch.compile")
+        fig.colorbar(image)
+        fig.tight_layout()
+        fig.savefig(args.out / f"surface_{pattern}.png", dpi=80)
+
+
+if __name__ == "__main__":
+    main()
