@@ -109,7 +109,7 @@ def main() -> None:
                     cells.append({"pattern": pattern, "dtype": dtype_name, "mbytes": mbytes, "shape": list(shape),
                                   "tunefuse_us": t_ours, "compile_us": t_compile, "limit_us": copy_us,
                                   "pct_copy": copy_us / t_ours * 100, "ratio_to_compile": t_ours / t_compile,
-                                  "correct": bool(ok), "params": params})
+                                  "correct": bool(ok)})
                     print(json.dumps(cells[-1]), flush=True)
                     del x, ours, theirs
     ratios = [c["ratio_to_compile"] for c in cells]
