@@ -149,11 +149,13 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
         # blocks an SM (2048 x 1024: 2048 blocks, not 256).
         vector = max_vector(segment)
         chunks = 2 if n_red // vector >= 256 else 4
-        threads_r = 32
+        # Short rows get fewer threads each, down to one (no lane of a warp idles on a row
+        # of 4), and more rows a block, so that blocks stay 256-512 threads.
+        threads_r = 1
         while threads_r < 512 and threads_r * vector * chunks < n_red:
             threads_r *= 2
-        rows = max(1, min((1024 if chunks == 2 else 512) // threads_r, 8))
-        while rows > 1 and -(-n_out // rows) < 8 * device.sm_count:
+        rows = max(1, min((1024 if chunks == 2 else 512) // threads_r, 8 if threads_r >= 32 else 512))
+        while rows > 1 and (threads_r >= 32 or threads_r * rows > 32) and -(-n_out // rows) < 8 * device.sm_count:
             rows //= 2
         return Params(threads_r, rows, True, 0, vector, chunks, evict_first_pays(segment))
     # Strided reductions: outputs along x for coalescing, 32 threads along the reduction,
@@ -161,7 +163,11 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
     threads_r = 1
     while threads_r < 32 and threads_r * 64 < n_red:
         threads_r *= 2
+    # Outputs along x, 32 at least (a warp's coalesced run); where few threads share an
+    # output, more outputs a block (up to 256), so that blocks stay ~512 threads.
     rows = 32 if n_out >= 32 else 16 if n_out >= 16 else 8
+    while rows < 256 and rows * threads_r < 512 and rows * 2 <= n_out:
+        rows *= 2
     return Params(threads_r, rows, False, 32, 1, 8, evict_first_pays(segment))
 
 
