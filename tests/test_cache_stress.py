@@ -4,6 +4,7 @@ schema migrated), and a failed cache tried again later rather than abandoned."""
 
 from __future__ import annotations
 
+import datetime as dt
 import multiprocessing
 
 import pytest
@@ -88,7 +89,6 @@ RECORDS_AT_SCALE, BINARIES_AT_SCALE, CUBIN_BYTES = 4_463, 6_176, 13_000  # ~80 M
 def fill_at_scale(store: CacheStore) -> None:
     """A cache the size the issue measured: 4,463 records, 6,176 binaries (1,713 that no
     record needs), half the records tuned long ago. Written in bulk, in one transaction."""
-    import datetime as dt
     import hashlib
 
     import sqlalchemy as sa
@@ -158,7 +158,7 @@ def _prune_at_scale(url: str) -> dict:
         timings["dry_run_cli_s"] = time.monotonic() - started
         assert dry.exit_code == 0, dry.output
         started = time.monotonic()
-        plan = store.plan_prune(older_than=__import__("datetime").timedelta(days=30))
+        plan = store.plan_prune(older_than=dt.timedelta(days=30))
         store.apply_prune(plan)
         timings["prune_s"] = time.monotonic() - started
     finally:
@@ -198,7 +198,6 @@ QUEUE_JOBS, QUEUE_WORKERS = 400, 6
 def _queue_worker(url: str, seed: int, done_log: str) -> None:
     """Claim jobs with a short lease and finish them; a job it finishes is logged after its
     `complete` commits. The test SIGKILLs these processes at random moments."""
-    import datetime as dt
     import random
     import time
 
@@ -270,7 +269,7 @@ def _queue_under_kills(url: str, tmp_path) -> None:
     assert len(finished) == len(set(finished)) <= QUEUE_JOBS
     reclaimed = sum(j.attempts > 1 for j in jobs)  # leases that outlived a killed worker
     assert kills >= 5 and reclaimed >= 1
-    assert queue.claim(store, "late", __import__("datetime").timedelta(seconds=1)) is None
+    assert queue.claim(store, "late", dt.timedelta(seconds=1)) is None
     store.close()
     print(f"queue under kills ({url.split(':')[0]}): {QUEUE_JOBS} jobs, {kills} workers SIGKILLed, "
           f"{reclaimed} jobs claimed again after a kill, {len(finished)} completions logged, none twice")
