@@ -38,14 +38,21 @@ def queue_seed_jobs(tmp_path):  # noqa: ANN001, ANN201
     return url, env, store
 
 
-def test_daemon_tunes_the_queued_seed_fusions(tmp_path):
-    _, env, store = queue_seed_jobs(tmp_path)
-    out = subprocess.run([sys.executable, "-m", "cli", "daemon", "--devices", "0", "--trials", "6",
+def drain_with_daemon(env: dict, store, devices: str, trials: int):  # noqa: ANN001, ANN201
+    """Run `tunefuse daemon` on `devices` until the queue is idle; check it exited 0 and
+    left every job done. Returns (jobs, its JSON log events)."""
+    out = subprocess.run([sys.executable, "-m", "cli", "daemon", "--devices", devices, "--trials", str(trials),
                           "--idle-exit", "5", "--job-timeout", "120"],
                          env=env, capture_output=True, text=True, timeout=900)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     jobs = store.jobs()
     assert {j.state for j in jobs} == {"done"}, [(j.state, j.error) for j in jobs]
-    assert len(store.records()) == len(jobs)
     events = [json.loads(line) for line in (out.stdout + out.stderr).splitlines() if line.startswith("{")]
+    return jobs, events
+
+
+def test_daemon_tunes_the_queued_seed_fusions(tmp_path):
+    _, env, store = queue_seed_jobs(tmp_path)
+    jobs, events = drain_with_daemon(env, store, "0", 6)
+    assert len(store.records()) == len(jobs)
     assert sum(e["event"] == "done" for e in events) == len(jobs)

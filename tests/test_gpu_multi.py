@@ -2,10 +2,6 @@
 given. fd.execute on device-1 arrays, the daemon over both devices, and a measuring worker
 that hits a sticky CUDA error on device 1 and comes back."""
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -84,17 +80,11 @@ def test_a_sticky_error_on_device_1_costs_one_worker(torch):
 
 
 def test_daemon_drains_the_queue_on_both_gpus(torch, tmp_path):
-    from test_gpu_daemon import queue_seed_jobs
+    from test_gpu_daemon import drain_with_daemon, queue_seed_jobs
 
     _, env, store = queue_seed_jobs(tmp_path)
     assert len(store.jobs()) >= 2
-    out = subprocess.run([sys.executable, "-m", "cli", "daemon", "--devices", "0,1", "--trials", "4",
-                          "--idle-exit", "5", "--job-timeout", "120"],
-                         env=env, capture_output=True, text=True, timeout=900)
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
-    jobs = store.jobs()
-    assert {j.state for j in jobs} == {"done"}, [(j.state, j.error) for j in jobs]
-    events = [json.loads(line) for line in (out.stdout + out.stderr).splitlines() if line.startswith("{")]
+    jobs, events = drain_with_daemon(env, store, "0,1", 4)
     done = [e["job"] for e in events if e["event"] == "done"]
     assert sorted(done) == sorted(j.id for j in jobs)  # each job done exactly once
     claimed_on = {e["owner"].rsplit(":", 1)[1] for e in events if e["event"] == "claimed"}

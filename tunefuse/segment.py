@@ -421,13 +421,14 @@ def _is_full_use(e: Expr, inside: bool = False) -> bool:
     return False
 
 
-def _contains_reduce(e: Expr) -> bool:
+def contains_reduce(e: Expr) -> bool:
+    """True when `e` reads a reduction's result anywhere below it."""
     if isinstance(e, EReduce):
         return True
     if isinstance(e, EOp):
-        return any(_contains_reduce(x) for x in e.operands)
+        return any(contains_reduce(x) for x in e.operands)
     if isinstance(e, EGuard):
-        return _contains_reduce(e.then) or _contains_reduce(e.other)
+        return contains_reduce(e.then) or contains_reduce(e.other)
     return False
 
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
+from tunefuse.kernel_ir import EGuard, EOp, EReduce
 from tunefuse.schedulers.common import coeff, evict_first_pays, flag_space, flags_error, grid_cap, vector_fits
-from tunefuse.segment import Segment
+from tunefuse.segment import Segment, contains_reduce
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,22 +114,11 @@ def split_error(segment: Segment, p: Params) -> str | None:
 def independent_reductions(segment: Segment) -> bool:
     """No reduction's operand reads another reduction's result (softmax's sum reads its max):
     each share's partials are then complete on their own."""
-    from tunefuse.kernel_ir import EGuard, EOp, EReduce
-
-    def reads_reduce(e) -> bool:  # noqa: ANN001
-        if isinstance(e, EReduce):
-            return True
-        if isinstance(e, EOp):
-            return any(reads_reduce(x) for x in e.operands)
-        if isinstance(e, EGuard):
-            return reads_reduce(e.then) or reads_reduce(e.other)
-        return False
-
     stack = [st.expr for st in segment.stores]
     while stack:
         e = stack.pop()
         if isinstance(e, EReduce):
-            if reads_reduce(e.operand):
+            if contains_reduce(e.operand):
                 return False
         elif isinstance(e, EOp):
             stack.extend(e.operands)
