@@ -1,6 +1,7 @@
 """Concretization, aliasing and segmentation (CPU): the plan of the seed fusions and more,
 and proof that running the plan kernel by kernel keeps the fusion's meaning."""
 
+import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -377,4 +378,40 @@ def test_an_output_that_is_no_strided_view_of_an_earlier_outputs_root_is_compute
     x = rng.standard_normal((2, 2), dtype=np.float32)
     plan = fd.plan([x])
     assert plan.outputs[0].view.strides == (0, 1)
+    assert_plan_matches_reference(fd, [x])
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "min", "prod", "mean"])
+@pytest.mark.parametrize("shape,dims,keepdim", [((4096, 1), [1], False), ((1, 4096), [0], True),
+                                                ((64, 1, 32), [1], False), ((1, 8, 1), [0, 2], False)])
+def test_a_reduction_over_extent_one_dims_is_pointwise(op, shape, dims, keepdim, rng):
+    """It reduces nothing: the element itself, cast, with the pointwise scheduler's wide loads."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1] * len(shape), dtype=DataType.BFloat16)
+        fd.add_output(getattr(fd.ops, op)(x, dims=dims, keepdim=keepdim))
+    x = rng.standard_normal(shape).astype(ml_dtypes.bfloat16)
+    plan = fd.plan([x])
+    assert [s.scheduler for s in plan.segments] == [SchedulerKind.POINTWISE]
+    assert_plan_matches_reference(fd, [x])
+
+
+def test_var_mean_over_an_extent_one_dim_stays_a_reduction(rng):
+    """var divides by n - correction: with n = 1 it is not the element, so it is not rewritten."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        var, mean = fd.ops.var_mean(x, dims=[0], correction=0)
+        fd.add_output(var)
+        fd.add_output(mean)
+    x = rng.standard_normal((1, 300), dtype=np.float32)
+    assert [s.scheduler for s in fd.plan([x]).segments] == [SchedulerKind.REDUCTION]
+    assert_plan_matches_reference(fd, [x])
+
+
+def test_an_extent_one_reduction_inside_a_real_one_keeps_the_real_ones_space(rng):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1, -1])
+        fd.add_output(fd.ops.sum(fd.ops.max(x, dims=[1]), dims=[1]))
+    x = rng.standard_normal((40, 1, 70), dtype=np.float32)
+    plan = fd.plan([x])
+    assert [s.scheduler for s in plan.segments] == [SchedulerKind.REDUCTION]
     assert_plan_matches_reference(fd, [x])

@@ -48,6 +48,20 @@ from tunefuse.ops import GroupOp, OpKind
 
 INT32_MAX = 2**31 - 1
 
+# Reductions whose every reduced extent is 1 are the element itself (nvFuser makes them
+# squeezes): a sum over a dim of one is a copy, scheduled as pointwise with wide loads rather
+# than as a reduction of one element a thread (74% of copy bandwidth on a [2**26, 1] fp32 sum,
+# H100). var and var_mean keep their reduction: their correction makes n = 1 a division.
+TRIVIAL_WHEN_ONE = frozenset({OpKind.SUM, OpKind.PROD, OpKind.MAX, OpKind.MIN, OpKind.MEAN})
+
+
+def is_trivial_reduction(cf: ConcreteFusion, node) -> bool:  # noqa: ANN001
+    """A reduction node that reduces nothing: every reduced extent of its input is 1."""
+    if node.op not in TRIVIAL_WHEN_ONE or not node.attrs.dims:
+        return False
+    shape = cf.shape(node.inputs[0])
+    return all(shape[d] == 1 for d in node.attrs.dims)
+
 
 @dataclass(frozen=True)
 class Segment:
@@ -167,7 +181,7 @@ class _SegmentBuilder:
                 continue
             seen.add(v)
             node = self.f.producer(v)
-            if node.op in GroupOp.REDUCTION and v not in order:
+            if node.op in GroupOp.REDUCTION and not is_trivial_reduction(self.cf, node) and v not in order:
                 # The output reached (var_mean's mean may be read without its var): that is
                 # the value to materialize if the reduction needs a kernel of its own.
                 order.append(v)
@@ -343,6 +357,12 @@ class _SegmentBuilder:
     def _reduce(self, node, value: int, index: Index, dtype: DataType) -> Expr:  # noqa: ANN001
         a = node.attrs
         src = node.inputs[0]
+        if is_trivial_reduction(self.cf, node):
+            src_index = list(index)
+            if len(index) != len(self.cf.shape(src)):  # keepdim=False: the reduced dims are gone
+                for d in sorted(a.dims):
+                    src_index.insert(d, ZERO)
+            return EOp(OpKind.CAST, (self.build(src, tuple(src_index)),), dtype, self.f.values[src].dtype)
         if self.cf.shape(src) != self.space or a.dims != self.reduce_dims:
             raise _Materialize(value, f"{node.op.value} T{value} reduces another space")
         expected = self.outer_index(self.cf.shape(value))

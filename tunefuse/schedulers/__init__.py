@@ -11,7 +11,9 @@ from tunefuse.schedulers import normalization, pointwise, reduction, transpose
 # records and binaries stay: the generated code for given params did not change.
 # 2: contiguous reductions, 2 vectors a thread on rows of 256 vectors or more, no grid cap.
 # 3: reductions whose rows cannot fill the GPU are split across blocks (split).
-HEURISTICS_VERSION = 3
+# 4: inner rows of at most 32 vectors one vector a lane; reductions of extent-1 dims are
+#    pointwise (segmentation).
+HEURISTICS_VERSION = 4
 
 SCHEDULERS = {
     SchedulerKind.POINTWISE: pointwise,
