@@ -32,6 +32,13 @@ def _middle_min(fd, dtype):
     fd.add_output(fd.ops.min(x, dims=[1]))
 
 
+def _row_var_mean(fd, dtype):
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    var, mean = fd.ops.var_mean(x, dims=[1], correction=1)
+    fd.add_output(var)
+    fd.add_output(mean)
+
+
 def _int_sum0(fd, dtype):
     x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Int32)
     fd.add_output(fd.ops.sum(x, dims=[0]))
@@ -53,15 +60,20 @@ def _inputs(dtype, shape, rng):
     return [rng.standard_normal(shape).astype(dtype.numpy) + np.float32(3).astype(dtype.numpy)]
 
 
-def _run_with_split(fd, inputs, split):
+def _run_with_split(fd, inputs, split, **changes):
+    """The fusion run with its reduction kernels' default params changed: `split` (None: the
+    default's) and any other `changes`."""
     from tunefuse.runtime.executor import Executor
     from tunefuse.schedulers import scheduler_for
 
+    if split is not None:
+        changes["split"] = split
+
     def choose(seg, device):
         params = scheduler_for(seg.scheduler).default_params(seg, device)
-        if seg.scheduler.value != "reduction" or split is None:
+        if seg.scheduler.value != "reduction" or not changes:
             return params
-        return dataclasses.replace(params, split=split)
+        return dataclasses.replace(params, **changes)
 
     executor = Executor(fd.fusion, params_source=choose)
     got = [to_host(g) for g in executor.run(to_device(inputs))]
@@ -107,3 +119,23 @@ def test_the_default_splits_a_reduction_with_few_outputs_and_is_deterministic(rn
             assert np.array_equal(a, b)
     for g, e in zip(first, reference.run(fd.fusion, inputs)):
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("build,dtype,shape", [(_row_stats, DataType.Float, (1001, 37)),
+                                               (_row_var_mean, DataType.BFloat16, (777, 64))])
+@pytest.mark.parametrize("threads_r", [1, 2, 4, 8, 16])
+@pytest.mark.parametrize("rows_per_block", [1, "a warp", "256 threads"])
+@pytest.mark.parametrize("split", [None, 3])
+def test_rows_reduced_by_lane_groups_smaller_than_a_warp(build, dtype, shape, threads_r, rows_per_block, split, rng):
+    """Fewer than 32 lanes a row: the lanes combine by shuffles inside their group (a block of
+    fewer than 32 threads masks the lanes it has), alone and as the split's second reduce."""
+    with FusionDefinition() as fd:
+        build(fd, dtype)
+    inputs = _inputs(dtype, shape, rng)
+    rows = {1: 1, "a warp": 32 // threads_r, "256 threads": 256 // threads_r}[rows_per_block]
+    got, launched = _run_with_split(fd, inputs, split, threads_r=threads_r, rows_per_block=rows, inner=True)
+    assert all(k.params["threads_r"] == threads_r for k in launched)
+    for g, e in zip(got, reference.run(fd.fusion, inputs)):
+        out_dtype = next(d for d in DataType if d.numpy == e.dtype)
+        rtol, atol = max(TOL[out_dtype], TOL[dtype])
+        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4)

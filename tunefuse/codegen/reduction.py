@@ -396,17 +396,17 @@ class _Emitter:
         shuffle = self.p.inner and tr_n >= 32
         lanes = tr_n // 32 if shuffle else tr_n
         a = f"acc{acc.index}"
+        if self.p.inner and tr_n < 32:
+            # A row's lanes are consecutive lanes of one warp (threadIdx.x, threads_r a power
+            # of two): a butterfly over them, offsets below threads_r staying inside the row's
+            # group; no shared memory, no barrier. A block of fewer than 32 threads masks the
+            # lanes it has.
+            block = tr_n * rows
+            mask = "0xffffffffu" if block >= 32 else f"{(1 << block) - 1:#x}u"
+            self.butterfly(acc, indent, tr_n // 2, mask)
+            return
         if shuffle:
-            self.w(f"{indent}#pragma unroll")
-            self.w(f"{indent}for (int off = 16; off > 0; off >>= 1) {{")
-            if acc.family == "welford":
-                self.w(f"{indent}  TfWelford<{t}> other;")
-                for f_ in fields:
-                    self.w(f"{indent}  other.{f_} = __shfl_xor_sync(0xffffffffu, {a}.{f_}, off);")
-            else:
-                self.w(f"{indent}  const {t} other = __shfl_xor_sync(0xffffffffu, {a}, off);")
-            self.w(f"{indent}  {a} = {_combine(acc, a, 'other')};")
-            self.w(f"{indent}}}")
+            self.butterfly(acc, indent, 16, "0xffffffffu")
         if lanes > 1 or not shuffle:
             slot = "(tr >> 5)" if shuffle else "tr"
 
@@ -448,6 +448,24 @@ class _Emitter:
                 sfx, dot = (f"_{f_}", f".{f_}") if f_ else ("", "")
                 self.w(f"{indent}{a}{dot} = sm{acc.index}{sfx}[{at('0')}];")
             self.w(f"{indent}__syncthreads();")
+
+    def butterfly(self, acc: _Accumulator, indent: str, first_offset: int, mask: str) -> None:
+        """acc<i> combined across lanes by xor shuffles, offsets first_offset down to 1: every
+        lane of a group of 2 * first_offset ends with the group's total."""
+        if first_offset < 1:
+            return
+        t = acc.ctype.cuda
+        a = f"acc{acc.index}"
+        self.w(f"{indent}#pragma unroll")
+        self.w(f"{indent}for (int off = {first_offset}; off > 0; off >>= 1) {{")
+        if acc.family == "welford":
+            self.w(f"{indent}  TfWelford<{t}> other;")
+            for f_ in ("mean", "m2", "n"):
+                self.w(f"{indent}  other.{f_} = __shfl_xor_sync({mask}, {a}.{f_}, off);")
+        else:
+            self.w(f"{indent}  const {t} other = __shfl_xor_sync({mask}, {a}, off);")
+        self.w(f"{indent}  {a} = {_combine(acc, a, 'other')};")
+        self.w(f"{indent}}}")
 
     def gather_warp_partials(self, acc: _Accumulator, indent: str, lanes: int) -> None:
         """Every thread combines the row's warp partials from shared memory itself, in warp
