@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session
 
 from cache_db import migrate
 from cache_db.models import BinaryRow, FusionRow, JobRow, LaunchPlanRow, RecordRow, utcnow
+from cache_db.env import Env  # noqa: F401 - defined there; imported from here by many
 
 ENV_VAR = "TUNEFUSE_CACHE_URL"
 EXPORT_FORMAT = "tunefuse.cache.v1"
@@ -51,31 +52,6 @@ def default_cache_url() -> str:
     path = pathlib.Path(platformdirs.user_cache_dir("tunefuse")) / "cache.sqlite"
     path.parent.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{path}"
-
-
-@dataclass(frozen=True, slots=True)
-class Env:
-    """Where a result was measured: a record is never used outside its env."""
-
-    compute_capability: str
-    device_name: str
-    nvrtc_version: str
-    driver_version: str
-    codegen_version: str
-
-    @property
-    def key(self) -> str:
-        return _env_key(self)
-
-    @property
-    def arch(self) -> str:
-        """The NVRTC target its binaries are compiled for ("9.0" -> "sm_90")."""
-        return "sm_" + self.compute_capability.replace(".", "")
-
-
-@functools.lru_cache(maxsize=64)
-def _env_key(env: Env) -> str:
-    return hashlib.sha256(json.dumps(asdict(env), sort_keys=True).encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -937,7 +913,7 @@ class CacheStore:
         from cache_db.import_checks import ImportRefused, check_binary, check_fusion, check_record
         from tunefuse.compiler import CompileError, compile_kernel, nvrtc_version
         from tunefuse.errors import SerializationError
-        from tunefuse.ir import Fusion
+        from tunefuse.serialize import fusion_from_json
 
         try:
             lines = pathlib.Path(path).read_bytes().decode("utf-8").splitlines()
@@ -968,7 +944,7 @@ class CacheStore:
             try:
                 if kind == "fusion":
                     check_fusion(item)  # type: ignore[arg-type]
-                    fusion = Fusion.from_json(item["canonical_json"])  # type: ignore[index]
+                    fusion = fusion_from_json(item["canonical_json"])  # type: ignore[index]
                     if fusion.fusion_id != item["fusion_id"]:  # type: ignore[index]
                         raise CacheError("fusion_id does not match its JSON")
                     fusions.add(item["fusion_id"])  # type: ignore[index]

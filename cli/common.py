@@ -9,11 +9,12 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from cli.errors import console_err, describe, report
+
 CacheOption = Annotated[str | None, typer.Option("--cache", help="Cache URL (default: TUNEFUSE_CACHE_URL or the SQLite file).")]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document for scripts (errors too).")]
 
 console = Console(soft_wrap=True)
-console_err = Console(stderr=True, soft_wrap=True)
 
 
 def open_store(url: str | None):  # noqa: ANN201 - cache_db.CacheStore
@@ -27,8 +28,6 @@ def open_store(url: str | None):  # noqa: ANN201 - cache_db.CacheStore
     except CacheError as e:
         fail(str(e), 2)
     except Exception as e:  # noqa: BLE001
-        from cli.errors import describe
-
         fail(f"cannot open the cache: {describe(e)}", 2)
 
 
@@ -44,7 +43,5 @@ def emit(data: Any, as_json: bool, table: Table | None = None, text: str | None 
 def fail(message: str, code: int = 1) -> None:
     """End the command: one line naming the problem (JSON under --json), exit `code` (1: refused
     or failed, 2: bad usage)."""
-    from cli.errors import report
-
     report(message, code)
     raise typer.Exit(code)

@@ -13,7 +13,9 @@ from collections.abc import Callable
 from typing import Any
 
 import typer
+from rich.console import Console
 
+console_err = Console(stderr=True, soft_wrap=True)  # errors and notices; cli.common re-exports it
 VERBOSE = False
 JSON_OUTPUT = False  # the running command was given --json
 
@@ -42,8 +44,6 @@ def report(message: str, code: int, hint: str = "") -> None:
     if JSON_OUTPUT:
         print(json.dumps({"error": message, "exit_code": code}))
         return
-    from cli.common import console_err
-
     console_err.print(f"[red]error:[/red] {message}{hint}", highlight=False)
 
 
@@ -60,8 +60,6 @@ def boundary(command: Callable[..., Any]) -> Callable[..., Any]:
             if hasattr(e, "exit_code") and hasattr(e, "show"):
                 raise  # a usage error of the command line: Typer reports it (exit 2)
             if VERBOSE:
-                from cli.common import console_err
-
                 console_err.print(traceback.format_exc(), highlight=False, markup=False)
             report(describe(e), 1, "" if VERBOSE else " (tunefuse --verbose ... shows the traceback)")
             raise typer.Exit(1) from None

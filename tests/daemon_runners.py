@@ -13,12 +13,12 @@ def compile_runner(job, ctx):
     from tunefuse.codegen import generate
     from tunefuse.compiler import COMPILE_OPTIONS, compile_kernel, nvrtc_version, source_key
     from tunefuse.device_info import H100
-    from tunefuse.ir import Fusion
+    from tunefuse.serialize import fusion_from_json
     from tunefuse.plan import make_plan
     from tunefuse.schedulers import params_to_dict, scheduler_for
     from tunefuse.tuning.inputs import make_inputs
 
-    fusion = Fusion.from_json(ctx.store.get_fusion_json(job.fusion_id))
+    fusion = fusion_from_json(ctx.store.get_fusion_json(job.fusion_id))
     plan = make_plan(fusion, make_inputs(job.signature_json))
     seg = plan.segments[job.segment_index]
     params = scheduler_for(seg.scheduler).default_params(seg, H100)

@@ -91,13 +91,28 @@ def describe_array(array: object, *, name: str = "input") -> ArrayInfo:
         device_type, device_index = array.__dlpack_device__()  # type: ignore[attr-defined]
         if device_type == 1:  # kDLCPU
             return describe_array(np.from_dlpack(array), name=name)
-        from tunefuse.runtime.interop import describe_dlpack_device_array
-
-        return describe_dlpack_device_array(array, int(device_index))
+        return _describe_dlpack_device_array(array, int(device_index))
     raise InputMismatchError(
         f"{name}: expected an array (numpy, torch, CuPy, __cuda_array_interface__ or __dlpack__), "
         f"got {type(array).__name__}"
     )
+
+
+def _describe_dlpack_device_array(array: object, device_index: int) -> ArrayInfo:
+    """Device arrays with `__dlpack__` but no `__cuda_array_interface__`: read through
+    cuda.core's StridedMemoryView, which understands DLPack."""
+    try:
+        from cuda.core.utils import StridedMemoryView
+
+        view = StridedMemoryView(array, stream_ptr=-1)
+    except Exception as e:  # noqa: BLE001
+        raise InputMismatchError(f"cannot read a DLPack array: {e}") from None
+    dtype = from_any_dtype(view.dtype)
+    shape = tuple(int(s) for s in view.shape)
+    strides = tuple(int(s) for s in view.strides) if view.strides is not None else None
+    if strides is None:
+        strides = contiguous_strides(shape)
+    return ArrayInfo(dtype, shape, strides, Device.CUDA, device_index, int(view.ptr), "dlpack")
 
 
 def _cuda_device_of(array: object, ptr: int) -> int:
@@ -112,7 +127,7 @@ def _cuda_device_of(array: object, ptr: int) -> int:
         return own
     if ptr == 0:
         return 0  # an empty array owns no memory: nothing is read through it
-    from tunefuse.runtime.device import pointer_device
+    from tunefuse.runtime.pointer import pointer_device
 
     return pointer_device(ptr)
 

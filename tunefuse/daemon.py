@@ -25,11 +25,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+from tunefuse.errors import StopRequested
+
 log = logging.getLogger("tunefuse.daemon")
-
-
-class StopRequested(Exception):
-    """The daemon is shutting down: the runner gives its job back."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +109,7 @@ def tune_job(job, ctx: JobContext):  # noqa: ANN001, ANN201 - the real runner
     from cache_db.store import TunedRecord
     from tunefuse.compiler import nvrtc_version
     from tunefuse.frontend import FusionDefinition
-    from tunefuse.ir import Fusion
+    from tunefuse.serialize import fusion_from_json
     from tunefuse.runtime.device import runtime
     from tunefuse.tuning.inputs import make_inputs
     from tunefuse.tuning.tuner import tune
@@ -119,7 +117,7 @@ def tune_job(job, ctx: JobContext):  # noqa: ANN001, ANN201 - the real runner
     text = ctx.store.get_fusion_json(job.fusion_id)  # type: ignore[attr-defined]
     if text is None:
         raise RuntimeError(f"fusion {job.fusion_id[:12]} of job {job.id} is not in the cache")
-    fd = FusionDefinition.from_fusion(Fusion.from_json(text))
+    fd = FusionDefinition.from_fusion(fusion_from_json(text))
     inputs = make_inputs(job.signature_json)
     rt = runtime(ctx.device)
     if rt.env.key != job.env_key:

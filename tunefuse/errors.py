@@ -25,3 +25,8 @@ class InputMismatchError(TunefuseError, ValueError):
 
 class ExecutionError(TunefuseError, RuntimeError):
     """A fusion could not run: no device, compile failure, launch failure."""
+
+
+class StopRequested(Exception):
+    """The tuning daemon is shutting down: a running tuning gives its job back. Not a
+    TunefuseError: nothing went wrong."""

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Union
 
+from tunefuse.canonical import fusion_to_json
 from tunefuse.dtypes import DataType
 from tunefuse.ops import OpKind, OpAttrs
+from tunefuse.printer import fusion_to_python
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,18 +107,11 @@ class Fusion:
 
     @cached_property
     def _json(self) -> str:
-        from tunefuse.serialize import fusion_to_json
-
         return fusion_to_json(self)
 
     def to_json(self) -> str:
+        """The canonical JSON (`tunefuse.canonical`); `serialize.fusion_from_json` reads it."""
         return self._json
-
-    @staticmethod
-    def from_json(text: str) -> Fusion:
-        from tunefuse.serialize import fusion_from_json
-
-        return fusion_from_json(text)
 
     @property
     def fusion_id(self) -> str:
@@ -124,8 +119,6 @@ class Fusion:
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
     def to_python(self) -> str:
-        from tunefuse.printer import fusion_to_python
-
         return fusion_to_python(self)
 
     def __str__(self) -> str:

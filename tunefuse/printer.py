@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 from tunefuse.dtypes import DataType
-from tunefuse.ir import Fusion, Node
 from tunefuse.ops import GroupOp, OpKind, ScalarRef
+
+if TYPE_CHECKING:
+    from tunefuse.ir import Fusion, Node
 
 
 def _literal(value: object) -> str:

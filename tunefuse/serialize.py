@@ -17,46 +17,12 @@ from typing import Any, Union
 from tunefuse.dtypes import DataType
 from tunefuse.errors import DefinitionError, SerializationError
 from tunefuse.infer import FusionBuilder
+from tunefuse.canonical import FORMAT, VERSION, encode_attrs, fusion_to_dict, fusion_to_json  # noqa: F401 - serialize's API
 from tunefuse.ir import Fusion
 from tunefuse.ops import OpKind, ScalarRef, attrs_class
 
-FORMAT = "tunefuse.fusion"
-VERSION = 1
 MAX_NODES = 100_000
 MAX_LIST = 64  # any list attr (a shape, dims, pad widths): 4x the rank a fusion may have
-
-
-def _encode(value: Any) -> Any:
-    if isinstance(value, DataType):
-        return value.value
-    if isinstance(value, ScalarRef):
-        return {"ref": value.index}
-    if isinstance(value, tuple):
-        return [_encode(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return {"float": repr(value)}
-    return value
-
-
-def encode_attrs(attrs: object) -> dict[str, Any]:
-    return {f.name: _encode(getattr(attrs, f.name)) for f in dataclasses.fields(attrs)}  # type: ignore[arg-type]
-
-
-def fusion_to_dict(fusion: Fusion) -> dict[str, Any]:
-    return {
-        "format": FORMAT,
-        "version": VERSION,
-        "nodes": [
-            {"op": n.op.value, "inputs": list(n.inputs), "attrs": encode_attrs(n.attrs)}
-            for n in fusion.nodes
-        ],
-        "outputs": [{"value": o.value, "alias_input": o.alias_input} for o in fusion.outputs],
-    }
-
-
-def fusion_to_json(fusion: Fusion) -> str:
-    """Canonical text: sorted keys, no whitespace; equal fusions give equal bytes."""
-    return json.dumps(fusion_to_dict(fusion), sort_keys=True, separators=(",", ":"), allow_nan=False)
 
 
 def _decode(value: Any, hint: Any, where: str) -> Any:

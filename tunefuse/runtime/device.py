@@ -165,17 +165,6 @@ def runtime(index: int = 0) -> Runtime:
     return Runtime(index)
 
 
-def pointer_device(ptr: int) -> int:
-    """The CUDA device that memory at `ptr` lives on, asked of the driver."""
-    from cuda.bindings import driver
-
-    err, ordinal = driver.cuPointerGetAttribute(
-        driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
-    if int(err) != 0:
-        raise ExecutionError(f"cannot tell the CUDA device of pointer {ptr:#x}: {err}")
-    return int(ordinal)
-
-
 def device_count() -> int:
     """How many CUDA devices the driver sees (0 without a driver)."""
     try:

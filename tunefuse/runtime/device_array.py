@@ -69,7 +69,7 @@ class DeviceArray:
         if known is not None:
             return int(known)
         from tunefuse.errors import ExecutionError
-        from tunefuse.runtime.device import pointer_device
+        from tunefuse.runtime.pointer import pointer_device
 
         try:
             return pointer_device(self.data_ptr)

@@ -24,13 +24,13 @@ def outputs_agree(got: np.ndarray, want: np.ndarray) -> bool:
 def _setup(state: dict) -> dict:
     if "executor_inputs" in state:
         return state
-    from tunefuse.ir import Fusion
+    from tunefuse.serialize import fusion_from_json
     from tunefuse.runtime.device import runtime
     from tunefuse.tuning.inputs import make_inputs
     from tunefuse.tuning.timing import Timer
 
     setup = state["setup"]
-    fusion = Fusion.from_json(setup["fusion_json"])
+    fusion = fusion_from_json(setup["fusion_json"])
     host_inputs = make_inputs(setup["signature_json"], seed=setup.get("seed", 0))
     rt = runtime(setup["device"])
     from tunefuse.dtypes import from_any_dtype

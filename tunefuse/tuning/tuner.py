@@ -121,7 +121,7 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
     in the cache; return a report. `trials` and `timeout` (seconds) budget each kernel;
     `patience` trials without a gain stop it early. `only_segment` tunes one kernel (a
     daemon job); `stop` (a threading.Event) ends the search early and raises
-    tunefuse.daemon.StopRequested. `device`: the GPU to tune on; by default the device of
+    tunefuse.errors.StopRequested. `device`: the GPU to tune on; by default the device of
     the inputs (device arrays), or 0 for host inputs."""
     import optuna
 
@@ -207,7 +207,7 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                 start = time.monotonic()
                 while done < trials and asks < 4 * trials + 8 and since_best < patience:
                     if stop is not None and stop.is_set():
-                        from tunefuse.daemon import StopRequested
+                        from tunefuse.errors import StopRequested
 
                         raise StopRequested()
                     if timeout is not None and time.monotonic() - start > timeout:
