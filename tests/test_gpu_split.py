@@ -3,6 +3,7 @@ combining the shares) compute what the reference computes, for every reduction f
 and outer layouts, even and uneven shares, empty shares, and are deterministic."""
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -13,11 +14,15 @@ from tunefuse import DataType, FusionDefinition, reference
 pytestmark = pytest.mark.gpu
 
 
-def _var_mean0(fd, dtype):
+def _var_mean(fd, dtype, dim):
     x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
-    var, mean = fd.ops.var_mean(x, dims=[0], correction=1)
+    var, mean = fd.ops.var_mean(x, dims=[dim], correction=1)
     fd.add_output(var)
     fd.add_output(mean)
+
+
+_var_mean0 = functools.partial(_var_mean, dim=0)  # over columns: BatchNorm's statistics
+_row_var_mean = functools.partial(_var_mean, dim=1)
 
 
 def _row_stats(fd, dtype):
@@ -30,13 +35,6 @@ def _row_stats(fd, dtype):
 def _middle_min(fd, dtype):
     x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
     fd.add_output(fd.ops.min(x, dims=[1]))
-
-
-def _row_var_mean(fd, dtype):
-    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
-    var, mean = fd.ops.var_mean(x, dims=[1], correction=1)
-    fd.add_output(var)
-    fd.add_output(mean)
 
 
 def _int_sum0(fd, dtype):
