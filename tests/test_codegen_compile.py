@@ -11,13 +11,15 @@ from hypothesis import strategies as st
 from fusion_zoo import ZOO, build, inputs_for, shared_costly_values
 from strategies import fusions
 from test_frontend import ROOT
+from test_gpu_output_vectors import CASES as OUTPUT_VECTOR_CASES
+from test_gpu_output_vectors import case_inputs as output_vector_inputs
 from tunefuse import DataType, FusionDefinition
 from tunefuse.codegen import generate
 from tunefuse.compiler import CompileError, compile_kernel
 from tunefuse.device_info import PROFILES
 from tunefuse.fusion_file import load_fusion_file
 from tunefuse.kernel_ir import SchedulerKind
-from tunefuse.schedulers import scheduler_for, with_values
+from tunefuse.schedulers import reduction, scheduler_for, with_values
 
 ARCHS = ["sm_80", "sm_90"]
 DTYPES = [DataType.Float, DataType.Half, DataType.BFloat16, DataType.Double]
@@ -180,3 +182,29 @@ def test_a_cached_row_computes_each_costly_value_once(arch):
                 assert body.count(call) == (1 if once else 2), (define.__name__, call, params)
             assert ("kv0[" in body) is once
             assert compile_kernel(ks.source, ks.name, arch).cubin
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("case", range(len(OUTPUT_VECTOR_CASES)))
+def test_vectors_of_outputs_compile(case, arch):
+    """Each reduction of the GPU test of vectors along the outputs, at every vector its
+    outputs allow, in both layouts (the GPU test runs them against the reference)."""
+    build, dtype, shape = OUTPUT_VECTOR_CASES[case]
+    with FusionDefinition() as fd:
+        build(fd, dtype)
+    plan = fd.plan(output_vector_inputs(build, dtype, shape, np.random.default_rng(0)))
+    device = PROFILES[arch]
+    dtypes = {b.id: b.dtype for b in plan.buffers}
+    (seg,) = [s for s in plan.segments if s.scheduler is SchedulerKind.REDUCTION]
+    widest = reduction.output_vector(seg)
+    assert widest >= 2
+    base = reduction.default_params(seg, device)
+    for vector in (v for v in (2, 4, 8) if widest % v == 0):
+        for threads_r, inner in ((1, False), (32, False), (4, True)):
+            rows = 256 // threads_r if not inner else 8
+            p = dataclasses.replace(base, vector=vector, threads_r=threads_r, inner=inner, rows_per_block=rows, split=1)
+            assert reduction.is_valid(seg, device, p) is None
+            ks = generate(seg, p, device, dtypes)
+            assert "TfVec<" in ks.source and "acc0_v[" in ks.source
+            compile_kernel(ks.source, ks.name, arch)
+    assert reduction.split_error(seg, dataclasses.replace(base, vector=2, split=2))

@@ -58,9 +58,9 @@ def _inputs(dtype, shape, rng):
     return [rng.standard_normal(shape).astype(dtype.numpy) + np.float32(3).astype(dtype.numpy)]
 
 
-def _run_with_split(fd, inputs, split, **changes):
+def run_with_reduction_params(fd, inputs, split=None, **changes):
     """The fusion run with its reduction kernels' default params changed: `split` (None: the
-    default's) and any other `changes`."""
+    default's) and any other `changes`; the host results and the launches."""
     from tunefuse.runtime.executor import Executor
     from tunefuse.schedulers import scheduler_for
 
@@ -93,7 +93,7 @@ def test_split_reductions_agree_with_the_reference(case, split, rng):
         from tunefuse.schedulers.reduction import MAX_SPLIT
 
         split = min(split, MAX_SPLIT)  # as many as the grid allows
-    got, launched = _run_with_split(fd, inputs, split)
+    got, launched = run_with_reduction_params(fd, inputs, split)
     if split is not None:
         assert any(k.params["split"] == split and k.workspace for k in launched)
     for g, e in zip(got, reference.run(fd.fusion, inputs)):
@@ -109,10 +109,10 @@ def test_the_default_splits_a_reduction_with_few_outputs_and_is_deterministic(rn
     with FusionDefinition() as fd:
         _var_mean0(fd, DataType.Float)
     inputs = [rng.standard_normal((65536, 256)).astype(np.float32)]
-    first, launched = _run_with_split(fd, inputs, None)
+    first, launched = run_with_reduction_params(fd, inputs, None)
     assert launched[0].params["split"] > 1 and launched[0].grid[1] == launched[0].params["split"]
     for _ in range(3):
-        again, _ = _run_with_split(fd, inputs, None)
+        again, _ = run_with_reduction_params(fd, inputs, None)
         for a, b in zip(first, again):
             assert np.array_equal(a, b)
     for g, e in zip(first, reference.run(fd.fusion, inputs)):
@@ -131,7 +131,7 @@ def test_rows_reduced_by_lane_groups_smaller_than_a_warp(build, dtype, shape, th
         build(fd, dtype)
     inputs = _inputs(dtype, shape, rng)
     rows = {1: 1, "a warp": 32 // threads_r, "256 threads": 256 // threads_r}[rows_per_block]
-    got, launched = _run_with_split(fd, inputs, split, threads_r=threads_r, rows_per_block=rows, inner=True)
+    got, launched = run_with_reduction_params(fd, inputs, split, threads_r=threads_r, rows_per_block=rows, inner=True)
     assert all(k.params["threads_r"] == threads_r for k in launched)
     for g, e in zip(got, reference.run(fd.fusion, inputs)):
         out_dtype = next(d for d in DataType if d.numpy == e.dtype)

@@ -20,7 +20,7 @@ from tunefuse.kernel_ir import SchedulerKind
 from tunefuse.schedulers import scheduler_for
 from tunefuse.segment import Segment
 
-CODEGEN_VERSION = "8"  # bump when generated code changes: tuned records of another version are not used
+CODEGEN_VERSION = "9"  # bump when generated code changes: tuned records of another version are not used
 
 
 @dataclass(frozen=True)

@@ -170,17 +170,24 @@ class _Emitter:
         self.ept = getattr(p, "elements_per_thread", 1)
         self.vec = getattr(p, "vector", 1)
         last = len(segment.extents) - 1
+        # A vector along the outputs (the innermost dim is not reduced): a lane reduces `vec`
+        # consecutive outputs at once, an accumulator each (acc<i>_v[v]), reading each of
+        # their unit-stride inputs with one vector load a reduced element.
+        self.along_outputs = self.vec > 1 and last not in segment.reduce_dims
+        assert not (self.along_outputs and (persistent or getattr(p, "split", 1) > 1)), \
+            "a vector along the outputs: reductions only, unsplit (schedulers.reduction.is_valid)"
+        self.step = 1 if self.along_outputs else self.vec  # reduced elements a lane reads a step
         # Loads behind a pad/cat guard are read inside their branch, a lane at a time: never
         # vector-loaded or cached ahead of the branch that decides whether they are in range.
         self.guarded = guarded_loads([acc.operand for acc in self.accs] + [st.expr for st in segment.stores])
         self.vec_loads = {
             k for k, ld in enumerate(segment.loads)
-            if self.vec > 1 and ld.offset.is_affine and last in self.red and k not in self.guarded
+            if self.vec > 1 and ld.offset.is_affine and k not in self.guarded
             and ld.offset.coeff(Var(last, segment.extents[last])) == 1
         }
         self.vec_stores = {
             k for k, st in enumerate(segment.stores)
-            if self.vec > 1 and not st.reduced and st.offset.is_affine and last in self.red
+            if self.vec > 1 and st.reduced == self.along_outputs and st.offset.is_affine
             and st.offset.coeff(Var(last, segment.extents[last])) == 1
         }
         self.last = last
@@ -278,11 +285,14 @@ class _Emitter:
     def load_inline(self, k: int, in_chunk: bool = False) -> str:
         return load_text(self.s.loads[k].buffer, self.offset(k, in_chunk), k in self.streamed)
 
-    def renderer(self, indent: str, element_cached: bool, in_vector: bool = False) -> ExprRenderer:
+    def renderer(self, indent: str, element_cached: bool, in_vector: bool = False,
+                 vector_loaded: bool = True) -> ExprRenderer:
+        """`in_vector`: inside a vector's lane loop (v); `vector_loaded`: its unit-stride
+        inputs were read by vector loads (vl<k>), else each lane loads its own element."""
         def load(k: int) -> str:
             if element_cached and k in self.cached_loads:
                 return f"cl{k}[c * {self.vec} + v]"
-            if in_vector and k in self.vec_loads:
+            if in_vector and vector_loaded and k in self.vec_loads:
                 return f"vl{k}.v[v]"
             return self.load_inline(k, in_vector)
 
@@ -337,7 +347,7 @@ class _Emitter:
         chunk_open(indent) and chunk_close(indent) emit code around a chunk's lanes; `reads`
         are the expressions the body computes (their uncached unit-stride inputs are read with
         one vector load a chunk)."""
-        tr_n, vec, it = self.p.threads_r, self.vec, self.itype
+        tr_n, vec, step, it = self.p.threads_r, self.vec, self.step, self.itype
         cached = self.cache and not fill
         if self.cache:
             self.w(f"{indent}#pragma unroll")
@@ -349,7 +359,7 @@ class _Emitter:
             if self.unroll > 1:  # "unroll 1" would forbid the compiler's own unrolling
                 self.w(f"{indent}  #pragma unroll {self.unroll}")
             begin, end = ("r_begin + ", "r_end") if self.split > 1 else ("", "n_red")
-            self.w(f"{indent}  for ({it} r0 = {begin}({it})tr * {vec}; r0 < {end}; r0 += {tr_n * vec}) {{")
+            self.w(f"{indent}  for ({it} r0 = {begin}({it})tr * {step}; r0 < {end}; r0 += {tr_n * step}) {{")
         inner = indent + "    "
         self.unravel(self.red, "r0", inner)
         if fill:
@@ -396,6 +406,8 @@ class _Emitter:
         shuffle = self.p.inner and tr_n >= 32
         lanes = tr_n // 32 if shuffle else tr_n
         a = f"acc{acc.index}"
+        if tr_n == 1:
+            return  # a row's one thread holds its total
         if self.p.inner and tr_n < 32:
             # A row's lanes are consecutive lanes of one warp (threadIdx.x, threads_r a power
             # of two): a butterfly over them, offsets below threads_r staying inside the row's
@@ -486,20 +498,30 @@ class _Emitter:
         self.w(f"{indent}__syncthreads();")
 
     def reduce_pass(self, acc: _Accumulator, indent: str) -> None:
-        """This thread's elements of the row (of its share, when split) into acc<i>."""
-        self.w(f"{indent}{_acc_type(acc)} acc{acc.index} = {_init(acc)};")
+        """This thread's elements of the row (of its share, when split) into acc<i>; with a
+        vector along the outputs, each output's into its own acc<i>_v[v]."""
+        if self.along_outputs:
+            a = f"acc{acc.index}_v[v]"
+            self.w(f"{indent}{_acc_type(acc)} acc{acc.index}_v[{self.vec}];")
+            self.w(f"{indent}#pragma unroll")
+            self.w(f"{indent}for (int v = 0; v < {self.vec}; ++v) {a} = {_init(acc)};")
+        else:
+            a = f"acc{acc.index}"
+            self.w(f"{indent}{_acc_type(acc)} {a} = {_init(acc)};")
 
         def accumulate(ind: str, cached: bool, in_vector: bool) -> None:
             x = self.operand(acc, ind, cached, in_vector)
             if acc.family == "welford":
-                self.w(f"{ind}tf_welford_add<{acc.ctype.cuda}>(acc{acc.index}, {x});")
+                self.w(f"{ind}tf_welford_add<{acc.ctype.cuda}>({a}, {x});")
             else:
-                self.w(f"{ind}acc{acc.index} = {_combine(acc, f'acc{acc.index}', x)};")
+                self.w(f"{ind}{a} = {_combine(acc, a, x)};")
 
         self.element_loop(accumulate, indent, reads=[acc.operand])
 
     def reduced_stores(self, indent: str) -> None:
-        """The row's reduced outputs, written by its first thread."""
+        """The row's reduced outputs, written by its first thread. With a vector along the
+        outputs this runs inside the lane loop (v): a vector-stored output's lane goes to
+        vo<k> (`write_reduced_vectors` stores it), any other to its own address."""
         it = self.itype
         reduced = [(k, st) for k, st in enumerate(self.s.stores) if st.reduced]
         if not reduced:
@@ -507,13 +529,50 @@ class _Emitter:
         self.w(f"{indent}if (row_ok && tr == 0) {{")
         for j in self.red:
             self.w(f"{indent}  const {it} i{j} = 0;")
-        r = self.renderer(indent + "  ", False)
+        lanes = self.along_outputs
+        r = self.renderer(indent + "  ", False, in_vector=lanes, vector_loaded=False)
         for k, st in reduced:
             v = r.value(st.expr)
             cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
-            r.emit(f"B{st.buffer}[{render_affine(st.offset, 'S', k, lambda j: f'i{j}', it)}] = {cast};")
+            if lanes and k in self.vec_stores:
+                r.emit(f"vo{k}.v[v] = {cast};")
+            else:
+                r.emit(f"B{st.buffer}[{render_affine(st.offset, 'S', k, self.var_name(lanes), it)}] = {cast};")
         self.lines += r.lines
         self.w(f"{indent}}}")
+
+    def write_reduced_vectors(self, indent: str) -> None:
+        """After the lane loop: each vector-stored reduced output in one store."""
+        it = self.itype
+        stored = [(k, st) for k, st in enumerate(self.s.stores) if st.reduced and k in self.vec_stores]
+        if not stored:
+            return
+        self.w(f"{indent}if (row_ok && tr == 0) {{")
+        for j in self.red:
+            self.w(f"{indent}  const {it} i{j} = 0;")
+        for k, st in stored:
+            offset = render_affine(st.offset, "S", k, lambda j: f"i{j}", it)
+            self.w(f"{indent}  *reinterpret_cast<TfVec<{st.dtype.cuda}, {self.vec}>*>(&B{st.buffer}[{offset}]) = vo{k};")
+        self.w(f"{indent}}}")
+
+    def output_lanes(self, indent: str) -> None:
+        """With a vector along the outputs, after every accumulator's pass: each output
+        lane's totals are combined across the row's threads, finalized and stored, one lane
+        after another (the block reduction's shared memory serves each in turn)."""
+        for k, st in enumerate(self.s.stores):
+            if st.reduced and k in self.vec_stores:
+                self.w(f"{indent}TfVec<{st.dtype.cuda}, {self.vec}> vo{k};")
+        self.w(f"{indent}#pragma unroll")
+        self.w(f"{indent}for (int v = 0; v < {self.vec}; ++v) {{")
+        inner = indent + "  "
+        for acc in self.accs:
+            self.w(f"{inner}{_acc_type(acc)} acc{acc.index} = acc{acc.index}_v[v];")
+            self.block_reduce(acc, inner)
+            self.finalize(acc, inner)
+        self.phase = len(self.accs)
+        self.reduced_stores(inner)
+        self.w(f"{indent}}}")
+        self.write_reduced_vectors(indent)
 
     # -- split reductions: shares of a row in several blocks, the last to arrive finishes ----
     def split_opening(self) -> None:
@@ -638,11 +697,20 @@ class _Emitter:
             self.w("  const int to = threadIdx.x; const int tr = threadIdx.y;")
         if self.split > 1:
             self.split_opening()
-        self.w(f"  for ({it} row_base = ({it})blockIdx.x * {p.rows_per_block}; row_base < n_out; row_base += ({it})gridDim.x * {p.rows_per_block}) {{")
+        # A lane's row: one output, or (a vector along the outputs) `vec` consecutive ones,
+        # the innermost index the vector's first.
+        n_rows = f"(n_out / {self.vec})" if self.along_outputs else "n_out"
+        self.w(f"  for ({it} row_base = ({it})blockIdx.x * {p.rows_per_block}; row_base < {n_rows}; row_base += ({it})gridDim.x * {p.rows_per_block}) {{")
         self.w(f"    const {it} row = row_base + to;")
-        self.w("    const bool row_ok = row < n_out;")
+        self.w(f"    const bool row_ok = row < {n_rows};")
         self.w(f"    const {it} rowc = row_ok ? row : 0;")
-        self.unravel(self.outer, "rowc", "    ")
+        if self.along_outputs:
+            last = self.last
+            self.lines += unravel_lines(self.outer, "rowc", lambda j: f"(E{j} / {self.vec})" if j == last else f"E{j}",
+                                        lambda j: f"i{j}_v" if j == last else f"i{j}", it, "    ")
+            self.w(f"    const {it} i{last} = i{last}_v * {self.vec};")
+        else:
+            self.unravel(self.outer, "rowc", "    ")
         for k in self.cached_loads:
             ld = s.loads[k]
             self.w(f"    {ld.dtype.cuda} cl{k}[{self.ept}];")
@@ -655,6 +723,14 @@ class _Emitter:
             self.w(f"    {e.dtype.cuda} kv{n}[{self.ept}];")  # type: ignore[attr-defined]  (an EOp)
         if self.split > 1:
             self.split_body()
+            self.w("  }")
+            self.w("}")
+            return "\n".join(self.lines)
+        if self.along_outputs:
+            for pos, acc in enumerate(self.accs):
+                self.phase = pos
+                self.reduce_pass(acc, "    ")
+            self.output_lanes("    ")
             self.w("  }")
             self.w("}")
             return "\n".join(self.lines)

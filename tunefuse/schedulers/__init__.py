@@ -13,7 +13,7 @@ from tunefuse.schedulers import normalization, pointwise, reduction, transpose
 # 3: reductions whose rows cannot fill the GPU are split across blocks (split).
 # 4: inner rows of at most 32 vectors one vector a lane; reductions of extent-1 dims are
 #    pointwise (segmentation).
-HEURISTICS_VERSION = 4
+HEURISTICS_VERSION = 5
 
 SCHEDULERS = {
     SchedulerKind.POINTWISE: pointwise,

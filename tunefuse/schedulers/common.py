@@ -26,6 +26,20 @@ def vector_fits(segment: Segment, offset, dtype, buffer: int, unit: int, vec: in
             and dict(segment.buffer_alignments).get(buffer, 1) >= vec * dtype.itemsize)
 
 
+def widest_vector(segment: Segment, accesses, divisible: tuple[int, ...], widths=(2, 4, 8, 16)) -> int:  # noqa: ANN001
+    """The widest of `widths` (in elements, 1 if none) at which every access
+    `(offset, dtype, buffer, unit_dim)` moves that many consecutive elements along its unit
+    dim at once (`vector_fits`) and every extent of `divisible` divides by it. The one loop
+    behind every scheduler's vector width."""
+    best = 1
+    for vec in widths:
+        if any(segment.extents[j] % vec for j in divisible) or not all(
+                vector_fits(segment, offset, dtype, buffer, unit, vec) for offset, dtype, buffer, unit in accesses):
+            break
+        best = vec
+    return best
+
+
 def max_vector(segment: Segment) -> int:
     """The widest vector (in elements) every unit-stride access of the innermost dim allows:
     extent divisible, offsets and outer strides divisible, pointers aligned, <= 16 bytes."""
@@ -39,14 +53,8 @@ def max_vector(segment: Segment) -> int:
     stores_unit = all(coeff(st.offset, segment, last) == 1 for st in segment.stores)
     if not stores_unit:
         return 1
-    unit = [(off, dtype, buf) for off, dtype, buf in accesses if coeff(off, segment, last) == 1]
-    best = 1
-    for vec in (2, 4, 8, 16):
-        if segment.extents[last] % vec or not all(vector_fits(segment, off, dtype, buf, last, vec)
-                                                  for off, dtype, buf in unit):
-            break
-        best = vec
-    return best
+    unit = [(off, dtype, buf, last) for off, dtype, buf in accesses if coeff(off, segment, last) == 1]
+    return widest_vector(segment, unit, (last,))
 
 
 def evict_first_pays(segment: Segment) -> bool:

@@ -43,7 +43,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     `benchmarks/sweep.py CASE DTYPE 8192 4096 inner=True cache_row=True unroll=1 --all`
     (softmax bf16 52.3 us against ~55 for 256 threads)."""
     _, n_red = reduction.sizes(segment)
-    vector = reduction.max_vector(segment)
+    vector = reduction.reduced_vector(segment)
     threads = 32
     while threads < device.max_threads_per_block and -(-n_red // threads) > MAX_CACHED_ELEMENTS:
         threads *= 2
@@ -81,7 +81,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "cache_row": optuna.distributions.CategoricalDistribution([True, False]),
         "elements_per_thread": optuna.distributions.CategoricalDistribution([1, 2, 4, 8, 16, 32]),
         "vector": optuna.distributions.CategoricalDistribution(
-            [v for v in (1, 2, 4, 8) if reduction.max_vector(segment) % v == 0]),
+            [v for v in (1, 2, 4, 8) if reduction.reduced_vector(segment) % v == 0]),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         **flag_space(),
     }

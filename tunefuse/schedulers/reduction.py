@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.kernel_ir import EGuard, EOp, EReduce
-from tunefuse.schedulers.common import coeff, evict_first_pays, flag_space, flags_error, grid_cap, vector_fits
+from tunefuse.schedulers.common import coeff, evict_first_pays, flag_space, flags_error, grid_cap, widest_vector
 from tunefuse.segment import Segment, contains_reduce
 
 
@@ -20,7 +20,9 @@ class Params:
     rows_per_block: int = 1
     inner: bool = True
     blocks_per_sm: int = 32  # grid cap: blocks_per_sm * SM count blocks; 0: one block per rows_per_block rows
-    vector: int = 1  # consecutive reduced elements a thread loads at once
+    # Consecutive elements of the innermost dim a thread loads at once: of its row where that
+    # dim is reduced, of as many outputs (an accumulator each) where it is not.
+    vector: int = 1
     unroll: int = 1  # chunks of the strided loop unrolled, so that their loads are in flight together
     evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
     static_shape: bool = False  # sizes, strides and offsets as constants: a binary for this shape alone
@@ -31,6 +33,18 @@ class Params:
 
 
 def max_vector(segment: Segment) -> int:
+    """The widest vector along the innermost dim: of reduced elements where that dim is
+    reduced (`reduced_vector`), of outputs where it is not (`output_vector`)."""
+    return reduced_vector(segment) if vectors_along_reduction(segment) else output_vector(segment)
+
+
+def vectors_along_reduction(segment: Segment) -> bool:
+    """True when the innermost dim is reduced: a vector then holds consecutive elements of
+    one row; otherwise consecutive outputs, one accumulator each."""
+    return len(segment.extents) - 1 in segment.reduce_dims
+
+
+def reduced_vector(segment: Segment) -> int:
     """The widest vector along the innermost reduced dim that every unit-stride access
     allows (loads, and the full-size stores of a normalization: extent, offsets, strides and
     alignment all divisible, at most 16 bytes); 1 if the innermost dim is not reduced."""
@@ -39,16 +53,30 @@ def max_vector(segment: Segment) -> int:
         return 1
     accesses = [(ld.offset, ld.dtype, ld.buffer) for ld in segment.loads] + [
         (st.offset, st.dtype, st.buffer) for st in segment.stores if not st.reduced]
+    return _unit_vector(segment, accesses, last)
+
+
+def output_vector(segment: Segment) -> int:
+    """The widest vector of consecutive outputs (the innermost dim, not reduced) that every
+    unit-stride load and reduced store allows; 1 where the innermost dim is reduced or a
+    full-size output is stored (a normalization keeps its row layout) or a reduction reads
+    another's result (each output's total would be needed inside the lanes' loop)."""
+    last = len(segment.extents) - 1
+    if (not segment.extents or last in segment.reduce_dims or any(not st.reduced for st in segment.stores)
+            or not independent_reductions(segment)):
+        return 1
+    accesses = [(ld.offset, ld.dtype, ld.buffer) for ld in segment.loads] + [
+        (st.offset, st.dtype, st.buffer) for st in segment.stores]
+    return _unit_vector(segment, accesses, last)
+
+
+def _unit_vector(segment: Segment, accesses: list, last: int) -> int:
+    """The widest vector (2 to 8 elements, at most 16 bytes) the accesses unit-stride along
+    `last` allow; 1 if any access is not affine."""
     if any(not offset.is_affine for offset, _, _ in accesses):
         return 1
-    unit = [(offset, dtype, buffer) for offset, dtype, buffer in accesses if coeff(offset, segment, last) == 1]
-    best = 1
-    for vec in (2, 4, 8):
-        if segment.extents[last] % vec or not all(vector_fits(segment, offset, dtype, buffer, last, vec)
-                                                  for offset, dtype, buffer in unit):
-            break
-        best = vec
-    return best
+    unit = [(offset, dtype, buffer, last) for offset, dtype, buffer in accesses if coeff(offset, segment, last) == 1]
+    return widest_vector(segment, unit, (last,), (2, 4, 8))
 
 
 def widest_load(segment: Segment) -> int:
@@ -92,15 +120,28 @@ def default_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
     never so many that a thread makes fewer than MIN_SPLIT_STEPS trips over its share; 1
     where the rows alone fill the GPU or a split cannot run."""
     n_out, n_red = sizes(segment)
-    tiles = -(-n_out // p.rows_per_block)
+    tiles = row_tiles(segment, p)
     target = SPLIT_WAVES * device.sm_count
     if tiles >= target // 2 or split_error(segment, replace(p, split=2)):
         return 1
-    by_work = n_red // (p.threads_r * p.vector * p.unroll * MIN_SPLIT_STEPS)
+    by_work = n_red // (p.threads_r * reduced_step(segment, p) * p.unroll * MIN_SPLIT_STEPS)
     return max(1, min(-(-target // tiles), by_work, MAX_SPLIT))
 
 
 MAX_SPLIT = 65535  # grid y
+
+
+def reduced_step(segment: Segment, p: Params) -> int:
+    """Consecutive reduced elements a thread reads at each step of its loop."""
+    return p.vector if vectors_along_reduction(segment) else 1
+
+
+def row_tiles(segment: Segment, p: Params) -> int:
+    """Blocks' worth of outputs: rows_per_block lanes a block, each lane a row, or a vector
+    of consecutive outputs where the vector runs along them."""
+    n_out, _ = sizes(segment)
+    lanes = n_out if vectors_along_reduction(segment) else -(-n_out // p.vector)
+    return -(-lanes // p.rows_per_block)
 
 
 def split_error(segment: Segment, p: Params) -> str | None:
@@ -111,6 +152,8 @@ def split_error(segment: Segment, p: Params) -> str | None:
         return f"split {p.split} (1 to {MAX_SPLIT})"
     if not independent_reductions(segment):
         return "a split reduction needs reductions that do not read one another's results"
+    if p.vector > 1 and not vectors_along_reduction(segment):
+        return "a split reduction takes one output a lane (vector 1 where the innermost dim is not reduced)"
     if any(not st.reduced for st in segment.stores):
         return "a split reduction stores reduced outputs only"
     return None
@@ -170,12 +213,19 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
     threads_r = 1
     while threads_r < 32 and threads_r * 64 < n_red:
         threads_r *= 2
+    # A thread takes a vector of consecutive outputs (up to 16 bytes a load) where the
+    # outputs, so grouped, still give every SM SPLIT_WAVES blocks without splitting the rows:
+    # a column sum of 2 rows reads 2 elements a thread, one 2-byte load each in bf16 without.
+    vector = output_vector(segment)
+    while vector > 1 and n_out // (vector * 32) < SPLIT_WAVES * device.sm_count:
+        vector //= 2
     # Outputs along x, 32 at least (a warp's coalesced run); where few threads share an
     # output, more outputs a block (up to 256), so that blocks stay ~512 threads.
-    rows = 32 if n_out >= 32 else 16 if n_out >= 16 else 8
-    while rows < 256 and rows * threads_r < 512 and rows * 2 <= n_out:
+    lanes = -(-n_out // vector)
+    rows = 32 if lanes >= 32 else 16 if lanes >= 16 else 8
+    while rows < 256 and rows * threads_r < 512 and rows * 2 <= lanes:
         rows *= 2
-    return Params(threads_r, rows, False, 32, 1, 8, evict_first_pays(segment))
+    return Params(threads_r, rows, False, 32, vector, 8, evict_first_pays(segment))
 
 
 def block_threads(p: Params) -> int:
@@ -241,7 +291,6 @@ def _align16(n: int) -> int:
 
 
 def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    n_out, _ = sizes(segment)
-    blocks = max(1, min(-(-n_out // p.rows_per_block), grid_cap(device, p.blocks_per_sm)))
+    blocks = max(1, min(row_tiles(segment, p), grid_cap(device, p.blocks_per_sm)))
     block = (p.threads_r, p.rows_per_block, 1) if p.inner else (p.rows_per_block, p.threads_r, 1)
     return (blocks, p.split, 1), block, 0

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers import pointwise
-from tunefuse.schedulers.common import coeff, evict_first_pays, flag_space, flags_error, vector_fits
+from tunefuse.schedulers.common import coeff, evict_first_pays, flag_space, flags_error, widest_vector
 from tunefuse.segment import Segment
 
 
@@ -56,13 +56,7 @@ def max_tile_vector(segment: Segment) -> int:
     accesses = [(st.offset, st.dtype, st.buffer, a) for st in segment.stores]
     accesses += [(ld.offset, ld.dtype, ld.buffer, b) for ld in segment.loads
                  if ld.offset.is_affine and coeff(ld.offset, segment, b) == 1]
-    best = 1
-    for vec in (2, 4, 8):
-        if segment.extents[a] % vec or segment.extents[b] % vec or not all(
-                vector_fits(segment, offset, dtype, buffer, unit, vec) for offset, dtype, buffer, unit in accesses):
-            break
-        best = vec
-    return best
+    return widest_vector(segment, accesses, (a, b), (2, 4, 8))
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
