@@ -155,15 +155,22 @@ def stride_order_of(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[i
     return tuple(ranks)
 
 
+def is_broadcast_dim(size: int, stride: int) -> bool:
+    """A dim every index of which reads the same elements: size 1, or an expanded dim
+    (stride 0, nvFuser's expanded broadcast)."""
+    return size == 1 or stride == 0
+
+
 def contiguity_of(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[bool | None, ...]:
-    """nvFuser's contiguity: None for size-1 (broadcast) dims; True where a dim's stride is
-    the extent times the stride of the next-inner non-broadcast dim (1 for the innermost)."""
+    """nvFuser's contiguity: None for broadcast dims (size 1 or stride 0); True where a dim's
+    stride is the extent times the stride of the next-inner non-broadcast dim (1 for the
+    innermost)."""
     rank = len(shape)
     order = _inner_to_outer(shape, strides)
     result: list[bool | None] = [None] * rank
     expected = 1
     for d in order:
-        if shape[d] == 1:
+        if is_broadcast_dim(shape[d], strides[d]):
             continue
         result[d] = strides[d] == expected
         expected = strides[d] * shape[d]
@@ -172,11 +179,11 @@ def contiguity_of(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[boo
 
 def _inner_to_outer(shape: tuple[int, ...], strides: tuple[int, ...]) -> list[int]:
     """Dims from the innermost to the outermost by stride (ties: the later dim is inner).
-    A size-1 dim's stride means nothing: it sits where row-major order would put it."""
+    A broadcast dim's stride means nothing: it sits where row-major order would put it."""
     rank = len(shape)
     effective = [0] * rank
     for d in reversed(range(rank)):
-        if shape[d] == 1:
+        if is_broadcast_dim(shape[d], strides[d]):
             effective[d] = effective[d + 1] * max(shape[d + 1], 1) if d + 1 < rank else 1
         else:
             effective[d] = strides[d]
@@ -184,10 +191,18 @@ def _inner_to_outer(shape: tuple[int, ...], strides: tuple[int, ...]) -> list[in
 
 
 def to_numpy(array: object, *, name: str = "input") -> np.ndarray:
-    """A host copy (or view) of any array tunefuse accepts."""
+    """A host copy (or view) of any array tunefuse accepts. Expanded dims (stride 0) stay
+    expanded: the copy is of one index of each, broadcast back (a dense copy would no longer
+    match a definition that declares them expanded)."""
     framework = framework_of(array)
     if framework == "numpy":
         return array  # type: ignore[return-value]
+    if framework in ("torch", "cupy"):
+        shape = tuple(array.shape)  # type: ignore[attr-defined]
+        strides = tuple(array.stride()) if framework == "torch" else tuple(array.strides)  # type: ignore[attr-defined]
+        if any(st == 0 and n > 1 for n, st in zip(shape, strides)):
+            one = tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for n, st in zip(shape, strides))
+            return np.broadcast_to(to_numpy(array[one], name=name), shape)  # type: ignore[index]
     if framework == "torch":
         t = array.detach().cpu()  # type: ignore[attr-defined]
         if str(t.dtype) == "torch.bfloat16":

@@ -19,7 +19,7 @@ import numpy as np
 from tunefuse.arrays import contiguity_of, describe_array, stride_order_of
 from tunefuse.dtypes import DataType, from_any_dtype, python_scalar_dtype
 from tunefuse.elementwise import ELEMENTWISE
-from tunefuse.errors import DefinitionError
+from tunefuse.errors import DefinitionError, ExecutionError
 from tunefuse.infer import FusionBuilder
 from tunefuse.ir import Fusion, TensorType
 from tunefuse.ops import (
@@ -120,6 +120,8 @@ class FusionDefinition:
         self._runner = None  # the executor of the last execute()
         self._runners: dict = {}  # one executor per cache
         self._runner_cache: object = None  # the `cache` argument _runner serves
+        self._profile = None  # execute(profile=True)'s FusionProfile
+        self._debug_output: str | None = None  # execute(capture_debug_output=True)'s plan
 
     # -- context ---------------------------------------------------------------------------
     def __enter__(self) -> FusionDefinition:
@@ -195,11 +197,16 @@ class FusionDefinition:
         return Tensor(self, self._add(OpKind.DEFINE_TENSOR, [], attrs)[0])
 
     def define_scalar(self, value: Any = None, dtype: DataType | None = None) -> Scalar:
-        """`define_scalar(0.5)` is a constant; `define_scalar(dtype=DataType.Int)` an input."""
+        """`define_scalar(0.5)` is a constant; `define_scalar(dtype=DataType.Int)` (or
+        `define_scalar(DataType.Int)`) an input of that dtype, and `define_scalar()` a Double
+        input, as in nvFuser."""
         self._check_open()
+        if isinstance(value, DataType) and dtype is None:
+            value, dtype = None, value
         if value is None:
-            if dtype is None:
-                raise DefinitionError("define_scalar: give a value (constant) or a dtype (input)")
+            dtype = DataType.Double if dtype is None else dtype
+            if not isinstance(dtype, DataType):
+                raise DefinitionError(f"define_scalar: dtype {dtype!r} is not a DataType")
             return Scalar(self, self._add(OpKind.DEFINE_SCALAR, [], ScalarInputAttrs(dtype))[0])
         return self._constant(value, dtype)
 
@@ -250,6 +257,32 @@ class FusionDefinition:
         result = execute(self, inputs, out=out, cache=cache, **options)
         self._runner_cache = cache
         return result
+
+    def validate(self, inputs: Sequence[object], reference_outputs: Sequence[object] | None = None,
+                 **options: Any) -> None:
+        """Run the fusion on `inputs` (`execute`'s options apply) and compare each output with
+        `reference_outputs`, or where none are given with tunefuse's NumPy reference of this
+        definition, within its dtype's tolerance: AssertionError naming the first output
+        that differs, as nvFuser's `validate`."""
+        from tunefuse import reference
+        from tunefuse.validate import compare
+
+        outputs = self.execute(inputs, **options)
+        expected = reference.run(self.fusion, inputs) if reference_outputs is None else reference_outputs
+        compare(outputs, expected)
+
+    def profile(self):  # noqa: ANN201 - tunefuse.runtime.call_options.FusionProfile
+        """The profile of the last `execute(..., profile=True)`: its synchronized wall time
+        and the kernels it launched."""
+        if self._profile is None:
+            raise ExecutionError("profile: no execute(..., profile=True) has run on this definition")
+        return self._profile
+
+    def get_debug_output(self) -> str:
+        """What the last `execute(..., capture_debug_output=True)` ran and why (its plan)."""
+        if self._debug_output is None:
+            raise ExecutionError("get_debug_output: no execute(..., capture_debug_output=True) has run")
+        return self._debug_output
 
     def __str__(self) -> str:
         if self._fusion is None:

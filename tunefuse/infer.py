@@ -152,10 +152,8 @@ def _define_tensor(ctx: InferContext) -> list[ValueType]:
             f"define_tensor: contiguity has {len(a.contiguity)} entries for rank {rank}"
         )
     for d, c in enumerate(a.contiguity):
-        if c is None and a.shape[d] != 1:
-            raise DefinitionError(
-                f"define_tensor: contiguity of dim {d} is None (broadcast) but its size is {a.shape[d]}"
-            )
+        # None: a broadcast dim, of size 1 or (nvFuser's expanded broadcast) of any size with
+        # stride 0, which binding checks.
         if c is not None and not isinstance(c, bool):
             raise DefinitionError(f"define_tensor: contiguity of dim {d} must be bool or None")
     if a.stride_order is not None and sorted(a.stride_order) != list(range(rank)):

@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from tunefuse.ir import Fusion, Node
 
 
-def _literal(value: object) -> str:
+def python_literal(value: object) -> str:
     if isinstance(value, DataType):
         return repr(value)
     if isinstance(value, float):
@@ -22,7 +22,7 @@ def _literal(value: object) -> str:
             return 'float("inf")' if value > 0 else 'float("-inf")'
         return repr(value)
     if isinstance(value, tuple):
-        return "[" + ", ".join(_literal(v) for v in value) + "]"
+        return "[" + ", ".join(python_literal(v) for v in value) + "]"
     return repr(value)
 
 
@@ -41,13 +41,13 @@ def node_to_python(fusion: Fusion, node: Node) -> str:
     op = node.op
     if op is OpKind.DEFINE_TENSOR:
         call = (
-            f"fd.define_tensor(shape={_literal(a.shape)}, contiguity={_literal(a.contiguity)}, "
-            f"dtype={a.dtype!r}, stride_order={_literal(a.stride_order)})"
+            f"fd.define_tensor(shape={python_literal(a.shape)}, contiguity={python_literal(a.contiguity)}, "
+            f"dtype={a.dtype!r}, stride_order={python_literal(a.stride_order)})"
         )
     elif op is OpKind.DEFINE_SCALAR:
         call = f"fd.define_scalar(dtype={a.dtype!r})"
     elif op is OpKind.CONSTANT:
-        call = f"fd.define_scalar({_literal(a.value)}, dtype={a.dtype!r})"
+        call = f"fd.define_scalar({python_literal(a.value)}, dtype={a.dtype!r})"
     elif op.is_elementwise and op is not OpKind.CAST:
         call = f"fd.ops.{op.value}({', '.join(names)})"
     elif op is OpKind.CAST:
@@ -55,31 +55,31 @@ def node_to_python(fusion: Fusion, node: Node) -> str:
     elif op in GroupOp.REDUCTION:
         extra = f", correction={a.correction}" if op in (OpKind.VAR, OpKind.VAR_MEAN) else ""
         extra += f", dtype={a.dtype!r}" if a.dtype is not None else ""
-        call = f"fd.ops.{op.value}({names[0]}, dims={_literal(a.dims)}{extra}, keepdim={a.keepdim})"
+        call = f"fd.ops.{op.value}({names[0]}, dims={python_literal(a.dims)}{extra}, keepdim={a.keepdim})"
     elif op is OpKind.BROADCAST_IN_DIM:
         call = (
             f"fd.ops.broadcast_in_dim({names[0]}, shape={_shape(fusion, node, a.shape)}, "
-            f"broadcast_dims={_literal(a.broadcast_dims)})"
+            f"broadcast_dims={python_literal(a.broadcast_dims)})"
         )
     elif op is OpKind.BROADCAST:
-        call = f"fd.ops.broadcast({names[0]}, is_broadcast_dim={_literal(a.is_broadcast_dim)})"
+        call = f"fd.ops.broadcast({names[0]}, is_broadcast_dim={python_literal(a.is_broadcast_dim)})"
     elif op is OpKind.EXPAND:
         call = f"fd.ops.expand({names[0]}, shape={_shape(fusion, node, a.shape)})"
     elif op is OpKind.RESHAPE:
         call = f"fd.ops.reshape({names[0]}, new_shape={_shape(fusion, node, a.shape)})"
     elif op is OpKind.PERMUTE:
-        call = f"fd.ops.permute({names[0]}, dims={_literal(a.dims)})"
+        call = f"fd.ops.permute({names[0]}, dims={python_literal(a.dims)})"
     elif op is OpKind.SQUEEZE:
-        call = f"fd.ops.squeeze({names[0]}, dims={_literal(a.dims)})"
+        call = f"fd.ops.squeeze({names[0]}, dims={python_literal(a.dims)})"
     elif op in (OpKind.UNSQUEEZE, OpKind.SIZE):
         call = f"fd.ops.{op.value}({names[0]}, dim={a.dim})"
     elif op is OpKind.SLICE:
         call = (
-            f"fd.ops.slice({names[0]}, start_indices={_literal(a.start_indices)}, "
-            f"end_indices={_literal(a.end_indices)}, strides={_literal(a.strides)})"
+            f"fd.ops.slice({names[0]}, start_indices={python_literal(a.start_indices)}, "
+            f"end_indices={python_literal(a.end_indices)}, strides={python_literal(a.strides)})"
         )
     elif op is OpKind.PAD:
-        call = f"fd.ops.pad({names[0]}, pad_widths={_literal(a.pad_widths)}, value={names[1]})"
+        call = f"fd.ops.pad({names[0]}, pad_widths={python_literal(a.pad_widths)}, value={names[1]})"
     elif op is OpKind.CAT:
         call = f"fd.ops.cat([{', '.join(names)}], dim={a.dim})"
     elif op in GroupOp.COPY:

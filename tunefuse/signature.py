@@ -14,7 +14,7 @@ from typing import Union
 
 import numpy as np
 
-from tunefuse.arrays import ArrayInfo, Device, contiguity_of, describe_array, is_array, stride_order_of
+from tunefuse.arrays import ArrayInfo, Device, contiguity_of, describe_array, is_array, is_broadcast_dim, stride_order_of
 from tunefuse.errors import InputMismatchError
 from tunefuse.ir import Fusion, ScalarType, TensorType
 from tunefuse.ops import OpKind, ScalarRef
@@ -94,14 +94,21 @@ def _check_layout(name: str, vt: TensorType, attrs: object, info: ArrayInfo) -> 
         rank = len(info.shape)
         want = declared_order if declared_order is not None else tuple(rank - 1 - d for d in range(rank))
         have = actual_order if actual_order is not None else tuple(rank - 1 - d for d in range(rank))
-        # Only dims that are not size 1 carry an order.
-        real = [d for d in range(rank) if info.shape[d] != 1]
+        # Only dims that are not broadcast (size 1 or stride 0) carry an order.
+        real = [d for d in range(rank) if not is_broadcast_dim(info.shape[d], info.strides[d])]
         if sorted(real, key=lambda d: want[d]) != sorted(real, key=lambda d: have[d]):
             raise InputMismatchError(
                 f"{name}: declared stride order {list(want)}, got strides {list(info.strides)} "
                 f"(stride order {list(have)})"
             )
     for d, declared in enumerate(attrs.contiguity):  # type: ignore[attr-defined]
+        if declared is None and not is_broadcast_dim(info.shape[d], info.strides[d]):
+            # An expanded dim reads one element for all its indices: anything else there
+            # would be a wrong answer, not a layout to accommodate.
+            raise InputMismatchError(
+                f"{name}: dim {d} is declared broadcast (contiguity None) but has size {info.shape[d]} "
+                f"and stride {info.strides[d]}; an expanded dim has stride 0 (e.g. torch's expand)"
+            )
         if declared and actual_contiguity[d] is False:
             raise InputMismatchError(
                 f"{name}: dim {d} is declared contiguous but its stride is {info.strides[d]} "

@@ -532,11 +532,18 @@ def execute(fd, inputs: Sequence[object], out: Sequence[object] | None = None, c
     from tunefuse.cache import resolve
 
     device = options.pop("device", None)
+    profile = _flag(options, "profile")
+    print_repro = _flag(options, "print_repro")
+    capture_debug_output = _flag(options, "capture_debug_output")
     if options:
         unknown = sorted(options)
         raise ExecutionError(f"execute: unknown options {unknown}")
     if device is not None:
         device = _device_index(device)
+    if print_repro:  # before running: a run that fails still leaves its repro
+        from tunefuse.runtime.call_options import repro_script
+
+        print(repro_script(fd.fusion, inputs))
     resolved = resolve(cache)
     runners = fd._runners
     executor = runners.get((id(resolved), device))
@@ -546,7 +553,26 @@ def execute(fd, inputs: Sequence[object], out: Sequence[object] | None = None, c
         if resolved is not None:
             runners[("keep", id(resolved))] = resolved  # keep the id stable while the runner lives
     fd._runner = executor
-    return executor.run(inputs, out)
+    if not (profile or capture_debug_output):
+        return executor.run(inputs, out)
+    from tunefuse.runtime import call_options
+
+    bound = bind_inputs(executor.fusion, inputs, executor.inputs)
+    device_index = device_for(bound, out, executor.device)
+    result, wall_us = call_options.synchronized_wall_us(device_index, lambda: executor._run_checked(inputs, out))
+    exe = executor.plans[executor._last_key]  # type: ignore[index]
+    if profile:
+        fd._profile = call_options.FusionProfile(device_index, wall_us, call_options.kernels_of(exe))
+    if capture_debug_output:
+        fd._debug_output = call_options.debug_text(exe)
+    return result
+
+
+def _flag(options: dict, name: str) -> bool:
+    value = options.pop(name, False)
+    if not isinstance(value, bool):
+        raise ExecutionError(f"execute: {name} must be True or False, not {value!r}")
+    return value
 
 
 def _device_index(device: object) -> int:

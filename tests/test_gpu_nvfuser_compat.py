@@ -1,0 +1,79 @@
+"""GPU: nvFuser's definition and execute features against the reference: expanded broadcast
+inputs (torch's expand: stride 0) in pointwise and reduction kernels, `validate`, and
+`execute(profile=, print_repro=, capture_debug_output=)`."""
+
+import numpy as np
+import pytest
+
+from test_gpu_execute import to_host, torch_or_skip
+from tunefuse import DataType, FusionDefinition, reference
+
+pytestmark = pytest.mark.gpu
+
+
+def _expanded_fusion():
+    """[a, b, c] (the middle dim expanded) times [a, b, c], summed over the expanded dim."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, None, True], dtype=DataType.Float)
+        y = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.Float)
+        p = fd.ops.mul(x, y)
+        fd.add_output(p)
+        fd.add_output(fd.ops.sum(p, dims=[1]))
+        fd.add_output(fd.ops.sum(x, dims=[1]))
+    return fd
+
+
+@pytest.mark.parametrize("shape", [(4, 5, 6), (3, 1000, 33), (64, 7, 512)])
+def test_expanded_inputs_compute_what_the_reference_computes(shape, rng):
+    torch = torch_or_skip()
+    a, b, c = shape
+    fd = _expanded_fusion()
+    base = torch.randn(a, 1, c, device="cuda")
+    x = base.expand(a, b, c)
+    y = torch.randn(a, b, c, device="cuda")
+    got = [to_host(t) for t in fd.execute([x, y])]
+    host_x = np.broadcast_to(base.cpu().numpy(), shape)  # x.cpu() would copy: stride 0 lost
+    expected = reference.run(fd.fusion, [host_x, y.cpu().numpy()])
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-4)
+    fd.validate([x, y])
+
+
+def test_validate_runs_and_compares_with_the_reference_or_given_outputs(rng):
+    torch = torch_or_skip()
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
+        fd.add_output(fd.ops.sum(fd.ops.cast(t, DataType.Float), dims=[1]))
+    x = torch.randn(33, 1000, device="cuda").to(torch.bfloat16)
+    fd.validate([x])
+    fd.validate([x], reference_outputs=[x.float().sum(1)])
+    with pytest.raises(AssertionError, match="output 0"):
+        fd.validate([x], reference_outputs=[x.float().sum(1) + 1])
+
+
+def test_profile_times_the_call_and_lists_its_kernels(rng):
+    torch = torch_or_skip()
+    fd = _expanded_fusion()
+    x = torch.randn(8, 1, 64, device="cuda").expand(8, 16, 64)
+    y = torch.randn(8, 16, 64, device="cuda")
+    fd.execute([x, y], profile=True)
+    prof = fd.profile()
+    assert prof.wall_us > 0 and prof.device == 0 and prof.kernels
+    assert all(k.name.startswith("tf_") and all(k.grid) and all(k.block) for k in prof.kernels)
+    fd.execute([x, y], capture_debug_output=True)
+    assert prof.kernels[0].name in fd.get_debug_output()
+
+
+def test_print_repro_prints_a_script_that_reproduces_the_call(rng, capsys):
+    torch = torch_or_skip()
+    fd = _expanded_fusion()
+    x = torch.randn(2, 1, 8, device="cuda").expand(2, 3, 8)
+    y = torch.randn(2, 3, 8, device="cuda")
+    fd.execute([x, y], print_repro=True)
+    script = capsys.readouterr().out
+    namespace = {}
+    exec(compile(script, "<repro>", "exec"), namespace)
+    outputs, inputs = namespace["outputs"], namespace["inputs"]
+    assert inputs[0].strides[1] == 0
+    for g, e in zip(outputs, reference.run(fd.fusion, inputs), strict=True):
+        np.testing.assert_allclose(to_host(g), e, rtol=1e-4, atol=1e-4)

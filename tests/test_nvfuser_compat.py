@@ -1,0 +1,103 @@
+"""nvFuser definition features (no GPU): expanded broadcast dims (contiguity None, any size,
+stride 0), `define_scalar()` defaults, `validate`'s comparison, and the repro script of
+`execute(print_repro=True)`."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+from tunefuse import DataType, FusionDefinition, InputMismatchError, reference
+from tunefuse.arrays import contiguity_of, stride_order_of
+from tunefuse.runtime.call_options import repro_script
+from tunefuse.validate import compare
+
+
+def _expanded_add():
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[None, True], dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+        fd.add_output(fd.ops.add(t0, t1))
+    return fd
+
+
+def test_an_expanded_dim_is_declared_with_contiguity_none_and_reads_stride_zero(rng):
+    fd = _expanded_add()
+    row = rng.standard_normal(5).astype(np.float32)
+    x = np.broadcast_to(row, (3, 5))  # strides (0, 4)
+    y = rng.standard_normal((3, 5)).astype(np.float32)
+    (got,) = reference.run(fd.fusion, [x, y])
+    np.testing.assert_array_equal(got, row[None, :] + y)
+    plan = fd.plan([x, y])
+    assert plan.segments
+
+
+def test_an_expanded_dim_refuses_an_input_that_is_not_expanded(rng):
+    fd = _expanded_add()
+    y = np.ones((3, 5), np.float32)
+    with pytest.raises(InputMismatchError, match="dim 0 is declared broadcast.*stride 5.*stride 0"):
+        fd.plan([np.ones((3, 5), np.float32), y])
+    fd.plan([np.ones((1, 5), np.float32), np.ones((1, 5), np.float32)])  # size 1 is a broadcast too
+
+
+def test_expanded_dims_carry_no_contiguity_or_order():
+    # torch.randn(4, 1, 6).expand(4, 5, 6): strides (6, 0, 1); a transposed expand too
+    assert contiguity_of((4, 5, 6), (6, 0, 1)) == (True, None, True)
+    assert stride_order_of((4, 5, 6), (6, 0, 1)) is None
+    assert contiguity_of((3, 5), (1, 0)) == (True, None)
+    with FusionDefinition() as fd:
+        t = fd.from_array(np.broadcast_to(np.zeros((4, 1, 6), np.float32), (4, 5, 6)))
+        fd.add_output(fd.ops.sum(t, dims=[1]))
+    node = fd.fusion.nodes[0]
+    assert node.attrs.shape == (-1, -1, -1) and node.attrs.contiguity == (True, None, True)
+    x = np.broadcast_to(np.arange(24, dtype=np.float32).reshape(4, 1, 6), (4, 5, 6))
+    np.testing.assert_allclose(reference.run(fd.fusion, [x])[0], 5 * x[:, 0, :])
+
+
+def test_define_scalar_without_value_or_dtype_is_a_double_input():
+    with FusionDefinition() as fd:
+        s = fd.define_scalar()
+        i = fd.define_scalar(DataType.Int)  # nvFuser's positional dtype
+        t = fd.define_tensor(shape=[-1], dtype=DataType.Double)
+        fd.add_output(fd.ops.add(fd.ops.mul(t, s), i))
+    kinds = [(n.op.value, n.attrs.dtype) for n in fd.fusion.nodes[:2]]
+    assert kinds == [("define_scalar", DataType.Double), ("define_scalar", DataType.Int)]
+    (got,) = reference.run(fd.fusion, [2.5, 3, np.arange(4, dtype=np.float64)])
+    np.testing.assert_array_equal(got, np.arange(4) * 2.5 + 3)
+
+
+def test_validate_compares_within_the_dtype_tolerance_and_names_the_worst_element():
+    expected = [np.linspace(0, 1, 12, dtype=np.float32).reshape(3, 4), np.arange(5, dtype=np.int64)]
+    close = [expected[0] + np.float32(1e-5), expected[1].copy()]
+    compare(close, expected)
+    off = [expected[0].copy(), expected[1].copy()]
+    off[0][2, 1] += 0.5
+    with pytest.raises(AssertionError, match=r"output 0 \(float \[3, 4\]\).*1 of 12.*worst at \[2, 1\]"):
+        compare(off, expected)
+    ints = [expected[0], expected[1] + np.array([0, 0, 0, 1, 0])]
+    with pytest.raises(AssertionError, match=r"output 1 \(int64 \[5\]\).*worst at \[3\]"):
+        compare(ints, expected)
+    with pytest.raises(AssertionError, match="shape"):
+        compare([expected[0].T, expected[1]], expected)
+    with pytest.raises(AssertionError, match="2 outputs"):
+        compare(expected, expected[:1])
+    nan = [np.array([np.nan, 1.0], np.float32)]
+    compare(nan, [np.array([np.nan, 1.0], np.float32)])
+
+
+def test_the_repro_script_rebuilds_the_fusion_and_inputs_of_the_same_layout(rng):
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1], contiguity=[None, True], dtype=DataType.BFloat16)
+        t1 = fd.define_tensor(shape=[-1, -1], contiguity=[False, True], dtype=DataType.Int32)
+        s = fd.define_scalar(dtype=DataType.Double)
+        fd.add_output(fd.ops.mul(fd.ops.add(t0, t1), s))
+    x = np.broadcast_to(rng.standard_normal(5).astype(ml_dtypes.bfloat16), (3, 5))
+    y = np.arange(33, dtype=np.int32).reshape(3, 11)[:, :5]  # row stride 11: not contiguous
+    script = repro_script(fd.fusion, [x, y, 0.5])
+    namespace = {}
+    exec(compile(script.replace("outputs = fd.execute(inputs)", ""), "<repro>", "exec"), namespace)
+    rebuilt, inputs = namespace["fd"], namespace["inputs"]
+    assert str(rebuilt) == str(fd)
+    assert [np.asarray(a).strides for a in inputs[:2]] == [x.strides, y.strides]
+    assert [a.dtype for a in inputs[:2]] == [x.dtype, y.dtype] and inputs[2] == 0.5
+    rebuilt.plan(inputs)  # binds: the layout is what the definition declares
+    assert "outputs = fd.execute(inputs)" in script
