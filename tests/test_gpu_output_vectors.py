@@ -4,11 +4,13 @@ either side, a padded input (its loads behind a guard, a lane at a time), an epi
 reads an input along the outputs, a transposed output (not vector-stored), lanes of 1 to 32
 threads in either layout; each against the reference."""
 
+import functools
+
 import numpy as np
 import pytest
 
 from test_gpu_execute import TOL
-from test_gpu_split import run_with_reduction_params
+from test_gpu_split import int_sum0, middle_reduction, run_with_reduction_params
 from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.device_info import PROFILES
 from tunefuse.schedulers import reduction
@@ -40,14 +42,7 @@ def _scaled_bias_sum0(fd, dtype):
     fd.add_output(fd.ops.add(fd.ops.sum(fd.ops.cast(y, DataType.Float), dims=[0]), c))
 
 
-def _middle_prod(fd, dtype):
-    x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
-    fd.add_output(fd.ops.prod(x, dims=[1]))
-
-
-def _int_sum0(fd, dtype):
-    x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Int32)
-    fd.add_output(fd.ops.sum(x, dims=[0]))
+_middle_prod = functools.partial(middle_reduction, op="prod")
 
 
 def _padded_mean0(fd, dtype):
@@ -63,7 +58,7 @@ def _middle_sum_transposed(fd, dtype):
 
 
 def case_inputs(build, dtype, shape, rng):
-    if build is _int_sum0:
+    if build is int_sum0:
         return [rng.integers(-1000, 1000, shape).astype(np.int32)]
     x = (rng.standard_normal(shape) * 0.05 + 1.0).astype(dtype.numpy)  # products of ~1: no overflow
     if build is not _scaled_bias_sum0:
@@ -78,7 +73,7 @@ CASES = [
     (_stats0, DataType.BFloat16, (5, 8 * 13)),
     (_scaled_bias_sum0, DataType.Half, (129, 2048)),
     (_middle_prod, DataType.Float, (3, 7, 256)),
-    (_int_sum0, DataType.Int32, (2, 4096)),
+    (int_sum0, DataType.Int32, (2, 4096)),
     (_padded_mean0, DataType.Float, (33, 248)),
     (_middle_sum_transposed, DataType.BFloat16, (6, 9, 64)),
 ]

@@ -32,12 +32,16 @@ def _row_stats(fd, dtype):
     fd.add_output(fd.ops.mean(fd.ops.mul(x, x), dims=[1]))
 
 
-def _middle_min(fd, dtype):
+def middle_reduction(fd, dtype, op):
+    """`op` ("min", "prod", ...) over the middle dim of a rank-3 input."""
     x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
-    fd.add_output(fd.ops.min(x, dims=[1]))
+    fd.add_output(getattr(fd.ops, op)(x, dims=[1]))
 
 
-def _int_sum0(fd, dtype):
+_middle_min = functools.partial(middle_reduction, op="min")
+
+
+def int_sum0(fd, dtype):
     x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Int32)
     fd.add_output(fd.ops.sum(x, dims=[0]))
 
@@ -48,7 +52,7 @@ CASES = [
     (_row_stats, DataType.Float, (3, 100003)),
     (_row_stats, DataType.Half, (5, 8192)),
     (_middle_min, DataType.Float, (3, 5001, 9)),
-    (_int_sum0, DataType.Int32, (7777, 5)),
+    (int_sum0, DataType.Int32, (7777, 5)),
 ]
 
 

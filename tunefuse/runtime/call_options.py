@@ -53,13 +53,13 @@ _MAKE_INPUT = '''def make_input(shape, strides, dtype):
 def repro_script(fusion, inputs: Sequence[object]) -> str:  # noqa: ANN001 - tunefuse.ir.Fusion
     """Python that rebuilds `fusion`, makes inputs of the same dtypes, shapes and strides
     (random values, on the host) and executes it."""
+    infos = [describe_array(x) if is_array(x) else None for x in inputs]
     lines = [fusion.to_python().rstrip(), "", "import numpy as np"]
-    if any(is_array(x) and describe_array(x).dtype.value == "bfloat16" for x in inputs):
+    if any(info is not None and info.dtype.value == "bfloat16" for info in infos):
         lines.append("import ml_dtypes")
     lines += ["", "", _MAKE_INPUT, "", "inputs = ["]
-    for x in inputs:
-        if is_array(x):
-            info = describe_array(x)
+    for x, info in zip(inputs, infos):
+        if info is not None:
             dtype = "ml_dtypes.bfloat16" if info.dtype.value == "bfloat16" else f"np.{info.dtype.numpy}"
             lines.append(f"    make_input({list(info.shape)}, {list(info.strides)}, {dtype}),")
         else:
