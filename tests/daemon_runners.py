@@ -19,7 +19,7 @@ def compile_runner(job, ctx):
     from tunefuse.tuning.inputs import make_inputs
 
     fusion = fusion_from_json(ctx.store.get_fusion_json(job.fusion_id))
-    plan = make_plan(fusion, make_inputs(job.signature_json))
+    plan = make_plan(fusion, make_inputs(job.signature_json, fusion=fusion))
     seg = plan.segments[job.segment_index]
     params = scheduler_for(seg.scheduler).default_params(seg, H100)
     src = generate(seg, params, H100, {b.id: b.dtype for b in plan.buffers})

@@ -89,11 +89,14 @@ class _Builder:
                 return s
 
     # -- inputs ------------------------------------------------------------------------
-    def host_array(self, shape: tuple[int, ...], dtype: DataType) -> np.ndarray:
+    def host_array(self, shape: tuple[int, ...], dtype: DataType, index_below: int | None = None) -> np.ndarray:
         """An input laid out as one of: contiguous, an offset view (misaligned for vectors),
-        a permuted view (non-contiguous), a strided view (every other element)."""
+        a permuted view (non-contiguous), a strided view (every other element). With
+        `index_below`, integers in [0, index_below): an index tensor."""
         layout = self.pick(["contiguous", "contiguous", "offset", "permuted", "strided"])
-        if dtype.is_floating:
+        if index_below is not None:
+            make = lambda s: self.rng.integers(0, index_below, s).astype(dtype.numpy)  # noqa: E731
+        elif dtype.is_floating:
             make = lambda s: self.rng.uniform(-2.0, 2.0, s).astype(dtype.numpy)  # noqa: E731
         elif dtype.is_bool:
             make = lambda s: self.rng.integers(0, 2, s).astype(bool)  # noqa: E731
@@ -115,8 +118,8 @@ class _Builder:
         self.layouts.append(layout)
         return array
 
-    def new_input(self, shape: tuple[int, ...], dtype: DataType) -> _Value:
-        array = self.host_array(shape, dtype)
+    def new_input(self, shape: tuple[int, ...], dtype: DataType, index_below: int | None = None) -> _Value:
+        array = self.host_array(shape, dtype, index_below)
         self.inputs.append(array)
         t = self.fd.from_array(array)
         v = _Value(t, shape, dtype, True)
@@ -157,7 +160,7 @@ class _Builder:
     def step(self) -> None:
         kind = self.pick(["unary", "unary", "binary", "binary", "jumpy", "where", "cast", "reduce",
                           "normalize", "view", "view", "slice", "pad", "cat", "cat", "set", "create",
-                          "scalar", "integer", "clamp"])
+                          "scalar", "integer", "clamp", "gather"])
         getattr(self, f"step_{kind}")()
 
     def step_unary(self) -> None:
@@ -379,6 +382,37 @@ class _Builder:
         if _numel(new) > MAX_NUMEL:
             return None
         self.push(self.op("cat", [p for p, _ in pieces], dim=dim), new, v.exact)
+
+    def step_gather(self) -> None:
+        """index_select (a 1-D or 2-D index), gather or take_along_axis along a random dim of
+        a value, the index a new input in range or computed in range from an integer value
+        (|x| mod extent)."""
+        v = self.pick(self.pool)
+        if not v.shape:
+            return None
+        dim = int(self.rng.integers(0, len(v.shape)))
+        e = v.shape[dim]
+        if e == 0:
+            return None
+        name = self.pick(["index_select", "index_select", "gather", "take_along_axis"])
+        if name == "index_select":
+            index_shape = tuple(int(self.pick((1, 2, 3, 5, 8, 17))) for _ in range(int(self.rng.integers(1, 3))))
+            out = (*v.shape[:dim], *index_shape, *v.shape[dim + 1:])
+        else:
+            index_shape = tuple(
+                int(self.pick((1, 2, 3, 5, 9))) if k == dim else
+                (n if name == "take_along_axis" else int(self.rng.integers(min(n, 1), n + 1)))
+                for k, n in enumerate(v.shape))
+            out = index_shape
+        if _numel(out) > MAX_NUMEL:
+            return None
+        dtype = self.pick([DataType.Int, DataType.Int32])
+        computed = [u for u in self.pool if u.shape == index_shape and u.dtype in (DataType.Int, DataType.Int32)]
+        if computed and self.rng.random() < 0.5:
+            index = self.op("remainder", self.op("abs", self.pick(computed).tensor), e)
+        else:
+            index = self.new_input(index_shape, dtype, index_below=e).tensor
+        self.push(self.op(name, v.tensor, index, dim), out, v.exact)
 
     def step_set(self) -> None:
         v = self.pick(self.pool)

@@ -118,7 +118,7 @@ def tune_job(job, ctx: JobContext):  # noqa: ANN001, ANN201 - the real runner
     if text is None:
         raise RuntimeError(f"fusion {job.fusion_id[:12]} of job {job.id} is not in the cache")
     fd = FusionDefinition.from_fusion(fusion_from_json(text))
-    inputs = make_inputs(job.signature_json)
+    inputs = make_inputs(job.signature_json, fusion=fd.fusion)
     rt = runtime(ctx.device)
     if rt.env.key != job.env_key:
         raise RuntimeError(f"job {job.id} was queued for another env than device {ctx.device}'s")

@@ -27,6 +27,12 @@ class ExecutionError(TunefuseError, RuntimeError):
     """A fusion could not run: no device, compile failure, launch failure."""
 
 
+class IndexOutOfRangeError(TunefuseError, IndexError):
+    """An index tensor (index_select, gather, embedding) holds a value outside the extent
+    of the table it indexes. The GPU never reads there: the element is not loaded, and the
+    run raises this instead of returning it."""
+
+
 class StopRequested(Exception):
     """The tuning daemon is shutting down: a running tuning gives its job back. Not a
     TunefuseError: nothing went wrong."""

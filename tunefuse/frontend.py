@@ -515,6 +515,53 @@ class Ops:
         norm = normalize_dim("cat", dim, self._rank(ids[0]))
         return self._one(OpKind.CAT, ids, DimAttrs(norm))  # type: ignore[return-value]
 
+    # data-dependent reads (indices are checked: an out-of-range one raises IndexOutOfRangeError)
+    def index_select(self, arg: Value, index: Value, dim: int) -> Tensor:
+        """torch.index_select (numpy's `take` for an N-d index): the index's dims replace
+        `dim` of `arg`, each element read from `arg` at that index."""
+        vid, ix = self._tensor(arg, "index_select"), self._tensor(index, "index_select")
+        norm = normalize_dim("index_select", dim, self._rank(vid))
+        return self._one(OpKind.INDEX_SELECT, [vid, ix], DimAttrs(norm))  # type: ignore[return-value]
+
+    def gather(self, arg: Value, index: Value, dim: int) -> Tensor:
+        """torch.gather: out[p] = arg[p with p[dim] = index[p]], in the index's shape."""
+        vid, ix = self._tensor(arg, "gather"), self._tensor(index, "gather")
+        norm = normalize_dim("gather", dim, self._rank(vid))
+        return self._one(OpKind.GATHER, [vid, ix], DimAttrs(norm))  # type: ignore[return-value]
+
+    def take_along_axis(self, arg: Value, index: Value, dim: int) -> Tensor:
+        """nvFuser's take_along_axis (numpy's take_along_axis): a gather whose index has the
+        extents of `arg` along the other dims."""
+        return self.gather(arg, index, dim)
+
+    def embedding_fwd(self, input: Value, weight: Value, padding_idx: Operand | None = None,  # noqa: A002
+                      max_norm: Operand | None = None, norm_type: Operand | None = None,
+                      scale_grad_by_freq: Operand | None = None, sparse: Operand | None = None) -> Tensor:
+        """torch.nn.functional.embedding's forward: rows of `weight` picked by `input`.
+        With `max_norm`, a row whose `norm_type`-norm (default 2) exceeds it is scaled to
+        max_norm / (norm + 1e-7), as torch renormalizes it; `weight` itself is not written
+        (torch renormalizes it in place). `padding_idx`, `scale_grad_by_freq` and `sparse`
+        only change the backward: accepted, and they do not change the result."""
+        for name, operand in (("padding_idx", padding_idx), ("scale_grad_by_freq", scale_grad_by_freq),
+                              ("sparse", sparse)):
+            if operand is not None:
+                self._fd._value_id(operand, f"embedding_fwd {name}")
+        w = self._tensor(weight, "embedding_fwd")
+        if self._rank(w) != 2:
+            raise DefinitionError(f"embedding_fwd: weight T{w} must have rank 2 (rows x embedding dim), "
+                                  f"got rank {self._rank(w)}")
+        rows = self.index_select(weight, input, 0)
+        if max_norm is None:
+            return rows
+        dtype = self._fd._builder.values[w].dtype
+        wide = rows if dtype in (DataType.Float, DataType.Double) else self.cast(rows, DataType.Float)
+        p = norm_type if norm_type is not None else 2.0
+        inverse_p = self.reciprocal(p) if isinstance(p, Value) else 1.0 / float(p)
+        norm = self.pow(self.sum(self.pow(self.abs(wide), p), [-1], keepdim=True), inverse_p)
+        scale = self.where(self.gt(norm, max_norm), self.div(max_norm, self.add(norm, 1e-7)), 1.0)
+        scaled = self.mul(wide, scale)
+        return scaled if wide is rows else self.cast(scaled, dtype)  # type: ignore[return-value]
+
     def set(self, arg: Value) -> Tensor:
         return self._one(OpKind.SET, [self._tensor(arg, "set")], NoAttrs())  # type: ignore[return-value]
 

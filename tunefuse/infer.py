@@ -408,6 +408,40 @@ def _cat(ctx: InferContext) -> list[ValueType]:
     return [TensorType(dtype, tensors[0].shape[:dim] + (total,) + tensors[0].shape[dim + 1 :])]
 
 
+def _index_operand(ctx: InferContext) -> TensorType:
+    index = ctx.tensor(1)
+    if not index.dtype.is_integral or index.dtype.is_bool:
+        raise DefinitionError(f"{ctx.where}: the index {ctx.name(1)} must be an integer tensor, got {index.dtype.value}")
+    return index
+
+
+def _index_select(ctx: InferContext) -> list[ValueType]:
+    """numpy's `take` along `dim`: the index's dims replace the table's dim `dim` (a 1-D
+    index is torch's index_select; an N-d one an embedding lookup)."""
+    ctx.arity(2)
+    t = ctx.tensor(0)
+    index = _index_operand(ctx)
+    dim = ctx.normalized_dim(ctx.attrs.dim, t.rank)  # type: ignore[attr-defined]
+    return [TensorType(t.dtype, t.shape[:dim] + index.shape + t.shape[dim + 1:])]
+
+
+def _gather(ctx: InferContext) -> list[ValueType]:
+    """torch.gather: out[p] = table[p with p[dim] = index[p]]; the output has the index's
+    shape, which may not exceed the table's along the other dims."""
+    ctx.arity(2)
+    t = ctx.tensor(0)
+    index = _index_operand(ctx)
+    dim = ctx.normalized_dim(ctx.attrs.dim, t.rank)  # type: ignore[attr-defined]
+    if index.rank != t.rank:
+        raise ShapeError(f"{ctx.where}: the index {ctx.name(1)} has rank {index.rank}, the table "
+                         f"{ctx.name(0)} rank {t.rank}: they must be equal")
+    for d, (e_index, e_table) in enumerate(zip(index.shape, t.shape)):
+        if d != dim and isinstance(e_index, int) and isinstance(e_table, int) and e_index > e_table:
+            raise ShapeError(f"{ctx.where}: dim {d} of the index {ctx.name(1)} has extent {e_index}, "
+                             f"more than the table {ctx.name(0)}'s {e_table}")
+    return [TensorType(t.dtype, index.shape)]
+
+
 def _identity(ctx: InferContext) -> list[ValueType]:
     ctx.arity(1)
     return [ctx.tensor(0)]
@@ -460,6 +494,8 @@ RULES: dict[OpKind, Rule] = {
     OpKind.SLICE: _slice,
     OpKind.PAD: _pad,
     OpKind.CAT: _cat,
+    OpKind.INDEX_SELECT: _index_select,
+    OpKind.GATHER: _gather,
     OpKind.SET: _identity,
     OpKind.SEGMENT_SET: _identity,
     OpKind.FULL: _full,

@@ -73,7 +73,31 @@ class EGuard:
     dtype: DataType
 
 
-Expr = Union[ELoad, EScalar, EConst, EIndex, EOp, EReduce, EGuard]
+@dataclass(frozen=True, slots=True)
+class EGather:
+    """Segment.gathers[gather] read at its base offset plus `index` times its stride, where
+    0 <= index < its extent; elsewhere nothing is read, the value is 0 and the kernel reports
+    the gather's fusion value through its index-error word (index_select, gather)."""
+
+    gather: int
+    index: Expr
+    dtype: DataType
+
+
+Expr = Union[ELoad, EScalar, EConst, EIndex, EOp, EReduce, EGuard, EGather]
+
+
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The expressions `e` reads directly (a reduction's operand included)."""
+    if isinstance(e, EOp):
+        return e.operands
+    if isinstance(e, EReduce):
+        return (e.operand,)
+    if isinstance(e, EGuard):
+        return (e.then, e.other)
+    if isinstance(e, EGather):
+        return (e.index,)
+    return ()
 
 
 def expr_dtype(e: Expr, loads: tuple, scalars: tuple) -> DataType:
@@ -127,6 +151,19 @@ class Load:
     buffer: int
     dtype: DataType
     offset: Affine  # element offset, over the segment's iteration variables
+
+
+@dataclass(frozen=True, slots=True)
+class GatherLoad:
+    """A data-dependent read: `offset` places the table's element with index 0 along the
+    gathered dim; an index i in [0, extent) adds i * stride to it."""
+
+    buffer: int
+    dtype: DataType
+    offset: Affine
+    extent: int
+    stride: int
+    value: int  # the fusion value (index_select, gather) it computes: named in the error
 
 
 @dataclass(frozen=True, slots=True)

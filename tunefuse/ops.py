@@ -102,6 +102,9 @@ class OpKind(enum.Enum):
     CAT = "cat"
     SET = "set"
     SEGMENT_SET = "segment_set"
+    # data-dependent reads: an index tensor picks elements of a table along one dim
+    INDEX_SELECT = "index_select"
+    GATHER = "gather"
     # creation
     FULL = "full"
     IOTA = "iota"
@@ -165,6 +168,9 @@ class GroupOp:
         }
     )
     COPY = frozenset({OpKind.SET, OpKind.SEGMENT_SET})
+    # Reads whose position comes from another tensor's values: the table (operand 0) is read
+    # from memory (a buffer), at an index checked against its extent along `dim`.
+    INDEXING = frozenset({OpKind.INDEX_SELECT, OpKind.GATHER})
     CREATION = frozenset({OpKind.FULL, OpKind.IOTA})
     INPUT = frozenset({OpKind.DEFINE_TENSOR, OpKind.DEFINE_SCALAR})
 
@@ -315,6 +321,8 @@ ATTRS_CLASS: dict[OpKind, type] = {
     OpKind.SLICE: SliceAttrs,
     OpKind.PAD: PadAttrs,
     OpKind.CAT: DimAttrs,
+    OpKind.INDEX_SELECT: DimAttrs,
+    OpKind.GATHER: DimAttrs,
     OpKind.FULL: FullAttrs,
     OpKind.IOTA: IotaAttrs,
     OpKind.SIZE: DimAttrs,

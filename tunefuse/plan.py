@@ -235,9 +235,40 @@ def _segment(cf: ConcreteFusion, buffers: _Buffers, requests: list[StoreRequest]
              materialized: dict[int, Buffer]) -> list[Segment]:
     shared = [r for r in requests if not r.own_kernel]
     groups: list[list[StoreRequest]] = ([shared] if shared else []) + [[r] for r in requests if r.own_kernel]
-    built: list[tuple[list[StoreRequest], Segment]] = []
     prefix = cf.fusion.fusion_id[:8]
-    budget = 4 * (len(cf.fusion.nodes) + len(requests)) + 16
+    for _ in range(len(requests) + 1):
+        built = _build_groups(cf, buffers, groups, materialized)
+        # Order kernels so that each runs after the kernels writing what it reads.
+        writers = {st.buffer: k for k, (_, seg) in enumerate(built) for st in seg.stores}
+        sorter: graphlib.TopologicalSorter = graphlib.TopologicalSorter()
+        for k, (_, seg) in enumerate(built):
+            sorter.add(k, *{writers[b] for b in seg.read_buffers if b in writers and writers[b] != k})
+        try:
+            order = list(sorter.static_order())
+        except graphlib.CycleError as e:
+            # Two kernels read each other's stores (an output that is a view of T, and
+            # segment_set(T) read back by that output's kernel): the stores the next kernel
+            # of the cycle reads leave their group for a kernel of their own; then again.
+            cycle = e.args[1]
+            groups = [g for g, _ in built]
+            for k, after in zip(cycle, cycle[1:]):
+                needed = [r for r in groups[k] if r.buffer in built[after][1].read_buffers]
+                if len(needed) < len(groups[k]):
+                    rest = [r for r in groups[k] if r not in needed]
+                    groups[k:k + 1] = [needed, rest]
+                    break
+            else:  # pragma: no cover - a kernel cannot read its own stores
+                raise AssertionError(f"kernels {cycle} read each other's stores") from None
+            continue
+        return [_renamed(built[k][1], f"{prefix}_seg{i}") for i, k in enumerate(order)]
+    raise AssertionError("segmentation does not converge: kernels read each other's stores")  # pragma: no cover
+
+
+def _build_groups(cf: ConcreteFusion, buffers: _Buffers, groups: list[list[StoreRequest]],
+                  materialized: dict[int, Buffer]) -> list[tuple[list[StoreRequest], Segment]]:
+    groups = list(groups)
+    built: list[tuple[list[StoreRequest], Segment]] = []
+    budget = 4 * (len(cf.fusion.nodes) + sum(len(g) for g in groups)) + 16
     while groups:
         budget -= 1
         if budget < 0:  # pragma: no cover - a bug, never an input's fault
@@ -272,13 +303,7 @@ def _segment(cf: ConcreteFusion, buffers: _Buffers, requests: list[StoreRequest]
                 groups.append([StoreRequest(r.value, r.buffer, r.strides, f"{r.why} ({s.why})") for r in part])
             continue
         built.append((group, seg))
-    # Order kernels so that each runs after the kernels writing what it reads.
-    writers = {st.buffer: k for k, (_, seg) in enumerate(built) for st in seg.stores}
-    sorter: graphlib.TopologicalSorter = graphlib.TopologicalSorter()
-    for k, (_, seg) in enumerate(built):
-        sorter.add(k, *{writers[ld.buffer] for ld in seg.loads if ld.buffer in writers and writers[ld.buffer] != k})
-    order = list(sorter.static_order())
-    return [_renamed(built[k][1], f"{prefix}_seg{i}") for i, k in enumerate(order)]
+    return built
 
 
 def _renamed(seg: Segment, name: str) -> Segment:
@@ -297,10 +322,10 @@ def _make_inplace_safe(cf: ConcreteFusion, buffers: _Buffers, segments: list[Seg
             if buffers.items[st.buffer].kind is not BufferKind.INPUT:
                 continue
             for j, other in enumerate(segments):
-                for ld in other.loads:
-                    if ld.buffer == st.buffer and (j != k or ld.offset != st.offset):
-                        unsafe.append((k, st))
-                        break
+                # A gathered read is at data-dependent positions: never safe to overwrite.
+                if any(ld.buffer == st.buffer and (j != k or ld.offset != st.offset) for ld in other.loads) or any(
+                        g.buffer == st.buffer for g in other.gathers):
+                    unsafe.append((k, st))
     return [] if not unsafe else [k for k, _ in unsafe]  # type: ignore[return-value]
 
 

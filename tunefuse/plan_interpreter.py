@@ -15,9 +15,10 @@ import numpy as np
 from tunefuse.arrays import to_numpy
 from tunefuse.dtypes import DataType
 from tunefuse.elementwise import ELEMENTWISE
+from tunefuse.errors import IndexOutOfRangeError
 from tunefuse.indexing import Affine, Div, Mod, Var
 from tunefuse.ir import TensorType
-from tunefuse.kernel_ir import EConst, EGuard, EIndex, ELoad, EOp, EReduce, EScalar, Expr
+from tunefuse.kernel_ir import EConst, EGather, EGuard, EIndex, ELoad, EOp, EReduce, EScalar, Expr
 from tunefuse.ops import OpKind
 from tunefuse.plan import Plan, make_plan
 from tunefuse.reference import eval_node, reduce_rows
@@ -72,6 +73,20 @@ class _SegmentRun:
                     f"{self.seg.name}: load {e.load} of b{ld.buffer} at {ld.offset} reads outside its "
                     f"{memory.size} elements (offsets {int(offsets.min())}..{int(offsets.max())})")
             return memory[np.where(inside, offsets, 0)]
+        if isinstance(e, EGather):
+            g = self.seg.gathers[e.gather]
+            index = self.eval(e.index).astype(np.int64)
+            in_range = (index >= 0) & (index < g.extent)
+            used = ~in_range if self.taken is None else ~in_range & self.taken
+            if np.any(used):
+                raise IndexOutOfRangeError(f"{self.seg.name}: T{g.value} reads an index outside [0, {g.extent})")
+            memory = self.memory[g.buffer]
+            offsets = eval_affine(g.offset, self.vars) + np.where(in_range, index, 0) * g.stride
+            inside = (offsets >= 0) & (offsets < memory.size)
+            if not np.all(inside | ~in_range):
+                raise LoadOutOfBounds(f"{self.seg.name}: gather {e.gather} of b{g.buffer} reads outside its "
+                                      f"{memory.size} elements")
+            return np.where(in_range & inside, memory[np.where(in_range & inside, offsets, 0)], 0).astype(g.dtype.numpy)
         if isinstance(e, EScalar):
             return np.asarray(self.scalars[e.arg]).astype(self.seg.scalars[e.arg].dtype.numpy)
         if isinstance(e, EConst):

@@ -82,6 +82,8 @@ def node_to_python(fusion: Fusion, node: Node) -> str:
         call = f"fd.ops.pad({names[0]}, pad_widths={python_literal(a.pad_widths)}, value={names[1]})"
     elif op is OpKind.CAT:
         call = f"fd.ops.cat([{', '.join(names)}], dim={a.dim})"
+    elif op in GroupOp.INDEXING:
+        call = f"fd.ops.{op.value}({names[0]}, {names[1]}, dim={a.dim})"
     elif op in GroupOp.COPY:
         call = f"fd.ops.{op.value}({names[0]})"
     elif op is OpKind.FULL:

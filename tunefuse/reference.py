@@ -15,7 +15,7 @@ import numpy as np
 from tunefuse.arrays import to_numpy
 from tunefuse.dtypes import DataType
 from tunefuse.elementwise import ELEMENTWISE, elementwise_types
-from tunefuse.errors import ShapeError
+from tunefuse.errors import IndexOutOfRangeError, ShapeError
 from tunefuse.ir import Fusion, Node, ScalarType, TensorType
 from tunefuse.ops import Dim, GroupOp, OpKind, ScalarRef
 from tunefuse.shapes import resolve_reshape_sizes
@@ -95,6 +95,27 @@ def _pad(x: np.ndarray, widths: Sequence[int], value: np.ndarray) -> np.ndarray:
     return x[crop]
 
 
+def index_error_text(fusion: Fusion, node: Node) -> str:
+    """What an out-of-range index of an indexing node is called, on the host and on the GPU."""
+    table, index = node.inputs
+    return (f"{node.op.value} (defining T{node.outputs[0]}): an index in {fusion.name(index)} lies outside "
+            f"[0, extent of dim {node.attrs.dim} of {fusion.name(table)})")
+
+
+def _indexing(fusion: Fusion, node: Node, table: np.ndarray, index: np.ndarray) -> np.ndarray:
+    dim = node.attrs.dim
+    extent = table.shape[dim]
+    index = index.astype(np.int64)
+    bad = (index < 0) | (index >= extent)
+    if bad.any():
+        raise IndexOutOfRangeError(f"{index_error_text(fusion, node)}: {int(index[bad].flat[0])} where the extent "
+                                   f"is {extent}")
+    if node.op is OpKind.INDEX_SELECT:
+        return np.take(table, index, axis=dim)
+    crop = tuple(slice(None) if d == dim else slice(0, e) for d, e in enumerate(index.shape))
+    return np.take_along_axis(table[crop], index, axis=dim)
+
+
 def eval_node(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
     """Evaluate one node given its operands in `env`; returns its outputs."""
     a = node.attrs
@@ -147,6 +168,8 @@ def eval_node(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
     if op is OpKind.CAT:
         dtype = out_type.dtype.numpy
         return [np.concatenate([t.astype(dtype) for t in ins], axis=a.dim)]
+    if op in GroupOp.INDEXING:
+        return [_indexing(fusion, node, x, np.asarray(ins[1]))]
     if op in GroupOp.COPY:
         return [np.array(x, copy=True)]
     if op is OpKind.FULL:

@@ -32,6 +32,7 @@ from tunefuse.ir import ScalarType, TensorType
 from tunefuse.kernel_ir import (
     Buffer,
     EConst,
+    EGather,
     EGuard,
     EIndex,
     ELoad,
@@ -39,10 +40,12 @@ from tunefuse.kernel_ir import (
     EReduce,
     EScalar,
     Expr,
+    GatherLoad,
     Load,
     ScalarArg,
     SchedulerKind,
     Store,
+    children,
 )
 from tunefuse.ops import GroupOp, OpKind
 
@@ -78,12 +81,17 @@ class Segment:
     values: tuple[int, ...]  # fusion values this kernel computes
     why: str  # why this segment is separate from the others
     buffer_alignments: tuple[tuple[int, int], ...] = field(default=())  # (buffer id, bytes)
+    gathers: tuple[GatherLoad, ...] = ()  # data-dependent reads (EGather)
 
     @property
     def buffer_ids(self) -> tuple[int, ...]:
         """Buffers this kernel touches, in first-use order: its pointer arguments."""
-        ids = [ld.buffer for ld in self.loads] + [st.buffer for st in self.stores]
+        ids = [ld.buffer for ld in self.loads] + [g.buffer for g in self.gathers] + [st.buffer for st in self.stores]
         return tuple(dict.fromkeys(ids))
+
+    @property
+    def read_buffers(self) -> frozenset[int]:
+        return frozenset(ld.buffer for ld in self.loads) | frozenset(g.buffer for g in self.gathers)
 
     @property
     def stored_buffers(self) -> frozenset[int]:
@@ -111,8 +119,9 @@ class Segment:
         loads = [(ld.dtype.value, pattern(ld.offset)) for ld in self.loads]
         stores = [(st.dtype.value, pattern(st.offset), st.reduced, repr(st.expr)) for st in self.stores]
         scalars = [s.dtype.value for s in self.scalars]
+        gathers = [(g.dtype.value, pattern(g.offset)) for g in self.gathers]
         return repr((self.scheduler.value, len(self.extents), self.reduce_dims, loads, stores,
-                     scalars, self.index_type, self.buffer_alignments))
+                     scalars, self.index_type, self.buffer_alignments, *([gathers] if gathers else [])))
 
     @cached_property
     def kernel_key(self) -> str:
@@ -160,6 +169,7 @@ class _SegmentBuilder:
         self.stored_here = {r.value for r in group}
         self.loads: list[Load] = []
         self.load_ids: dict[tuple[int, Affine], int] = {}
+        self.gathers: list[GatherLoad] = []
         self.scalars: list[ScalarArg] = []
         self.scalar_ids: dict[int, int] = {}
         self.memo: dict[tuple[int, Index], Expr] = {}
@@ -311,6 +321,8 @@ class _SegmentBuilder:
             return self._pad(node, index, dtype)
         if op is OpKind.CAT:
             return self._cat(node, index, dtype)
+        if op in GroupOp.INDEXING:
+            return self._gather(node, value, index, dtype)
         if op in GroupOp.REDUCTION:
             return self._reduce(node, value, index, dtype)
         raise AssertionError(f"cannot compute {op}")  # pragma: no cover
@@ -353,6 +365,28 @@ class _SegmentBuilder:
         for position, extent, e in reversed(pieces[:-1]):
             expr = EGuard(((position, -(2**62), extent),), e, expr, dtype)
         return expr
+
+    def _gather(self, node, value: int, index: Index, dtype: DataType) -> Expr:  # noqa: ANN001
+        """index_select reads its index at the output's dims that replaced `dim`; gather at
+        the output's own index. The table is read from its buffer (materialized first when
+        computed), at the non-gathered dims' position plus the index times its stride."""
+        table, index_value = node.inputs
+        dim = node.attrs.dim
+        if table not in self.materialized or table in self.stored_here:
+            # Read from memory another kernel wrote: never from this kernel's own stores.
+            raise _Materialize(table, f"{node.op.value} T{value} reads T{table} at data-dependent positions")
+        if node.op is OpKind.INDEX_SELECT:
+            r = len(self.cf.shape(index_value))
+            at = tuple(index[dim:dim + r])
+            table_index = (*index[:dim], ZERO, *index[dim + r:])
+        else:
+            at = tuple(index)
+            table_index = (*index[:dim], ZERO, *index[dim + 1:])
+        picked = self.build(index_value, self._operand_index(index_value, at))
+        buf = self.materialized[table]
+        base = offset_of(table_index, buf.strides)
+        self.gathers.append(GatherLoad(buf.id, buf.dtype, base, buf.shape[dim], buf.strides[dim], value))
+        return EGather(len(self.gathers) - 1, picked, dtype)
 
     def _reduce(self, node, value: int, index: Index, dtype: DataType) -> Expr:  # noqa: ANN001
         a = node.attrs
@@ -421,7 +455,7 @@ def _rewrite(offset: Affine, groups: list[list[int]], extents: tuple[int, ...], 
 
 
 def _has_index_expr(e: Expr) -> bool:
-    if isinstance(e, (EIndex, EGuard)):
+    if isinstance(e, (EIndex, EGuard, EGather)):
         return True
     if isinstance(e, EOp):
         return any(_has_index_expr(x) for x in e.operands)
@@ -438,6 +472,8 @@ def _is_full_use(e: Expr, inside: bool = False) -> bool:
         return any(_is_full_use(x, inside) for x in e.operands)
     if isinstance(e, EGuard):
         return _is_full_use(e.then, inside) or _is_full_use(e.other, inside)
+    if isinstance(e, EGather):
+        return _is_full_use(e.index, inside)
     return False
 
 
@@ -447,8 +483,8 @@ def contains_reduce(e: Expr) -> bool:
         return True
     if isinstance(e, EOp):
         return any(contains_reduce(x) for x in e.operands)
-    if isinstance(e, EGuard):
-        return contains_reduce(e.then) or contains_reduce(e.other)
+    if isinstance(e, (EGuard, EGather)):
+        return any(contains_reduce(x) for x in children(e))
     return False
 
 
@@ -510,7 +546,7 @@ def build_segment(cf: ConcreteFusion, materialized: dict[int, Buffer], group: li
             new_loads = [replace(ld, offset=_rewrite(ld.offset, groups, b.space, new_extents)) for ld in b.loads]
             new_stores = [replace(st, offset=_rewrite(st.offset, groups, b.space, new_extents)) for st in stores]
             reduce_dims = tuple(j for j, g in enumerate(groups) if g and g[0] in b.reduce_dims)
-    index_type = _index_type(extents, new_loads, new_stores, materialized)
+    index_type = _index_type(extents, [*new_loads, *b.gathers], new_stores, materialized)
     kind = _classify(b, new_stores, new_loads, extents)
     why = "; ".join(dict.fromkeys(r.why for r in group))
     return Segment(
@@ -527,6 +563,7 @@ def build_segment(cf: ConcreteFusion, materialized: dict[int, Buffer], group: li
         buffer_alignments=tuple(sorted(
             {(buf.id, buf.alignment) for buf in [*materialized.values(), *all_buffers]
              if buf.id in {ld.buffer for ld in new_loads} | {st.buffer for st in new_stores}})),
+        gathers=tuple(b.gathers),
     )
 
 
@@ -537,8 +574,10 @@ def _index_type(extents, loads, stores, materialized) -> str:  # noqa: ANN001
     biggest = max((buf.numel for buf in materialized.values()), default=0)
     if numel > INT32_MAX or biggest > INT32_MAX:
         return "int64"
-    for offset in [ld.offset for ld in loads] + [st.offset for st in stores]:
-        lo, hi = offset.bounds()
+    for access in [*loads, *stores]:
+        lo, hi = access.offset.bounds()
+        if isinstance(access, GatherLoad):
+            lo, hi = lo + min(0, access.stride * (access.extent - 1)), hi + max(0, access.stride * (access.extent - 1))
         if hi > INT32_MAX or lo < -INT32_MAX:
             return "int64"
     return "int32"

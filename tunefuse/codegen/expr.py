@@ -18,7 +18,7 @@ from tunefuse.codegen.guards import condition_text
 from tunefuse.codegen.math import CUDA_MATH
 from tunefuse.dtypes import DataType
 from tunefuse.indexing import Affine, Div, Mod, Var
-from tunefuse.kernel_ir import EConst, EGuard, EIndex, ELoad, EOp, EReduce, EScalar, Expr, expr_dtype
+from tunefuse.kernel_ir import EConst, EGather, EGuard, EIndex, ELoad, EOp, EReduce, EScalar, Expr, expr_dtype
 from tunefuse.ops import OpKind
 from tunefuse.segment import Segment
 
@@ -29,16 +29,24 @@ class KernelArg:
 
     name: str
     ctype: str
-    kind: str  # "ptr", "extent", "offset", "coeff", "scalar"
-    ref: tuple  # ptr: (buffer,), extent: (var,), offset: (side, k), coeff: (side, k, var), scalar: (k,)
+    kind: str  # "ptr", "extent", "offset", "coeff", "gather", "scalar", "index_error"
+    # ptr: (buffer,), extent: (var,), offset: (side, k), coeff: (side, k, var),
+    # gather: (k, "extent" | "stride"), scalar: (k,), index_error: ()
+    ref: tuple
     constant: int | None = None  # a static_shape kernel's value of an extent, offset or coeff
+
+
+INDEX_KINDS = ("extent", "offset", "coeff", "gather")  # arguments whose value the segment's shape decides
 
 
 def index_value(segment: Segment, kind: str, ref: tuple) -> int:
     """The value an "extent", "offset" or "coeff" argument takes for this segment."""
     if kind == "extent":
         return segment.extents[ref[0]]
-    offset = segment.loads[ref[1]].offset if ref[0] == "L" else segment.stores[ref[1]].offset
+    if kind == "gather":
+        return getattr(segment.gathers[ref[0]], ref[1])
+    accesses = {"L": segment.loads, "S": segment.stores, "G": segment.gathers}[ref[0]]
+    offset = accesses[ref[1]].offset
     if kind == "offset":
         return offset.const
     j = ref[2]
@@ -69,14 +77,14 @@ def kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType], static_sha
         return args
     from dataclasses import replace
 
-    return [replace(a, constant=index_value(segment, a.kind, a.ref)) if a.kind in ("extent", "offset", "coeff") else a
+    return [replace(a, constant=index_value(segment, a.kind, a.ref)) if a.kind in INDEX_KINDS else a
             for a in args]
 
 
 def _kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType]) -> list[KernelArg]:
     args: list[KernelArg] = []
     stored = segment.stored_buffers
-    loaded = {ld.buffer for ld in segment.loads}
+    loaded = {ld.buffer for ld in segment.loads} | {g.buffer for g in segment.gathers}
     for b in segment.buffer_ids:
         t = buffer_dtypes[b].cuda
         if b in stored:
@@ -90,8 +98,14 @@ def _kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType]) -> list[K
         args += _offset_args(segment, "L", k, ld.offset)
     for k, st in enumerate(segment.stores):
         args += _offset_args(segment, "S", k, st.offset)
+    for k, g in enumerate(segment.gathers):
+        args += _offset_args(segment, "G", k, g.offset)
+        args += [KernelArg(f"G{k}_n", "long long", "gather", (k, "extent")),
+                 KernelArg(f"G{k}_st", "long long", "gather", (k, "stride"))]
     for k, sc in enumerate(segment.scalars):
         args.append(KernelArg(f"s{k}", sc.dtype.compute.cuda, "scalar", (k,)))
+    if segment.gathers:
+        args.append(KernelArg("tf_index_error", "int* __restrict__", "index_error", ()))
     return args
 
 
@@ -225,7 +239,23 @@ class ExprRenderer:
             return self._op(e)
         if isinstance(e, EGuard):
             return self._guard(e)
+        if isinstance(e, EGather):
+            return self._gather(e)
         raise AssertionError(e)  # pragma: no cover
+
+    def _gather(self, e: EGather) -> str:
+        """Read only at an index inside the table; any other leaves 0 and names the gather's
+        value in the index-error word (the first kernel to see one keeps its own)."""
+        g = self.segment.gathers[e.gather]
+        k = e.gather
+        index, name = self.fresh(), self.fresh()
+        self.emit(f"const long long {index} = (long long)({self.value(e.index)});")
+        base = render_affine(g.offset, "G", k, self.var_name, index_ctype(self.segment))
+        self.emit(f"{g.dtype.cuda} {name}{{}};")
+        self.emit(f"if ({index} >= 0 && {index} < G{k}_n) {name} = B{g.buffer}[(long long)({base}) + {index} * G{k}_st];")
+        self.emit(f"else atomicCAS(tf_index_error, 0, {g.value + 1});")
+        cast = name if g.dtype is e.dtype else f"tf_cast<{e.dtype.cuda}>({name})"
+        return cast
 
     def _op(self, e: EOp) -> str:
         name = self.fresh()

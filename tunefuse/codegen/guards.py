@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from tunefuse.indexing import Affine, Var
-from tunefuse.kernel_ir import EGuard, ELoad, EOp, Expr
+from tunefuse.kernel_ir import EGather, EGuard, ELoad, EOp, Expr
 
 Conditions = tuple[tuple[Affine, int, int], ...]
 
@@ -53,6 +53,8 @@ def guarded_loads(roots: Iterable[Expr]) -> dict[int, frozenset[Path]]:
         elif isinstance(e, EGuard):
             visit(e.then, (*path, GuardStep(e.conditions, True)))
             visit(e.other, (*path, GuardStep(e.conditions, False)))
+        elif isinstance(e, EGather):
+            visit(e.index, path)
         elif isinstance(e, ELoad):
             if path:
                 paths.setdefault(e.load, set()).add(path)

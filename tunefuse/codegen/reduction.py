@@ -29,7 +29,7 @@ from tunefuse.codegen.expr import (
 from tunefuse.codegen.guards import guarded_loads
 from tunefuse.dtypes import DataType
 from tunefuse.indexing import Var
-from tunefuse.kernel_ir import EGuard, ELoad, EOp, EReduce, Expr
+from tunefuse.kernel_ir import EGather, EGuard, ELoad, EOp, EReduce, Expr
 from tunefuse.ops import OpKind
 from tunefuse.segment import Segment
 
@@ -61,6 +61,8 @@ def _post_order(roots: list[Expr]) -> list[Expr]:
         elif isinstance(e, EGuard):
             visit(e.then)
             visit(e.other)
+        elif isinstance(e, EGather):
+            visit(e.index)
         out.append(e)
 
     for root in roots:
@@ -85,6 +87,8 @@ def _is_costly(e: Expr) -> bool:
 def _children(e: Expr) -> tuple[Expr, ...]:
     """The operands a value of the current element is computed from; a reduction's result and
     a guard (its branches run under a condition) are leaves here."""
+    if isinstance(e, EGather):
+        return (e.index,)
     return e.operands if isinstance(e, EOp) else ()
 
 
@@ -717,7 +721,7 @@ class _Emitter:
         if self.cached_loads:
             for k in self.cached_loads:
                 self.w("    #pragma unroll")
-                self.w(f"    for (int e = 0; e < {self.ept}; ++e) cl{k}[e] = {s.loads[k].dtype.cuda}{{}};")
+                self.w(f"    for (int e = 0; e < {self.ept}; ++e) cl{k}[e] = {{}};")  # {} not T{}: long long{} does not parse
             self.fill_cache("    ")
         for e, (n, _) in self.kept_values.items():
             self.w(f"    {e.dtype.cuda} kv{n}[{self.ept}];")  # type: ignore[attr-defined]  (an EOp)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
+import numpy as np
+
 from tunefuse.device_info import DeviceInfo
 from tunefuse.errors import ExecutionError
 
@@ -131,6 +133,34 @@ class Runtime:
 
     def allocate(self, nbytes: int, stream: object) -> object:
         return self.device.allocate(max(nbytes, 1), stream=stream)
+
+    @functools.cached_property
+    def index_error_word(self) -> int:
+        """This device's index-error word (an int32, 0 while no index was out of range): a
+        kernel that gathers writes there the fusion value + 1 of a gather that met an index
+        outside its table, instead of reading there."""
+        with self.active():
+            self._index_error_buffer = self.allocate(4, self.default_stream)
+            ptr = int(self._index_error_buffer.handle)  # type: ignore[attr-defined]
+            self.zero(ptr, 4, self.default_stream)
+            self.default_stream.sync()  # type: ignore[attr-defined]
+        return ptr
+
+    def index_error(self, stream: object) -> int | None:
+        """Waits for `stream`, then the fusion value of the gather that met an out-of-range
+        index in the kernels before it (the word is cleared), or None."""
+        from cuda.bindings import driver
+
+        word = np.zeros(1, dtype=np.int32)
+        (err,) = driver.cuMemcpyDtoHAsync(word.ctypes.data, self.index_error_word, 4, int(stream.handle))  # type: ignore[attr-defined]
+        if int(err) != 0:
+            raise RuntimeError(f"reading the index-error word failed: {err}")
+        stream.sync()  # type: ignore[attr-defined]
+        if word[0] == 0:
+            return None
+        self.zero(self.index_error_word, 4, stream)
+        stream.sync()  # type: ignore[attr-defined]
+        return int(word[0]) - 1
 
     def zero(self, ptr: int, nbytes: int, stream: object) -> None:
         """Set `nbytes` at `ptr` to zero, in `stream`'s order."""

@@ -19,10 +19,10 @@ from tunefuse.cache import signature_json
 from tunefuse.codegen import generate
 from tunefuse.compiler import compile_kernel
 from tunefuse.dtypes import DataType
-from tunefuse.errors import ExecutionError
+from tunefuse.errors import ExecutionError, IndexOutOfRangeError
 from tunefuse.kernel_ir import BufferKind
 from tunefuse.plan import Plan, out_signature, plan_for
-from tunefuse.reference import eval_node
+from tunefuse.reference import eval_node, index_error_text
 from tunefuse.runtime.device import Runtime, runtime
 from tunefuse.runtime.device_array import DeviceArray
 from tunefuse.runtime.launch_plan import KernelLaunch, LaunchPlan, LaunchPlanError, kernel_launch, launch_plan_key
@@ -83,6 +83,20 @@ class ExecutablePlan:
     @functools.cached_property
     def host_scalar_nodes(self) -> tuple:
         return tuple(self.fusion.nodes[i] for i in self.launch.host_nodes)  # type: ignore[attr-defined]
+
+    @functools.cached_property
+    def gathers(self) -> bool:
+        """Some kernel reads at data-dependent indices: each run waits to check them."""
+        return any(r.launch.index_error is not None and r.launch.numel > 0 for r in self.recipes)
+
+    def check_indices(self, rt: Runtime, stream: object) -> None:
+        """Raise IndexOutOfRangeError naming the gather that met an index outside its table
+        in this run (its kernels read nothing there)."""
+        value = rt.index_error(stream)
+        if value is not None:
+            node = self.fusion.producer(value)  # type: ignore[attr-defined]
+            raise IndexOutOfRangeError(f"{index_error_text(self.fusion, node)} (found on the GPU; nothing was "
+                                       "read there, and the outputs of this run are not to be used)")
 
 
 class Executor:
@@ -468,10 +482,14 @@ def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runti
             rt.zero(workspace.ptr, nbytes, stream)
             workspaces.append(workspace)  # alive until the launch is queued (frees are stream-ordered)
             args[pos] = workspace.ptr
+        if recipe.launch.index_error is not None:
+            args[recipe.launch.index_error] = rt.index_error_word
         try:
             launch(stream, recipe.config, recipe.kernel, *args)
         except Exception as e:  # noqa: BLE001
             raise ExecutionError(f"launch of {recipe.launch.kernel_name} ({recipe.launch.segment}) failed: {e}") from e
+    if exe.gathers:
+        exe.check_indices(rt, stream)
     results = []
     for binding in plan.outputs:
         if not binding.returned:
@@ -713,7 +731,11 @@ class TorchLauncher:
                 pos, nbytes = recipe.launch.workspace
                 workspace = torch.zeros(nbytes, dtype=torch.uint8, device=self.device)  # on this stream
                 args[pos] = workspace.data_ptr()
+            if recipe.launch.index_error is not None:
+                args[recipe.launch.index_error] = self.rt.index_error_word
             launch(stream, recipe.config, recipe.kernel, *args)
+        if self.exe.gathers:
+            self.exe.check_indices(self.rt, stream)
         out = []
         for (kind, ref), shape, strides, offset in self.results:
             if kind == "whole":

@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from tunefuse.plan import Plan
     from tunefuse.segment import Segment
 
-LAUNCH_PLAN_FORMAT = 2  # bump when the JSON below changes: older plans are then never read
+LAUNCH_PLAN_FORMAT = 3  # bump when the JSON below changes: older plans are then never read
 
 # How a kernel's params were chosen: the cache's tuned record for this exact shape, the
 # nearest tuned shape's, the default heuristic, or a caller's params source (never persisted).
@@ -63,6 +63,7 @@ class KernelLaunch:
     pointer_slots: tuple[tuple[int, int], ...]  # (arg position, buffer id)
     scalar_slots: tuple[tuple[int, int, DataType], ...]  # (arg position, fusion value, compute type)
     workspace: tuple[int, int] | None = None  # (arg position, bytes): zeroed memory a split reduction takes
+    index_error: int | None = None  # arg position of the device's index-error word (kernels that gather)
 
     def arg_template(self) -> list:
         """The argument list with every static value typed (numpy ints: exact widths)."""
@@ -103,6 +104,7 @@ class LaunchPlan:
                 "pointer_slots": [list(p) for p in k.pointer_slots],
                 "scalar_slots": [[pos, vid, dt.value] for pos, vid, dt in k.scalar_slots],
                 "workspace": None if k.workspace is None else list(k.workspace),
+                "index_error": k.index_error,
             } for k in self.kernels],
         }, sort_keys=True, allow_nan=False)
 
@@ -150,6 +152,7 @@ def kernel_launch(segment: Segment, source: KernelSource, params: object, chosen
     pointers: list[tuple[int, int]] = []
     scalars: list[tuple[int, int, DataType]] = []
     workspace = None
+    index_error = None
     for pos, arg in enumerate(source.args):
         if arg.kind == "ptr":
             static.append(None)
@@ -157,6 +160,11 @@ def kernel_launch(segment: Segment, source: KernelSource, params: object, chosen
         elif arg.kind == "workspace":
             static.append(None)
             workspace = (pos, source.workspace_bytes)
+        elif arg.kind == "index_error":
+            static.append(None)
+            index_error = pos
+        elif arg.kind == "gather":
+            static.append(index_arg(np.int64(index_value(segment, arg.kind, arg.ref))))
         elif arg.kind in ("extent", "offset", "coeff"):
             static.append(index_arg(itype(index_value(segment, arg.kind, arg.ref))))
         else:
@@ -166,7 +174,7 @@ def kernel_launch(segment: Segment, source: KernelSource, params: object, chosen
     return KernelLaunch(segment.name, segment.kernel_key, segment.shape_key, segment.scheduler.value,
                         params_to_dict(params), chosen, segment.numel, source.name, code_key,
                         tuple(source.grid), tuple(source.block), source.shared_bytes,  # type: ignore[arg-type]
-                        tuple(static), tuple(pointers), tuple(scalars), workspace)
+                        tuple(static), tuple(pointers), tuple(scalars), workspace, index_error)
 
 
 def launch_plan_key(fusion_id: str, signature: tuple, out_signature: tuple, env_key: str) -> str:
@@ -199,7 +207,9 @@ def _kernel_from_json(k: dict, buffers: tuple[Buffer, ...]) -> KernelLaunch:
         workspace = (_int(pos), _int(nbytes))
         if workspace[1] <= 0:
             raise LaunchPlanError(f"kernel {k['kernel_name']}: workspace of {workspace[1]} bytes")
-    filled = sorted([p for p, _ in pointers] + [p for p, _, _ in scalars] + ([workspace[0]] if workspace else []))
+    index_error = None if k.get("index_error") is None else _int(k["index_error"])
+    filled = sorted([p for p, _ in pointers] + [p for p, _, _ in scalars] + ([workspace[0]] if workspace else [])
+                    + ([index_error] if index_error is not None else []))
     if filled != [p for p, a in enumerate(static) if a is None]:
         raise LaunchPlanError(f"kernel {k['kernel_name']}: argument slots do not match its arguments")
     if not isinstance(k["params"], dict):
@@ -207,7 +217,7 @@ def _kernel_from_json(k: dict, buffers: tuple[Buffer, ...]) -> KernelLaunch:
     return KernelLaunch(_str(k["segment"]), _str(k["kernel_key"]), _str(k["shape_key"]), _str(k["scheduler"]),
                         k["params"], k["chosen"], _int(k["numel"]), _str(k["kernel_name"]), _str(k["code_key"]),
                         _dims(k["grid"]), _dims(k["block"]), _int(k["shared_bytes"]), static, pointers, scalars,
-                        workspace)
+                        workspace, index_error)
 
 
 def index_arg(value: object) -> tuple[str, int]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.kernel_ir import EGuard, EOp, EReduce
+from tunefuse.kernel_ir import EGather, EGuard, EOp, EReduce, children
 from tunefuse.schedulers.common import coeff, evict_first_pays, flag_space, flags_error, grid_cap, widest_vector
 from tunefuse.segment import Segment, contains_reduce
 
@@ -170,8 +170,8 @@ def independent_reductions(segment: Segment) -> bool:
                 return False
         elif isinstance(e, EOp):
             stack.extend(e.operands)
-        elif isinstance(e, EGuard):
-            stack.extend((e.then, e.other))
+        elif isinstance(e, (EGuard, EGather)):
+            stack.extend(children(e))
     return True
 
 

@@ -31,7 +31,7 @@ def _setup(state: dict) -> dict:
 
     setup = state["setup"]
     fusion = fusion_from_json(setup["fusion_json"])
-    host_inputs = make_inputs(setup["signature_json"], seed=setup.get("seed", 0))
+    host_inputs = make_inputs(setup["signature_json"], seed=setup.get("seed", 0), fusion=fusion)
     rt = runtime(setup["device"])
     from tunefuse.dtypes import from_any_dtype
     from tunefuse.runtime.device_array import DeviceArray
