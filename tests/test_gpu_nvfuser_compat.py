@@ -77,3 +77,23 @@ def test_print_repro_prints_a_script_that_reproduces_the_call(rng, capsys):
     assert inputs[0].strides[1] == 0
     for g, e in zip(outputs, reference.run(fd.fusion, inputs), strict=True):
         np.testing.assert_allclose(to_host(g), e, rtol=1e-4, atol=1e-4)
+
+
+def test_shape_vectors_and_vector_inputs_run(rng):
+    """define_vector of scalar products and a define_vector(n) input, through execute (twice:
+    the second call takes the plan cache's fast path) and validate."""
+    from test_nvfuser_compat import _reshape_max_subtract
+
+    torch = torch_or_skip()
+    fd = _reshape_max_subtract()
+    a, b = (torch.randn(4, 6, 8, 130, device="cuda") for _ in range(2))
+    for _ in range(2):
+        fd.validate([a, b])
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1, -1], dtype=DataType.Float)
+        shape = fd.define_vector(2)
+        fd.add_output(fd.ops.sum(fd.ops.reshape(t0, shape), dims=[1]))
+    x = torch.randn(16, 32, 64, device="cuda")
+    for new_shape in ([512, 64], (512, 64), [16, 2048], [16, 2048]):
+        (got,) = fd.execute([x, new_shape])
+        torch.testing.assert_close(got, x.reshape(new_shape).sum(1), rtol=1e-4, atol=1e-4)

@@ -101,3 +101,73 @@ def test_the_repro_script_rebuilds_the_fusion_and_inputs_of_the_same_layout(rng)
     assert [a.dtype for a in inputs[:2]] == [x.dtype, y.dtype] and inputs[2] == 0.5
     rebuilt.plan(inputs)  # binds: the layout is what the definition declares
     assert "outputs = fd.execute(inputs)" in script
+
+
+def _reshape_max_subtract():
+    """nvFuser's shape vectors (define_vector of scalar products), DataType.Null and `axes=`."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1, -1, -1], dtype=DataType.Float)
+        t1 = fd.define_tensor(shape=[-1, -1, -1, -1], dtype=DataType.Float)
+        t4 = fd.ops.add(t1, t0)
+        v9 = fd.define_vector([t0.size(0) * t0.size(1), t0.size(2), t0.size(3)], dtype=DataType.Int)
+        t10 = fd.ops.reshape(t4, new_shape=v9)
+        t12 = fd.ops.max(t10, dims=[2], keepdim=False, dtype=DataType.Null)
+        v16 = fd.define_vector([t0.size(0) * t0.size(1), t0.size(2), 1], dtype=DataType.Int)
+        t17 = fd.ops.broadcast_in_dim(t12, shape=v16, broadcast_dims=[0, 1])
+        t22 = fd.ops.broadcast_in_dim(t17, shape=v9, broadcast_dims=[0, 1, 2])
+        fd.add_output(fd.ops.sum(fd.ops.sub(t10, t22), axes=[2], dtype=DataType.Null))
+        fd.add_output(fd.ops.full(shape=t0.shape(), fill_value=fd.define_scalar(2.5), dtype=DataType.Float))
+    return fd
+
+
+def test_shape_vectors_null_dtypes_and_axes(rng):
+    fd = _reshape_max_subtract()
+    a, b = (rng.standard_normal((2, 3, 4, 5)).astype(np.float32) for _ in range(2))
+    got, full = reference.run(fd, [a, b])
+    x = (a + b).reshape(6, 4, 5)
+    np.testing.assert_allclose(got, (x - x.max(2, keepdims=True)).sum(2), rtol=1e-6)
+    np.testing.assert_array_equal(full, np.full((2, 3, 4, 5), 2.5, np.float32))
+    assert DataType.Null is None and DataType.Null not in list(DataType)
+
+
+def test_a_vector_input_is_a_shape_given_at_run_time(rng):
+    """define_vector(n): the caller passes the shape as one list at that input's position."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[2] * 12, dtype=DataType.Float)
+        shape = fd.define_vector(10)
+        fd.add_output(fd.ops.sum(fd.ops.reshape(t0, shape), dims=[3]))
+    x = rng.standard_normal([2] * 12).astype(np.float32)
+    new_shape = [2] * 9 + [8]
+    (got,) = reference.run(fd, [x, new_shape])
+    np.testing.assert_allclose(got, x.reshape(new_shape).sum(3), rtol=1e-5)
+    (again,) = reference.run(fd, [x, tuple([4] + [2] * 8 + [4])])
+    assert again.shape == (4, 2, 2, 2, 2, 2, 2, 2, 4)
+    assert fd.plan([x, new_shape]).segments
+    with pytest.raises(InputMismatchError, match=r"define_vector\(10\): pass a list or tuple of 10 ints"):
+        fd.plan([x, [2, 2]])
+
+
+def test_define_vector_refuses_what_is_not_a_shape():
+    from tunefuse.errors import DefinitionError
+
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+        with pytest.raises(DefinitionError, match="only Int vectors"):
+            fd.define_vector([1, 2], dtype=DataType.Float)
+        with pytest.raises(DefinitionError, match="entry 1 .* must be an int or an integer scalar"):
+            fd.define_vector([1, 2.5])
+        with pytest.raises(DefinitionError, match="entry 0 .* must be an integer scalar"):
+            fd.define_vector([fd.define_scalar(1.5)])
+        with pytest.raises(DefinitionError, match="dims once"):
+            fd.ops.sum(t, dims=[0], axes=[0])
+        fd.add_output(t)
+
+
+def test_scalar_arithmetic_is_host_arithmetic(rng):
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        n = t.size(0) * t.size(1) - 1
+        fd.add_output(fd.ops.mul(t, -n / 2))
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    (got,) = reference.run(fd, [x])
+    np.testing.assert_allclose(got, x * (-(3 * 4 - 1) / 2), rtol=1e-6)

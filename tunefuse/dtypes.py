@@ -26,6 +26,9 @@ class DataType(enum.Enum):
     Int32 = "int32"
     Bool = "bool"
 
+    # nvFuser's DataType.Null ("no dtype given": a reduction's dtype=, a define_vector's) is
+    # set to None below, outside the members, so that `for d in DataType` stays the types.
+
     # Category and width drive promotion: bool < integral < floating.
     @property
     def is_floating(self) -> bool:
@@ -75,6 +78,9 @@ class DataType(enum.Enum):
             known = ", ".join(d.value for d in cls)
             raise DefinitionError(f"unknown dtype {spelling!r}; expected one of {known}") from None
 
+
+
+DataType.Null = None  # type: ignore[attr-defined, misc]  # nvFuser's "no dtype given"
 
 _FLOATING = (DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16)
 _ITEMSIZE = {

@@ -19,9 +19,9 @@ import numpy as np
 from tunefuse.arrays import contiguity_of, describe_array, stride_order_of
 from tunefuse.dtypes import DataType, from_any_dtype, python_scalar_dtype
 from tunefuse.elementwise import ELEMENTWISE
-from tunefuse.errors import DefinitionError, ExecutionError
+from tunefuse.errors import DefinitionError, ExecutionError, InputMismatchError
 from tunefuse.infer import FusionBuilder
-from tunefuse.ir import Fusion, TensorType
+from tunefuse.ir import Fusion, ScalarType, TensorType
 from tunefuse.ops import (
     BroadcastAttrs,
     BroadcastInDimAttrs,
@@ -61,6 +61,34 @@ class Value:
     def __repr__(self) -> str:
         return self.fd._builder_name(self.id)
 
+    # Python operators on tensors and scalars (`T0.size(0) * T0.size(1)`) are the ops.
+    def __add__(self, other: Operand) -> Value:
+        return self.fd.ops.add(self, other)
+
+    def __radd__(self, other: Operand) -> Value:
+        return self.fd.ops.add(other, self)
+
+    def __sub__(self, other: Operand) -> Value:
+        return self.fd.ops.sub(self, other)
+
+    def __rsub__(self, other: Operand) -> Value:
+        return self.fd.ops.sub(other, self)
+
+    def __mul__(self, other: Operand) -> Value:
+        return self.fd.ops.mul(self, other)
+
+    def __rmul__(self, other: Operand) -> Value:
+        return self.fd.ops.mul(other, self)
+
+    def __truediv__(self, other: Operand) -> Value:
+        return self.fd.ops.div(self, other)
+
+    def __rtruediv__(self, other: Operand) -> Value:
+        return self.fd.ops.div(other, self)
+
+    def __neg__(self) -> Value:
+        return self.fd.ops.neg(self)
+
 
 class Tensor(Value):
     @property
@@ -75,36 +103,18 @@ class Tensor(Value):
         """This tensor's extent along `dim`, as an Int scalar (for symbolic shapes)."""
         return self.fd.ops.size(self, dim)
 
-    def shape(self) -> list[Scalar]:
-        return [self.size(d) for d in range(self.ndim)]
-
-    def __add__(self, other: Operand) -> Tensor:
-        return self.fd.ops.add(self, other)
-
-    def __radd__(self, other: Operand) -> Tensor:
-        return self.fd.ops.add(other, self)
-
-    def __sub__(self, other: Operand) -> Tensor:
-        return self.fd.ops.sub(self, other)
-
-    def __rsub__(self, other: Operand) -> Tensor:
-        return self.fd.ops.sub(other, self)
-
-    def __mul__(self, other: Operand) -> Tensor:
-        return self.fd.ops.mul(self, other)
-
-    def __rmul__(self, other: Operand) -> Tensor:
-        return self.fd.ops.mul(other, self)
-
-    def __truediv__(self, other: Operand) -> Tensor:
-        return self.fd.ops.div(self, other)
-
-    def __neg__(self) -> Tensor:
-        return self.fd.ops.neg(self)
+    def shape(self) -> Vector:
+        """Every extent as an Int scalar: a shape for reshape, broadcast_in_dim, full."""
+        return Vector(self.size(d) for d in range(self.ndim))
 
 
 class Scalar(Value):
     pass
+
+
+class Vector(list):
+    """nvFuser's Vector: a shape of ints and Int scalars (`fd.define_vector`, `T.shape()`),
+    accepted wherever a shape is."""
 
 
 Operand = Union[Value, bool, int, float]
@@ -117,6 +127,7 @@ class FusionDefinition:
         self._builder = FusionBuilder()
         self._fusion: Fusion | None = None
         self.ops = Ops(self)
+        self._vector_inputs: dict[int, int] = {}  # define_vector(n): first input position -> n
         self._runner = None  # the executor of the last execute()
         self._runners: dict = {}  # one executor per cache
         self._runner_cache: object = None  # the `cache` argument _runner serves
@@ -210,6 +221,52 @@ class FusionDefinition:
             return Scalar(self, self._add(OpKind.DEFINE_SCALAR, [], ScalarInputAttrs(dtype))[0])
         return self._constant(value, dtype)
 
+    def define_vector(self, values: int | Sequence[Any], dtype: DataType | None = DataType.Int) -> Vector:
+        """nvFuser's define_vector. `define_vector([S0, 4, T0.size(1) * 2])`: a shape of ints
+        and Int scalars, for reshape, broadcast_in_dim, expand, full. `define_vector(n)`: a
+        shape given when the fusion runs, n Int inputs that the caller passes as one list or
+        tuple at this input's position."""
+        self._check_open()
+        if dtype not in (DataType.Int, DataType.Int32, None):
+            raise DefinitionError(f"define_vector: a vector of {dtype.value} is not a shape; only Int vectors are")
+        if isinstance(values, int) and not isinstance(values, bool):
+            if values < 0:
+                raise DefinitionError(f"define_vector: length {values} is negative")
+            first = sum(1 for n in self._builder.nodes if n.op.is_input)
+            self._vector_inputs[first] = values
+            return Vector(self.define_scalar(dtype=DataType.Int) for _ in range(values))
+        if isinstance(values, Value) or not isinstance(values, (list, tuple)):
+            raise DefinitionError(f"define_vector: expected a length or a list of ints and scalars, got {values!r}")
+        entries: list = []
+        for k, v in enumerate(values):
+            if isinstance(v, Value):
+                vt = self._builder.values[self._operand_id(v, "define_vector")]
+                if not isinstance(vt, ScalarType) or not vt.dtype.is_integral:
+                    raise DefinitionError(f"define_vector: entry {k} ({v!r}) must be an integer scalar")
+                entries.append(v)
+            elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+                entries.append(int(v))
+            else:
+                raise DefinitionError(f"define_vector: entry {k} ({v!r}) must be an int or an integer scalar")
+        return Vector(entries)
+
+    def flat_inputs(self, inputs: Sequence[object]) -> Sequence[object]:
+        """`inputs` as the fusion takes them: each define_vector(n) input's list spread into
+        its n scalars (checked for length)."""
+        if not self._vector_inputs:
+            return inputs
+        flat: list = []
+        for given in inputs:
+            n = self._vector_inputs.get(len(flat))
+            if n is None:
+                flat.append(given)
+                continue
+            if isinstance(given, (str, bytes)) or not hasattr(given, "__len__") or len(given) != n:  # type: ignore[arg-type]
+                raise InputMismatchError(f"input {len(flat)} is a define_vector({n}): pass a list or tuple of "
+                                         f"{n} ints, got {given!r}")
+            flat.extend(int(x) for x in given)  # type: ignore[union-attr]
+        return flat
+
     def define_constant(self, value: Any, dtype: DataType | None = None) -> Scalar:
         """Legacy nvFuser spelling of `define_scalar(value)`."""
         return self.define_scalar(value, dtype)
@@ -240,7 +297,7 @@ class FusionDefinition:
         buffers and aliases. `print(fd.plan(inputs))` shows what will run and why."""
         from tunefuse.plan import make_plan
 
-        return make_plan(self.fusion, inputs, out)
+        return make_plan(self.fusion, self.flat_inputs(inputs), out)
 
     def execute(self, inputs: Sequence[object], out: Sequence[object] | None = None, *,
                 cache: Any = _DEFAULT_CACHE, **options: Any) -> list:
@@ -249,6 +306,7 @@ class FusionDefinition:
         `tunefuse.Cache` or URL: that one; default: TUNEFUSE_CACHE_URL or the SQLite file).
         `device=N` (or "cuda:N", a torch.device) picks the GPU for host inputs; device inputs
         run on their own device, which must be that one when it is given."""
+        inputs = self.flat_inputs(inputs)
         runner = self._runner
         if runner is not None and runner.device is None and cache is self._runner_cache and out is None and not options:
             return runner.run(inputs, None)  # the hot path: same cache as last time
@@ -268,7 +326,7 @@ class FusionDefinition:
         from tunefuse.validate import compare
 
         outputs = self.execute(inputs, **options)
-        expected = reference.run(self.fusion, inputs) if reference_outputs is None else reference_outputs
+        expected = reference.run(self, inputs) if reference_outputs is None else reference_outputs
         compare(outputs, expected)
 
     def profile(self):  # noqa: ANN201 - tunefuse.runtime.call_options.FusionProfile
@@ -359,6 +417,13 @@ def _shape_operands(fd: FusionDefinition, shape: Sequence[Any], first: int, op: 
     return extra, tuple(dims)
 
 
+def _dims_given(dims: Any, axes: Any, dim: Any) -> Any:
+    given = [d for d in (dims, axes, dim) if d is not None]
+    if len(given) > 1:
+        raise DefinitionError("a reduction takes its dims once: as dims, axes or dim")
+    return given[0] if given else None
+
+
 def _dims_arg(dims: int | Sequence[int] | None, rank: int) -> list[int]:
     if dims is None:
         return list(range(rank))
@@ -401,27 +466,35 @@ class Ops:
         attrs = ReductionAttrs(norm, bool(keepdim), int(correction), dtype)
         return self._fd._add(op, [vid], attrs)
 
-    def sum(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.SUM, arg, dims, keepdim, dtype=dtype)[0])
+    # Reductions take their dims as `dims`, or as nvFuser's other spellings `axes` and `dim`;
+    # dtype=None (nvFuser's DataType.Null) keeps the input's.
+    def sum(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
+            axes: Any = None, dim: Any = None) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.SUM, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
 
-    def prod(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.PROD, arg, dims, keepdim, dtype=dtype)[0])
+    def prod(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
+             axes: Any = None, dim: Any = None) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.PROD, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
 
-    def max(self, arg: Value, dims: Any = None, keepdim: bool = False) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.MAX, arg, dims, keepdim)[0])
+    def max(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
+            axes: Any = None, dim: Any = None) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.MAX, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
 
-    def min(self, arg: Value, dims: Any = None, keepdim: bool = False) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.MIN, arg, dims, keepdim)[0])
+    def min(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
+            axes: Any = None, dim: Any = None) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.MIN, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
 
-    def mean(self, arg: Value, dims: Any = None, keepdim: bool = False) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.MEAN, arg, dims, keepdim)[0])
+    def mean(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
+             axes: Any = None, dim: Any = None) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.MEAN, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
 
-    def var(self, arg: Value, dims: Any = None, correction: int = 1, keepdim: bool = False) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.VAR, arg, dims, keepdim, correction)[0])
+    def var(self, arg: Value, dims: Any = None, correction: int = 1, keepdim: bool = False, *,
+            axes: Any = None, dim: Any = None) -> Tensor:
+        return Tensor(self._fd, self._reduce(OpKind.VAR, arg, _dims_given(dims, axes, dim), keepdim, correction)[0])
 
-    def var_mean(self, arg: Value, dims: Any = None, correction: int = 1,
-                 keepdim: bool = False) -> tuple[Tensor, Tensor]:
-        var, mean = self._reduce(OpKind.VAR_MEAN, arg, dims, keepdim, correction)
+    def var_mean(self, arg: Value, dims: Any = None, correction: int = 1, keepdim: bool = False, *,
+                 axes: Any = None, dim: Any = None) -> tuple[Tensor, Tensor]:
+        var, mean = self._reduce(OpKind.VAR_MEAN, arg, _dims_given(dims, axes, dim), keepdim, correction)
         return Tensor(self._fd, var), Tensor(self._fd, mean)
 
     # views

@@ -205,7 +205,8 @@ def run(fusion: Fusion, inputs: Sequence[object], *, include_aliased: bool = Fal
     """Evaluate `fusion` on `inputs` (arrays of any kind, Python scalars); returns the
     outputs as NumPy arrays. Outputs written in place into an input (`alias_input`) are left
     out, as execution leaves them out, unless `include_aliased`."""
-    if not isinstance(fusion, Fusion):  # a FusionDefinition: its fusion
+    if not isinstance(fusion, Fusion):  # a FusionDefinition: its fusion, its inputs as the fusion takes them
+        inputs = fusion.flat_inputs(inputs)
         fusion = fusion.fusion
     env = bind_inputs(fusion, inputs)
     with np.errstate(all="ignore"):
