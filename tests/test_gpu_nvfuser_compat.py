@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from test_gpu_execute import to_host, torch_or_skip
-from tunefuse import DataType, FusionDefinition, reference
+from tunefuse import DataType, FusionDefinition, InputMismatchError, reference
 
 pytestmark = pytest.mark.gpu
 
@@ -97,3 +97,33 @@ def test_shape_vectors_and_vector_inputs_run(rng):
     for new_shape in ([512, 64], (512, 64), [16, 2048], [16, 2048]):
         (got,) = fd.execute([x, new_shape])
         torch.testing.assert_close(got, x.reshape(new_shape).sum(1), rtol=1e-4, atol=1e-4)
+
+
+def test_a_cpu_scalar_tensor_broadcasts_against_gpu_tensors():
+    torch = torch_or_skip()
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
+        s = fd.define_tensor(shape=[], contiguity=[], dtype=DataType.Float, is_cpu=True)
+        fd.add_output(fd.ops.add(fd.ops.mul(t, s), s))
+    x = torch.randn(64, 96, device="cuda", dtype=torch.bfloat16)
+    for value in (2.0, -0.5):
+        scale = torch.tensor(value)
+        (got,) = fd.execute([x, scale])
+        torch.testing.assert_close(got, x * scale + scale)
+    with pytest.raises(InputMismatchError, match="got an array on the GPU"):
+        fd.execute([x, torch.tensor(1.0, device="cuda")])
+
+
+def test_stride_ordered_outputs_come_back_in_that_layout(rng):
+    from test_nvfuser_compat import _stride_ordered_outputs
+
+    torch = torch_or_skip()
+    fd = _stride_ordered_outputs()
+    x = torch.randn(40, 70, 130, device="cuda")
+    for _ in range(2):  # the checked path, then the fast one
+        relu, neg, exp = fd.execute([x])
+        torch.testing.assert_close(relu, torch.relu(x))
+        torch.testing.assert_close(neg, -x)
+        torch.testing.assert_close(exp, torch.exp(x))
+        assert relu.stride() == (1, 40 * 130, 40) and neg.stride() == (70 * 130, 1, 70)
+        assert exp.is_contiguous()

@@ -171,3 +171,67 @@ def test_scalar_arithmetic_is_host_arithmetic(rng):
     x = rng.standard_normal((3, 4)).astype(np.float32)
     (got,) = reference.run(fd, [x])
     np.testing.assert_allclose(got, x * (-(3 * 4 - 1) / 2), rtol=1e-6)
+
+
+def test_a_cpu_scalar_tensor_is_a_scalar_input(rng):
+    """nvFuser's define_tensor(shape=[], is_cpu=True): a 0-dim host tensor broadcast against
+    the GPU tensors, of its own dtype (a float32 0-dim times bf16 stays bf16, as in torch)."""
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
+        s = fd.define_tensor(shape=[], contiguity=[], dtype=DataType.Float, is_cpu=True)
+        fd.add_output(fd.ops.mul(t, s))
+    x = rng.standard_normal((3, 4)).astype(ml_dtypes.bfloat16)
+    (got,) = reference.run(fd, [x, np.array(2.0, dtype=np.float32)])
+    assert got.dtype == ml_dtypes.bfloat16
+    np.testing.assert_array_equal(got.astype(np.float32), 2 * x.astype(np.float32))
+    assert reference.run(fd, [x, 2.0])[0].dtype == ml_dtypes.bfloat16
+    with pytest.raises(InputMismatchError, match="a float scalar or a 0-dim CPU tensor, got an array of shape"):
+        reference.run(fd, [x, np.ones(3, dtype=np.float32)])
+    from tunefuse.errors import DefinitionError
+
+    with pytest.raises(DefinitionError, match="must be 0-dim"):
+        with FusionDefinition() as fd:
+            fd.define_tensor(shape=[3], dtype=DataType.Float, is_cpu=True)
+
+
+def _stride_ordered_outputs():
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1, -1], dtype=DataType.Float)
+        fd.add_output(fd.ops.relu(t), stride_order=[0, 2, 1])
+        fd.add_output(fd.ops.stride_order(fd.ops.neg(t), [2, 0, 1]))
+        fd.add_output(fd.ops.exp(t), stride_order=[2, 1, 0])  # row-major: the default
+    return fd
+
+
+def test_outputs_take_the_stride_order_they_are_given(rng):
+    from tunefuse.arrays import strides_in_order
+    from tunefuse.plan_interpreter import run_plan
+    from tunefuse.serialize import fusion_from_json
+
+    fd = _stride_ordered_outputs()
+    assert [o.stride_order for o in fd.fusion.outputs] == [(0, 2, 1), (2, 0, 1), None]
+    x = rng.standard_normal((2, 3, 4)).astype(np.float32)
+    got = run_plan(fd.plan([x]), [x])
+    for g, want in zip(got, reference.run(fd, [x]), strict=True):
+        np.testing.assert_array_equal(g, want)
+    views = [o.view for o in fd.plan([x]).outputs]
+    assert [v.strides for v in views] == [(1, 8, 2), (12, 1, 3), (12, 4, 1)]
+    assert strides_in_order((2, 3, 4), (0, 2, 1)) == (1, 8, 2)
+    again = fusion_from_json(fd.fusion.to_json())
+    assert again.outputs == fd.fusion.outputs and again.fusion_id == fd.fusion.fusion_id
+    namespace: dict = {}
+    exec(compile(repr(fd), "<printed>", "exec"), namespace)  # noqa: S102 - our own printer's output
+    assert namespace["fd"].fusion.fusion_id == fd.fusion.fusion_id
+
+
+def test_a_stride_order_must_be_a_permutation():
+    from tunefuse.errors import DefinitionError
+
+    with pytest.raises(DefinitionError, match=r"stride_order \[0, 0\] of T1 is not a permutation of 0..1"):
+        with FusionDefinition() as fd:
+            t = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+            fd.add_output(fd.ops.neg(t), stride_order=[0, 0])
+    with pytest.raises(DefinitionError, match="in place"):
+        with FusionDefinition() as fd:
+            t = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+            fd.add_output(fd.ops.neg(t), alias_input=t, stride_order=[0, 1])

@@ -141,6 +141,19 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def strides_in_order(shape: tuple[int, ...], stride_order: tuple[int, ...] | None) -> tuple[int, ...]:
+    """Dense strides that lay `shape` out in nvFuser's `stride_order` (dim d's rank from the
+    innermost; None: row-major)."""
+    if stride_order is None:
+        return contiguous_strides(shape)
+    strides = [0] * len(shape)
+    acc = 1
+    for d in sorted(range(len(shape)), key=lambda d: stride_order[d]):
+        strides[d] = acc
+        acc *= max(shape[d], 1)
+    return tuple(strides)
+
+
 def stride_order_of(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[int, ...] | None:
     """nvFuser's stride_order: stride_order[d] is dim d's rank from the innermost (0); None
     when that is row-major. Ties (size-1 dims) keep row-major order."""

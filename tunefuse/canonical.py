@@ -45,7 +45,9 @@ def fusion_to_dict(fusion: Fusion) -> dict[str, Any]:
             {"op": n.op.value, "inputs": list(n.inputs), "attrs": encode_attrs(n.attrs)}
             for n in fusion.nodes
         ],
-        "outputs": [{"value": o.value, "alias_input": o.alias_input} for o in fusion.outputs],
+        "outputs": [{"value": o.value, "alias_input": o.alias_input,
+                     **({"stride_order": list(o.stride_order)} if o.stride_order is not None else {})}
+                    for o in fusion.outputs],
     }
 
 

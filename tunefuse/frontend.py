@@ -127,7 +127,8 @@ class FusionDefinition:
         self._builder = FusionBuilder()
         self._fusion: Fusion | None = None
         self.ops = Ops(self)
-        self._vector_inputs: dict[int, int] = {}  # define_vector(n): first input position -> n
+        self._vector_inputs: dict[int, int] = {}
+        self._stride_orders: dict[int, tuple[int, ...]] = {}  # fd.ops.stride_order's results  # define_vector(n): first input position -> n
         self._runner = None  # the executor of the last execute()
         self._runners: dict = {}  # one executor per cache
         self._runner_cache: object = None  # the `cache` argument _runner serves
@@ -175,7 +176,11 @@ class FusionDefinition:
         concrete `sizes`/`strides`, which declare a symbolic tensor of that layout."""
         self._check_open()
         if is_cpu:
-            raise DefinitionError("define_tensor: CPU scalar tensors are not supported; use define_scalar")
+            if tuple(shape if shape is not None else sizes if sizes is not None else symbolic_sizes or ()) != ():
+                raise DefinitionError("define_tensor: a CPU tensor (is_cpu=True) must be 0-dim: a scalar that is "
+                                      "broadcast against the GPU tensors; pass larger tensors on the GPU")
+            # nvFuser's CPU scalar tensor: a scalar input that takes a 0-dim host tensor (or a number).
+            return self._add_scalar_input(dtype)  # type: ignore[return-value]
         if sizes is not None:
             if shape is not None or symbolic_sizes is not None:
                 raise DefinitionError("define_tensor: give either sizes or shape, not both")
@@ -218,8 +223,11 @@ class FusionDefinition:
             dtype = DataType.Double if dtype is None else dtype
             if not isinstance(dtype, DataType):
                 raise DefinitionError(f"define_scalar: dtype {dtype!r} is not a DataType")
-            return Scalar(self, self._add(OpKind.DEFINE_SCALAR, [], ScalarInputAttrs(dtype))[0])
+            return self._add_scalar_input(dtype)
         return self._constant(value, dtype)
+
+    def _add_scalar_input(self, dtype: DataType) -> Scalar:
+        return Scalar(self, self._add(OpKind.DEFINE_SCALAR, [], ScalarInputAttrs(dtype))[0])
 
     def define_vector(self, values: int | Sequence[Any], dtype: DataType | None = DataType.Int) -> Vector:
         """nvFuser's define_vector. `define_vector([S0, 4, T0.size(1) * 2])`: a shape of ints
@@ -282,13 +290,20 @@ class FusionDefinition:
         return self.from_array(tensor)
 
     # -- outputs ---------------------------------------------------------------------------
-    def add_output(self, value: Value, alias_input: Value | None = None) -> None:
+    def add_output(self, value: Value, alias_input: Value | None = None,
+                   stride_order: Sequence[int] | None = None) -> None:
         """Mark an output; with `alias_input=x` the result is written into input `x` in place
-        and not returned (as in nvFuser)."""
+        and not returned (as in nvFuser). `stride_order` lays the output out in memory as
+        define_tensor's does (stride_order[d]: dim d's rank from the innermost); an output
+        made by `fd.ops.stride_order` keeps that op's."""
         self._check_open()
+        vid = self._operand_id(value, "add_output")
+        if stride_order is None:
+            stride_order = self._stride_orders.get(vid)
         self._builder.add_output(
-            self._operand_id(value, "add_output"),
+            vid,
             None if alias_input is None else self._operand_id(alias_input, "add_output"),
+            None if stride_order is None else tuple(stride_order),
         )
 
     # -- running ---------------------------------------------------------------------------
@@ -634,6 +649,16 @@ class Ops:
         scale = self.where(self.gt(norm, max_norm), self.div(max_norm, self.add(norm, 1e-7)), 1.0)
         scaled = self.mul(wide, scale)
         return scaled if wide is rows else self.cast(scaled, dtype)  # type: ignore[return-value]
+
+    def stride_order(self, arg: Value, stride_order: Sequence[int]) -> Tensor:
+        """nvFuser's stride_order: `arg` laid out in memory in that order (define_tensor's
+        convention) where it is a fusion output; a copy of `arg` everywhere else."""
+        out = self.set(arg)
+        order = tuple(int(o) for o in stride_order)
+        if sorted(order) != list(range(self._rank(out.id))):
+            raise DefinitionError(f"stride_order: {list(order)} is not a permutation of 0..{self._rank(out.id) - 1}")
+        self._fd._stride_orders[out.id] = order
+        return out
 
     def set(self, arg: Value) -> Tensor:
         return self._one(OpKind.SET, [self._tensor(arg, "set")], NoAttrs())  # type: ignore[return-value]

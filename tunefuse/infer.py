@@ -553,7 +553,8 @@ class FusionBuilder:
             return ctx.scalar_extents[0]
         return Sym(f"S{value}")
 
-    def add_output(self, value: int, alias_input: int | None = None) -> None:
+    def add_output(self, value: int, alias_input: int | None = None,
+                   stride_order: tuple[int, ...] | None = None) -> None:
         if not isinstance(value, int) or not 0 <= value < len(self.values):
             raise DefinitionError(f"add_output: {value!r} is not a value of this fusion")
         vt = self.values[value]
@@ -580,7 +581,17 @@ class FusionBuilder:
                     )
             if any(o.alias_input == alias_input for o in self.outputs):
                 raise DefinitionError(f"add_output: T{alias_input} is already written in place")
-        self.outputs.append(OutputSpec(value, alias_input))
+        if stride_order is not None:
+            stride_order = tuple(stride_order)
+            if alias_input is not None:
+                raise DefinitionError("add_output: an output written in place has its input's layout; "
+                                      "stride_order cannot change it")
+            if sorted(stride_order) != list(range(vt.rank)) or any(type(o) is not int for o in stride_order):
+                raise DefinitionError(f"add_output: stride_order {list(stride_order)} of T{value} is not a "
+                                      f"permutation of 0..{vt.rank - 1}")
+            if stride_order == tuple(range(vt.rank - 1, -1, -1)):
+                stride_order = None  # row-major: the default, spelled one way
+        self.outputs.append(OutputSpec(value, alias_input, stride_order))
 
     def finish(self) -> Fusion:
         if not self.outputs:

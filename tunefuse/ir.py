@@ -64,6 +64,7 @@ class OutputSpec:
 
     value: int
     alias_input: int | None = None
+    stride_order: tuple[int, ...] | None = None  # the output's memory layout (nvFuser's convention); None: row-major
 
 
 @dataclass(frozen=True)

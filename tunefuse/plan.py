@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tunefuse.alias import StridedView, strided_view, view_root
-from tunefuse.arrays import contiguous_strides
+from tunefuse.arrays import contiguous_strides, strides_in_order
 from tunefuse.concretize import ConcretizationInfo, ConcreteFusion, concretize
 from tunefuse.errors import InputMismatchError
 from tunefuse.ir import Fusion, Node, ScalarType
@@ -187,6 +187,15 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
             bindings.append(OutputBinding(position, v, target.id, StridedView(target.shape, target.strides, 0), False))
             continue
         root = view_root(cf, v)
+        if spec.stride_order is not None:
+            # Its own layout: computed into a buffer of it (never a view of another).
+            if v not in requests:
+                buf = buffers.add(BufferKind.OUTPUT, cf, v, strides_in_order(cf.shape(v), spec.stride_order))
+                requests[v] = StoreRequest(v, buf.id, buf.strides, f"computes output {f.name(v)} in stride order "
+                                                                   f"{list(spec.stride_order)}")
+            buf = buffers.items[requests[v].buffer]
+            bindings.append(OutputBinding(position, v, buf.id, StridedView(buf.shape, buf.strides, 0), True))
+            continue
         if root in input_buffers:
             buf = input_buffers[root]
             view = strided_view(cf, v, buf.strides)

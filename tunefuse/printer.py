@@ -108,6 +108,7 @@ def fusion_to_python(fusion: Fusion, name: str = "fusion_func") -> str:
     lines += ["    " + node_to_python(fusion, node) for node in fusion.nodes]
     for out in fusion.outputs:
         alias = f", alias_input={fusion.name(out.alias_input)}" if out.alias_input is not None else ""
+        alias += f", stride_order={python_literal(out.stride_order)}" if out.stride_order is not None else ""
         lines.append(f"    fd.add_output({fusion.name(out.value)}{alias})")
     lines += ["", "", "with FusionDefinition() as fd:", f"    {name}(fd)", ""]
     return "\n".join(lines)

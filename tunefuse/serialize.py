@@ -130,13 +130,15 @@ def fusion_from_dict(doc: Any) -> Fusion:
             raise SerializationError(f"{where}: {e}") from e
     for i, raw in enumerate(outputs):
         where = f"outputs[{i}]"
-        if not isinstance(raw, dict) or set(raw) != {"value", "alias_input"}:
-            raise SerializationError(f"{where}: an output is an object with keys value, alias_input")
-        value, alias = raw["value"], raw["alias_input"]
+        if not isinstance(raw, dict) or set(raw) - {"stride_order"} != {"value", "alias_input"}:
+            raise SerializationError(f"{where}: an output is an object with keys value, alias_input (and stride_order)")
+        value, alias, order = raw["value"], raw["alias_input"], raw.get("stride_order")
         if type(value) is not int or not (alias is None or type(alias) is int):
             raise SerializationError(f"{where}: value and alias_input must be value ids")
+        if "stride_order" in raw and not (isinstance(order, list) and all(type(o) is int for o in order)):
+            raise SerializationError(f"{where}: stride_order must be a list of ints")
         try:
-            builder.add_output(value, alias)
+            builder.add_output(value, alias, tuple(order) if order is not None else None)
         except DefinitionError as e:
             raise SerializationError(f"{where}: {e}") from e
     try:

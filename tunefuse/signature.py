@@ -14,7 +14,17 @@ from typing import Union
 
 import numpy as np
 
-from tunefuse.arrays import ArrayInfo, Device, contiguity_of, describe_array, is_array, is_broadcast_dim, stride_order_of
+from tunefuse.arrays import (
+    ArrayInfo,
+    Device,
+    contiguity_of,
+    describe_array,
+    is_array,
+    is_broadcast_dim,
+    stride_order_of,
+    to_numpy,
+)
+from tunefuse.dtypes import DataType
 from tunefuse.errors import InputMismatchError
 from tunefuse.ir import Fusion, ScalarType, TensorType
 from tunefuse.ops import OpKind, ScalarRef
@@ -139,6 +149,16 @@ class BoundInputs:
     objects: tuple[object, ...]  # the caller's objects, in order
 
 
+def _host_scalar(name: str, dtype: DataType, value: object) -> object:
+    """A 0-dim host array or CPU tensor given for a scalar (nvFuser's `is_cpu=True` tensor):
+    its value. Anything else is not a scalar."""
+    info = describe_array(value, name=name)
+    if info.shape != () or info.device is not Device.CPU:
+        where = "on the GPU" if info.device is not Device.CPU else f"of shape {list(info.shape)}"
+        raise InputMismatchError(f"{name}: expected a {dtype.value} scalar or a 0-dim CPU tensor, got an array {where}")
+    return to_numpy(value, name=name).item()
+
+
 def bind_inputs(fusion: Fusion, inputs: Sequence[object], fusion_inputs: FusionInputs | None = None) -> BoundInputs:
     """Check `inputs` against the definition and read their signature."""
     fusion_inputs = fusion_inputs or FusionInputs(fusion)
@@ -167,7 +187,7 @@ def bind_inputs(fusion: Fusion, inputs: Sequence[object], fusion_inputs: FusionI
         else:
             assert isinstance(vt, ScalarType)
             if is_array(value):
-                raise InputMismatchError(f"{name}: expected a {vt.dtype.value} scalar, got an array")
+                value = _host_scalar(name, vt.dtype, value)
             if isinstance(value, np.generic):
                 value = value.item()
             if not isinstance(value, (bool, int, float)):
