@@ -235,3 +235,45 @@ def test_a_stride_order_must_be_a_permutation():
         with FusionDefinition() as fd:
             t = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
             fd.add_output(fd.ops.neg(t), alias_input=t, stride_order=[0, 1])
+
+
+def test_slice_bounds_follow_nvfusers_normalization(rng):
+    """Negative bounds count from a static extent, bounds past it are clamped, an end before
+    the start is empty; constant scalars are bounds; manual_normalization keeps them as given."""
+    from tunefuse.errors import DefinitionError, ShapeError
+
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[5, 7], dtype=DataType.Float)
+        one = fd.define_scalar(1, dtype=DataType.Int)
+        fd.add_output(fd.ops.slice(t, start_indices=[one, -3], end_indices=[100, -1], strides=[1, 1]))
+        fd.add_output(fd.ops.slice(t, [0, 5], [5, 2]))
+        fd.add_output(fd.ops.slice(t, [-100, 0], [5, 7], [2, 3]))
+    x = rng.standard_normal((5, 7)).astype(np.float32)
+    a, b, c = reference.run(fd, [x])
+    np.testing.assert_array_equal(a, x[1:100, -3:-1])
+    assert b.shape == (5, 0)
+    np.testing.assert_array_equal(c, x[-100:5:2, 0:7:3])
+    with pytest.raises(ShapeError, match="needs 0 <= start <= end"):
+        with FusionDefinition() as fd:
+            t = fd.define_tensor(shape=[5, 7], dtype=DataType.Float)
+            fd.ops.slice(t, [0, -3], [5, 7], manual_normalization=1)
+    with pytest.raises(DefinitionError, match="counts from an extent known only when the fusion runs"):
+        with FusionDefinition() as fd:
+            fd.ops.slice(fd.define_tensor(shape=[-1], dtype=DataType.Float), [-2], [4])
+    with pytest.raises(DefinitionError, match="must be a constant integer"):
+        with FusionDefinition() as fd:
+            t = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+            fd.ops.slice(t, [fd.define_scalar(dtype=DataType.Int)], [4])
+
+
+def test_declined_spellings_are_refused_by_name():
+    from tunefuse.errors import DefinitionError
+
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, 1], dtype=DataType.Float)
+        with pytest.raises(DefinitionError, match="manual_padding=True .* is not supported"):
+            fd.ops.cat([t, t], dim=0, manual_padding=True)
+        with pytest.raises(DefinitionError, match="squeeze_expanded=True is not supported"):
+            fd.ops.squeeze(t, [1], squeeze_expanded=True)
+        fd.add_output(fd.ops.cat([t, t], dim=0, manual_padding=False))
+        fd.add_output(fd.ops.squeeze(t, [1], squeeze_expanded=False))

@@ -432,6 +432,18 @@ def _shape_operands(fd: FusionDefinition, shape: Sequence[Any], first: int, op: 
     return extra, tuple(dims)
 
 
+def _from_end(bound: int, shape: tuple, dim: int, what: str) -> int:
+    """A slice bound counted from the end when negative, clamped to [0, extent] (nvFuser's
+    normalization); a non-negative bound is clamped at run time against the extent."""
+    if bound >= 0:
+        return bound
+    extent = shape[dim] if dim < len(shape) else None
+    if not isinstance(extent, int):
+        raise DefinitionError(f"slice: the negative {what} {bound} of dim {dim} counts from an extent known only "
+                              "when the fusion runs; give it as a non-negative bound")
+    return max(bound + extent, 0)
+
+
 def _dims_given(dims: Any, axes: Any, dim: Any) -> Any:
     given = [d for d in (dims, axes, dim) if d is not None]
     if len(given) > 1:
@@ -567,7 +579,14 @@ class Ops:
         norm = tuple(normalize_dim("permute", d, rank) for d in dims)
         return self._one(OpKind.PERMUTE, [vid], PermuteAttrs(norm))  # type: ignore[return-value]
 
-    def squeeze(self, arg: Value, dims: int | Sequence[int], original_shape: Sequence[int] | None = None) -> Tensor:
+    def squeeze(self, arg: Value, dims: int | Sequence[int], original_shape: Sequence[int] | None = None,
+                squeeze_expanded: bool = False) -> Tensor:
+        """Drop dims of extent 1. `squeeze_expanded=True` (drop an expanded dim of any extent)
+        is refused by name: tunefuse cannot prove at definition that such a dim is a broadcast,
+        and would otherwise answer with its first element."""
+        if squeeze_expanded:
+            raise DefinitionError("squeeze: squeeze_expanded=True is not supported; squeeze dims of extent 1, "
+                                  "or slice an expanded dim to one element first")
         vid = self._tensor(arg, "squeeze")
         rank = self._rank(vid)
         if original_shape is not None:
@@ -580,14 +599,36 @@ class Ops:
         norm = normalize_dim("unsqueeze", dim, self._rank(vid), insert=True)
         return self._one(OpKind.UNSQUEEZE, [vid], DimAttrs(norm))  # type: ignore[return-value]
 
-    def slice(self, arg: Value, start_indices: Sequence[int], end_indices: Sequence[int],
-              strides: Sequence[int] | None = None) -> Tensor:
+    def slice(self, arg: Value, start_indices: Sequence[Any], end_indices: Sequence[Any],
+              strides: Sequence[Any] | None = None, manual_normalization: bool | int = False) -> Tensor:
+        """Elements start:end:stride of each dim. Bounds are ints or constant scalars. As in
+        nvFuser, unless `manual_normalization`, a negative bound counts from the end (the
+        extent must then be static) and bounds past the extent are clamped to it."""
         vid = self._tensor(arg, "slice")
         if strides is None:
             strides = [1] * len(start_indices)
-        attrs = SliceAttrs(tuple(int(s) for s in start_indices), tuple(int(e) for e in end_indices),
-                           tuple(int(s) for s in strides))
-        return self._one(OpKind.SLICE, [vid], attrs)  # type: ignore[return-value]
+        starts, ends, steps = (tuple(self._constant_int(v, f"slice {what}") for v in values)
+                               for what, values in (("start", start_indices), ("end", end_indices),
+                                                    ("stride", strides)))
+        if not manual_normalization:
+            shape = self._fd._builder.values[vid].shape  # type: ignore[union-attr]
+            starts = tuple(_from_end(s, shape, d, "start") for d, s in enumerate(starts))
+            ends = tuple(_from_end(e, shape, d, "end") for d, e in enumerate(ends))
+            ends = tuple(max(e, s) for s, e in zip(starts, ends))  # an empty slice, as torch
+        return self._one(OpKind.SLICE, [vid], SliceAttrs(starts, ends, steps))  # type: ignore[return-value]
+
+    def _constant_int(self, value: Any, what: str) -> int:
+        """An int, or the value of a constant Int scalar (nvFuser lets slice bounds be Scalars)."""
+        if isinstance(value, Value):
+            node = next(n for n in self._fd._builder.nodes if value.id in n.outputs)
+            if node.op is not OpKind.CONSTANT or not node.attrs.dtype.is_integral:  # type: ignore[attr-defined]
+                raise DefinitionError(f"{what}: {value!r} must be a constant integer; bounds known only when the "
+                                      "fusion runs are not supported")
+            return int(node.attrs.value)  # type: ignore[attr-defined]
+        try:
+            return int(value)
+        except (TypeError, ValueError):
+            raise DefinitionError(f"{what}: {value!r} is not an int") from None
 
     # copies
     def pad(self, arg: Value, pad_widths: Sequence[int], value: Operand | None = None) -> Tensor:
@@ -596,7 +637,10 @@ class Ops:
         fill = self._fd._value_id(value, "pad") if value is not None else self._fd._constant(0, dtype).id
         return self._one(OpKind.PAD, [vid, fill], PadAttrs(tuple(int(w) for w in pad_widths)))  # type: ignore[return-value]
 
-    def cat(self, tensors: Sequence[Value], dim: int = 0) -> Tensor:
+    def cat(self, tensors: Sequence[Value], dim: int = 0, manual_padding: bool | int = False) -> Tensor:
+        if manual_padding:
+            raise DefinitionError("cat: manual_padding=True (inputs padded by the caller) is not supported; "
+                                  "pass the unpadded tensors")
         ids = [self._tensor(t, "cat") for t in tensors]
         if not ids:
             raise DefinitionError("cat: needs at least one tensor")
