@@ -4,6 +4,7 @@ NVRTC, tuned with Optuna, cached in SQL.
     from tunefuse import FusionDefinition, DataType
 """
 
+from tunefuse.arrays import compute_contiguity, compute_tensor_descriptor
 from tunefuse.cache import Cache
 from tunefuse.dtypes import DataType
 from tunefuse.errors import (
@@ -28,6 +29,12 @@ def tune(fd, inputs, **options):  # noqa: ANN001, ANN201 - see tunefuse.tuning.t
 
 __version__ = "0.1.0"
 
+
+def version() -> str:
+    """The package version (nvFuser's `nvfuser.version()`)."""
+    return __version__
+
+
 __all__ = [
     "Cache",
     "DataType",
@@ -41,5 +48,8 @@ __all__ = [
     "ShapeError",
     "Tensor",
     "TunefuseError",
+    "compute_contiguity",
+    "compute_tensor_descriptor",
     "tune",
+    "version",
 ]

@@ -8,6 +8,7 @@ and data pointer.
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -166,6 +167,19 @@ def stride_order_of(shape: tuple[int, ...], strides: tuple[int, ...]) -> tuple[i
     if ranks == row_major:
         return None
     return tuple(ranks)
+
+
+def compute_contiguity(shape: Sequence[int], strides: Sequence[int]) -> list[bool | None]:
+    """nvFuser's `compute_contiguity`: the contiguity define_tensor takes for this layout."""
+    return list(contiguity_of(tuple(int(s) for s in shape), tuple(int(s) for s in strides)))
+
+
+def compute_tensor_descriptor(shape: Sequence[int], strides: Sequence[int]) -> tuple[list[bool | None], list[int]]:
+    """nvFuser's `compute_tensor_descriptor`: (contiguity, stride_order) for define_tensor, the
+    stride order spelled out also where it is row-major."""
+    shape, strides = tuple(int(s) for s in shape), tuple(int(s) for s in strides)
+    order = stride_order_of(shape, strides)
+    return list(contiguity_of(shape, strides)), list(order if order is not None else range(len(shape) - 1, -1, -1))
 
 
 def is_broadcast_dim(size: int, stride: int) -> bool:

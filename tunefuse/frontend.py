@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
-from tunefuse.arrays import contiguity_of, describe_array, stride_order_of
+from tunefuse.arrays import compute_tensor_descriptor, contiguity_of, describe_array, stride_order_of
 from tunefuse.dtypes import DataType, from_any_dtype, python_scalar_dtype
 from tunefuse.elementwise import ELEMENTWISE
 from tunefuse.errors import DefinitionError, ExecutionError, InputMismatchError
@@ -279,15 +279,19 @@ class FusionDefinition:
         """Legacy nvFuser spelling of `define_scalar(value)`."""
         return self.define_scalar(value, dtype)
 
-    def from_array(self, array: object) -> Tensor:
-        """A tensor input laid out like `array` (numpy, torch, CuPy, ...): symbolic sizes,
-        size-1 dims as broadcast, contiguity and stride order from its strides."""
+    def from_array(self, array: object, static_sizes: bool = False) -> Tensor:
+        """A tensor input laid out like `array` (numpy, torch, CuPy, ...): symbolic sizes
+        (its own sizes with `static_sizes`), size-1 dims as broadcast, contiguity and stride
+        order from its strides."""
         info = describe_array(array, name="from_array")
-        return self.define_tensor(sizes=info.shape, strides=info.strides, dtype=info.dtype)
+        if not static_sizes:
+            return self.define_tensor(sizes=info.shape, strides=info.strides, dtype=info.dtype)
+        contiguity, order = compute_tensor_descriptor(info.shape, info.strides)
+        return self.define_tensor(shape=info.shape, contiguity=contiguity, dtype=info.dtype, stride_order=order)
 
-    def from_pytorch(self, tensor: object) -> Tensor:
+    def from_pytorch(self, tensor: object, static_sizes: bool = False) -> Tensor:
         """nvFuser's name for `from_array`."""
-        return self.from_array(tensor)
+        return self.from_array(tensor, static_sizes)
 
     # -- outputs ---------------------------------------------------------------------------
     def add_output(self, value: Value, alias_input: Value | None = None,
@@ -343,6 +347,11 @@ class FusionDefinition:
         outputs = self.execute(inputs, **options)
         expected = reference.run(self, inputs) if reference_outputs is None else reference_outputs
         compare(outputs, expected)
+
+    def id(self) -> int:  # noqa: A003 - nvFuser's name
+        """The definition's number in this process (nvFuser's fusion id): equal definitions
+        share it; the printed definition names its function `nvfuser_fusion_id<id>`."""
+        return self.fusion.number
 
     def profile(self):  # noqa: ANN201 - tunefuse.runtime.call_options.FusionProfile
         """The profile of the last `execute(..., profile=True)`: its synchronized wall time

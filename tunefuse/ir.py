@@ -9,6 +9,7 @@ from its JSON has exactly the same ids.
 from __future__ import annotations
 
 import hashlib
+import threading
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Union
@@ -67,6 +68,10 @@ class OutputSpec:
     stride_order: tuple[int, ...] | None = None  # the output's memory layout (nvFuser's convention); None: row-major
 
 
+_NUMBERS: dict[str, int] = {}
+_NUMBERS_LOCK = threading.Lock()
+
+
 @dataclass(frozen=True)
 class Fusion:
     nodes: tuple[Node, ...]
@@ -119,8 +124,16 @@ class Fusion:
         """sha256 of the canonical JSON: equal definitions share it."""
         return hashlib.sha256(self.to_json().encode()).hexdigest()
 
+    @property
+    def number(self) -> int:
+        """This definition's number in this process, in order of first asking (nvFuser's
+        fusion id, as `fd.id()` and the printed `nvfuser_fusion_id<N>`): equal definitions
+        share it."""
+        with _NUMBERS_LOCK:
+            return _NUMBERS.setdefault(self.fusion_id, len(_NUMBERS))
+
     def to_python(self) -> str:
-        return fusion_to_python(self)
+        return fusion_to_python(self, self.number)
 
     def __str__(self) -> str:
         return self.to_python()

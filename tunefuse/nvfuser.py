@@ -18,12 +18,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from tunefuse import version
+from tunefuse.arrays import compute_contiguity, compute_tensor_descriptor
 from tunefuse.dtypes import DataType
 from tunefuse.errors import DefinitionError
 from tunefuse.frontend import FusionDefinition as _FusionDefinition
 from tunefuse.frontend import Tensor
 
-__all__ = ["DataType", "Fusion", "FusionDefinition"]
+__all__ = ["DataType", "Fusion", "FusionDefinition", "compute_contiguity", "compute_tensor_descriptor", "version"]
 
 
 class Fusion:

@@ -98,17 +98,19 @@ def node_to_python(fusion: Fusion, node: Node) -> str:
     return f"{lhs} = {call}"
 
 
-def fusion_to_python(fusion: Fusion, name: str = "fusion_func") -> str:
+def fusion_to_python(fusion: Fusion, number: int = 0) -> str:
+    """The definition as a script, in nvFuser's printed form: its second line defines
+    `nvfuser_fusion_id<number>` (the name nvFuser's tooling finds there), `nvfuser_fusion`
+    names it too (the direct frontend's name), and the script ends by defining `fd`."""
+    name = f"nvfuser_fusion_id{number}"
     lines = [
         "from tunefuse import FusionDefinition, DataType",
-        "",
-        "",
-        f"def {name}(fd: FusionDefinition) -> None:",
+        f"def {name}(fd : FusionDefinition) -> None :",
     ]
     lines += ["    " + node_to_python(fusion, node) for node in fusion.nodes]
     for out in fusion.outputs:
         alias = f", alias_input={fusion.name(out.alias_input)}" if out.alias_input is not None else ""
         alias += f", stride_order={python_literal(out.stride_order)}" if out.stride_order is not None else ""
         lines.append(f"    fd.add_output({fusion.name(out.value)}{alias})")
-    lines += ["", "", "with FusionDefinition() as fd:", f"    {name}(fd)", ""]
+    lines += ["", "", f"nvfuser_fusion = {name}", "", "with FusionDefinition() as fd:", f"    {name}(fd)", ""]
     return "\n".join(lines)
