@@ -127,9 +127,10 @@ def run_corpus(seed: int, count: int, variants: tuple[str, ...] = ("default", "r
                 launched = [r for r in exe.recipes if r.launch.numel > 0]
                 summary["kernel_launches"] += len(launched)
                 summary["distinct_kernels"].update(r.launch.kernel_name for r in launched)
+            loosest = _loosest_tolerance(case.fd.fusion)
             for g, w in zip(got, want):
                 g = to_host(g) if hasattr(g, "cpu") else np.asarray(g)
-                if not _agree(g, w):
+                if not _agree(g, w, loosest):
                     summary["mismatches"] += 1
                     if verbose:
                         print(f"MISMATCH {variant} {case}", flush=True)
@@ -139,10 +140,20 @@ def run_corpus(seed: int, count: int, variants: tuple[str, ...] = ("default", "r
     return summary
 
 
-def _agree(got: np.ndarray, want: np.ndarray) -> bool:
+def _loosest_tolerance(fusion) -> tuple[float, float]:  # noqa: ANN001
+    """The tolerance of the least precise floating type any value of the fusion has: a double
+    output computed from a float intermediate (a float sigmoid, one ulp apart between CUDA's
+    expf and NumPy's) carries that float's rounding, not a double's."""
+    from tunefuse.ir import TensorType
+
+    tolerances = [v.dtype.tolerance for v in fusion.values if isinstance(v, TensorType) and v.dtype.is_floating]
+    return max(tolerances, default=(0.0, 0.0))
+
+
+def _agree(got: np.ndarray, want: np.ndarray, loosest: tuple[float, float] = (0.0, 0.0)) -> bool:
     from tunefuse.dtypes import from_any_dtype
 
-    rtol, atol = from_any_dtype(want.dtype).tolerance
+    rtol, atol = (max(a, b) for a, b in zip(from_any_dtype(want.dtype).tolerance, loosest))
     return got.shape == want.shape and bool(np.allclose(
         got.astype(np.float64), want.astype(np.float64), rtol=10 * rtol, atol=10 * atol, equal_nan=True))
 
