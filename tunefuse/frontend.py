@@ -502,28 +502,7 @@ class Ops:
         attrs = ReductionAttrs(norm, bool(keepdim), int(correction), dtype)
         return self._fd._add(op, [vid], attrs)
 
-    # Reductions take their dims as `dims`, or as nvFuser's other spellings `axes` and `dim`;
-    # dtype=None (nvFuser's DataType.Null) keeps the input's.
-    def sum(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
-            axes: Any = None, dim: Any = None) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.SUM, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
-
-    def prod(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
-             axes: Any = None, dim: Any = None) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.PROD, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
-
-    def max(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
-            axes: Any = None, dim: Any = None) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.MAX, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
-
-    def min(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
-            axes: Any = None, dim: Any = None) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.MIN, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
-
-    def mean(self, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
-             axes: Any = None, dim: Any = None) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.MEAN, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
-
+    # sum, prod, max, min and mean are made from _make_reduction (below the class).
     def var(self, arg: Value, dims: Any = None, correction: int = 1, keepdim: bool = False, *,
             axes: Any = None, dim: Any = None) -> Tensor:
         return Tensor(self._fd, self._reduce(OpKind.VAR, arg, _dims_given(dims, axes, dim), keepdim, correction)[0])
@@ -763,3 +742,18 @@ def _make_elementwise(op: OpKind):  # noqa: ANN202 - builds a method
 
 for _op in ELEMENTWISE:
     setattr(Ops, _op.value, _make_elementwise(_op))
+
+
+def _make_reduction(op: OpKind):  # noqa: ANN202 - builds a method
+    def method(self: Ops, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
+               axes: Any = None, dim: Any = None) -> Tensor:
+        return Tensor(self._fd, self._reduce(op, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
+
+    method.__name__ = op.value
+    method.__doc__ = (f"{op.value} over `dims` (or nvFuser's spellings `axes`, `dim`; None: every dim); "
+                      "dtype=None (nvFuser's DataType.Null) keeps the input's.")
+    return method
+
+
+for _op in (OpKind.SUM, OpKind.PROD, OpKind.MAX, OpKind.MIN, OpKind.MEAN):
+    setattr(Ops, _op.value, _make_reduction(_op))
