@@ -41,12 +41,12 @@ def test_type_promotion_and_half_compute():
         i = fd.define_tensor(shape=[-1], dtype=DataType.Int32)
         fd.add_output(fd.ops.mul(h, 2.5))  # scalar keeps Half
         fd.add_output(fd.ops.add(h, i))  # Half + Int32 -> Half
-        fd.add_output(fd.ops.div(i, i))  # int / int -> Float
+        fd.add_output(fd.ops.div(i, i))  # int div int -> the int (truncating, as nvFuser's)
         fd.add_output(fd.ops.exp(i))  # int -> Float
         fd.add_output(fd.ops.lt(h, i))
         fd.add_output(fd.ops.sum(i, dims=[0]))  # int sum -> Int
     dtypes = [out_type(fd, k).dtype for k in range(6)]
-    assert dtypes == [DataType.Half, DataType.Half, DataType.Float, DataType.Float,
+    assert dtypes == [DataType.Half, DataType.Half, DataType.Int32, DataType.Float,
                       DataType.Bool, DataType.Int]
 
 

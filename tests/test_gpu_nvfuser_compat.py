@@ -127,3 +127,79 @@ def test_stride_ordered_outputs_come_back_in_that_layout(rng):
         torch.testing.assert_close(exp, torch.exp(x))
         assert relu.stride() == (1, 40 * 130, 40) and neg.stride() == (70 * 130, 1, 70)
         assert exp.is_contiguous()
+
+
+# -- answers nvFuser's tests caught wrong ----------------------------------------------------
+
+def test_an_output_written_in_place_and_returned_is_that_input():
+    """nvFuser's returning_aliased_outputs: every returned T4 (and T0) is the input itself."""
+    torch = torch_or_skip()
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1, -1, -1], dtype=DataType.Float)
+        t4 = fd.ops.where(fd.ops.gt(t0, 0.0), t0, 0.0)
+        fd.add_output(t4)
+        fd.add_output(t4, t0)
+        fd.add_output(t4)
+        fd.add_output(t0)
+    x = torch.randn(1, 2, 3, 4, device="cuda")
+    expected = x.clamp(min=0)
+    out = fd.execute([x])
+    assert len(out) == 3
+    assert all(o.data_ptr() == x.data_ptr() for o in out)
+    torch.testing.assert_close(x, expected, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("example", [1, 2, 3, 4])
+def test_issue_2664_in_place_updates_read_before_they_write(example, rng):
+    """4M elements: a reduction split over many blocks, or a broadcast read by all of them,
+    must see the input as it was before the in-place write."""
+    from test_plan import _issue_2664, issue_2664_inputs
+
+    torch = torch_or_skip()
+    n = 4194304
+    fd = _issue_2664(example, n)
+    host = issue_2664_inputs(example, n, rng)
+    expected = reference.run(fd.fusion, host, include_aliased=True)
+    inputs = [torch.from_numpy(np.ascontiguousarray(h)).cuda() for h in host]
+    got = [to_host(t) for t in fd.execute(inputs)]
+    returned = [k for k, o in enumerate(fd.fusion.outputs) if o.alias_input is None]
+    for k, g in zip(returned, got, strict=True):
+        np.testing.assert_allclose(g, expected[k], rtol=1e-5, atol=1e-3)
+    for k, o in enumerate(fd.fusion.outputs):
+        if o.alias_input is not None:
+            position = fd.fusion.inputs.index(o.alias_input)
+            np.testing.assert_allclose(to_host(inputs[position]), expected[k], rtol=1e-4, atol=1e-2)
+
+
+def test_integer_div_truncates_and_truediv_divides():
+    """nvFuser's test_integer_division: div of int64 is torch.div(rounding_mode="trunc"),
+    int64 again; truediv is true division; x / 0 is 0 (defined, where CUDA's is not)."""
+    torch = torch_or_skip()
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(shape=[-1], dtype=DataType.Int)
+        b = fd.define_tensor(shape=[-1], dtype=DataType.Int)
+        fd.add_output(fd.ops.div(a, b))
+        fd.add_output(fd.ops.truediv(a, b))
+        fd.add_output(fd.ops.div(fd.ops.cast(a, DataType.Int32), fd.ops.cast(b, DataType.Int32)))
+    a = torch.randint(-1000, 1000, (1024,), device="cuda")
+    b = torch.randint(1, 50, (1024,), device="cuda") * (torch.randint(0, 2, (1024,), device="cuda") * 2 - 1)
+    quotient, true, quotient32 = fd.execute([a, b])
+    assert quotient.dtype == torch.int64 and quotient32.dtype == torch.int32
+    torch.testing.assert_close(quotient, torch.div(a, b, rounding_mode="trunc"), rtol=0, atol=0)
+    torch.testing.assert_close(quotient32, torch.div(a, b, rounding_mode="trunc").int(), rtol=0, atol=0)
+    torch.testing.assert_close(true, torch.true_divide(a, b).float())
+    edge_a = torch.tensor([7, -7, -2**63, 5], device="cuda")
+    edge_b = torch.tensor([0, 0, -1, -1], device="cuda")
+    got = fd.execute([edge_a, edge_b])[0].cpu().tolist()
+    assert got == [0, 0, -2**63, -5]
+
+
+def test_writing_in_place_into_an_expanded_input_is_refused():
+    """Its elements share memory: every thread would write the one element all of them read."""
+    torch = torch_or_skip()
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], contiguity=[None, True])
+        fd.add_output(fd.ops.add(x, 1.0), x)
+    x = torch.zeros(5, device="cuda").expand(4, 5)
+    with pytest.raises(InputMismatchError, match="overlap"):
+        fd.execute([x])

@@ -130,6 +130,97 @@ def test_illegal_in_place_aliasing_is_made_safe(rng):
     assert_plan_matches_reference(fd, [x])
 
 
+def _issue_2664(example: int, n: int) -> FusionDefinition:
+    """nvFuser's issue 2664 repros: an input written in place while other threads (or
+    blocks) still read it through a broadcast or a reduction."""
+    with FusionDefinition() as fd:
+        if example == 4:
+            t0 = fd.define_tensor(shape=[-1, 1], contiguity=[True, None])
+            t1 = fd.define_tensor(shape=[-1, -1])
+            fd.add_output(fd.ops.add(t1, t0))
+            fd.add_output(fd.ops.neg(t0), t0)
+            return fd
+        t1 = fd.define_tensor(shape=[-1])
+        t2 = fd.define_tensor(shape=[], contiguity=[])
+        if example == 1:  # the written value is broadcast and read by every element
+            t4 = fd.ops.add(t2, 1.0)
+            fd.add_output(t4, t2)
+            fd.add_output(fd.ops.mul(t1, fd.ops.broadcast_in_dim(t4, shape=[n], broadcast_dims=[])))
+        elif example == 2:  # a reduction of the broadcast input written into that input
+            t7 = fd.ops.broadcast_in_dim(t2, shape=[n], broadcast_dims=[])
+            fd.add_output(fd.ops.sum(t7, dims=[0]), t2)
+            fd.add_output(fd.ops.mul(t1, t7))
+            fd.add_output(fd.ops.add(t1, t7))
+        else:  # two in-place writes, one a reduction over a broadcast of the other's input
+            t3 = fd.define_tensor(shape=[], contiguity=[])
+            t5 = fd.ops.add(t1, fd.ops.broadcast_in_dim(t2, shape=t1.shape(), broadcast_dims=[]))
+            fd.add_output(fd.ops.sum(t5, dims=[0]), t3)
+            fd.add_output(fd.ops.add(t3, 1.0), t2)
+    return fd
+
+
+def issue_2664_inputs(example: int, n: int, rng) -> list:
+    if example == 4:
+        return [rng.standard_normal((n, 1), dtype=np.float32), rng.standard_normal((n, 128), dtype=np.float32)]
+    scalars = 2 if example == 3 else 1
+    return [rng.standard_normal(n, dtype=np.float32)] + [np.array(rng.standard_normal(), dtype=np.float32)
+                                                          for _ in range(scalars)]
+
+
+@pytest.mark.parametrize("example", [1, 2, 3, 4])
+def test_an_input_written_in_place_is_written_after_every_read_of_it(example, rng):
+    """A kernel may write its input in place only where each element is read by the one
+    iteration point that writes it; a reduced store, or a store read back through a
+    broadcast, goes through a temporary copied in by a last kernel (issue 2664's races)."""
+    n = 4096
+    fd = _issue_2664(example, n)
+    inputs = issue_2664_inputs(example, n, rng)
+    plan = fd.plan(inputs)
+    written = {plan.buffers[st.buffer].value for seg in plan.segments for st in seg.stores
+               if plan.buffers[st.buffer].kind is BufferKind.INPUT}
+    for seg in plan.segments:
+        for st in seg.stores:
+            if plan.buffers[st.buffer].kind is BufferKind.INPUT:
+                assert "after every read" in seg.why and not seg.values  # a copy kernel
+                later = plan.segments[plan.segments.index(seg) + 1:]
+                assert not any(st.buffer in s.read_buffers for s in later)
+    assert written == {fd.fusion.inputs[k] for k in ((0,) if example == 4 else (1, 2) if example == 3 else (1,))}
+    assert_plan_matches_reference(fd, inputs)
+
+
+def test_a_pointwise_in_place_update_stays_one_kernel(rng):
+    """Each element read and written by one thread (x = x * 2 + y): no temporary."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        y = fd.define_tensor(shape=[-1, -1])
+        fd.add_output(fd.ops.add(fd.ops.mul(x, 2.0), y), x)
+    inputs = [rng.standard_normal((64, 33), dtype=np.float32) for _ in range(2)]
+    plan = fd.plan(inputs)
+    assert plan.num_kernels == 1
+    assert_plan_matches_reference(fd, inputs)
+
+
+def test_an_output_also_written_in_place_is_returned_as_that_input():
+    """nvFuser's returning_aliased_outputs: T4 written into T0 and also returned comes back
+    as T0 itself (one store, no second copy)."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, -1, -1, -1])
+        t4 = fd.ops.where(fd.ops.gt(t0, 0.0), t0, 0.0)
+        fd.add_output(t4)
+        fd.add_output(t4, t0)
+        fd.add_output(t4)
+        fd.add_output(t0)
+    x = np.random.default_rng(0).standard_normal((1, 2, 3, 4), dtype=np.float32)
+    plan = fd.plan([x])
+    returned = [o for o in plan.outputs if o.returned]
+    assert len(returned) == 3
+    assert all(plan.buffers[o.buffer].kind is BufferKind.INPUT for o in returned)
+    assert sum(len(seg.stores) for seg in plan.segments) == 1
+    got = run_via_plan(fd.fusion, [x.copy()])
+    for g in got:
+        np.testing.assert_array_equal(g, np.maximum(x, 0))
+
+
 def test_in_place_shape_mismatch_is_refused():
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1])

@@ -26,6 +26,7 @@ class ResultType(enum.Enum):
     LOGICAL = "logical"  # operands read as truth values, return Bool
     INTEGRAL = "integral"  # integral and bool operands only, the promoted type
     NUMERIC = "numeric"  # the promoted type, bool operands rejected
+    DIVISION = "division"  # the promoted type, bool promoted to Float (nvFuser's div: ints stay ints)
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +52,21 @@ def _erfc_np(x: np.ndarray) -> np.ndarray:
 
 def _relu(x: np.ndarray) -> np.ndarray:
     return np.where(x > 0, x, np.where(x != x, x, np.zeros_like(x)))
+
+
+def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """nvFuser's div: C's division, truncating toward zero, on integers (x / 0 is 0, as
+    fmod's x % 0 is; MIN / -1 wraps to MIN, as the kernel's tf_div does); true division
+    otherwise."""
+    if not np.issubdtype(np.result_type(a, b), np.integer):
+        return np.divide(a, b)
+    a, b = np.broadcast_arrays(a, b)
+    with np.errstate(all="ignore"):
+        safe = np.where((b == 0) | (b == -1), 1, b)
+        q = a // safe
+        q = np.where((a % safe != 0) & ((a < 0) != (safe < 0)), q + 1, q)
+        out = np.where(b == 0, np.zeros_like(q), np.where(b == -1, np.negative(a), q)).astype(q.dtype)
+    return out[()] if out.ndim == 0 else out
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -104,7 +120,7 @@ ELEMENTWISE: dict[OpKind, ElementwiseRule] = {
     OpKind.ADD: ElementwiseRule(2, ResultType.SAME, np.add),
     OpKind.SUB: ElementwiseRule(2, ResultType.NUMERIC, np.subtract),
     OpKind.MUL: ElementwiseRule(2, ResultType.SAME, np.multiply),
-    OpKind.DIV: ElementwiseRule(2, ResultType.FLOATING, np.divide),
+    OpKind.DIV: ElementwiseRule(2, ResultType.DIVISION, _div),
     OpKind.TRUEDIV: ElementwiseRule(2, ResultType.FLOATING, np.divide),
     OpKind.FMOD: ElementwiseRule(2, ResultType.NUMERIC, np.fmod),
     OpKind.REMAINDER: ElementwiseRule(2, ResultType.NUMERIC, np.remainder),
@@ -164,6 +180,8 @@ def elementwise_types(
         return ElementwiseTypes(promoted, promoted)
     if rule.result is ResultType.NUMERIC and promoted.is_bool and op is not OpKind.ADDCMUL:
         raise DefinitionError(f"{op.value}: bool operands are not supported; cast them first")
+    if rule.result is ResultType.DIVISION and promoted.is_bool:
+        promoted = DataType.Float
     if rule.result is ResultType.FLOATING and not promoted.is_floating:
         promoted = DataType.Float
     return ElementwiseTypes(promoted, promoted.compute)

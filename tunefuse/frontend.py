@@ -81,13 +81,24 @@ class Value:
         return self.fd.ops.mul(other, self)
 
     def __truediv__(self, other: Operand) -> Value:
-        return self.fd.ops.div(self, other)
+        """Python's `/`: true division (`fd.ops.div` truncates integers, as C and nvFuser do)."""
+        return self.fd.ops.truediv(self, other)
 
     def __rtruediv__(self, other: Operand) -> Value:
-        return self.fd.ops.div(other, self)
+        return self.fd.ops.truediv(other, self)
+
+    def __mod__(self, other: Operand) -> Value:
+        """Python's `%`: the remainder with the divisor's sign."""
+        return self.fd.ops.remainder(self, other)
+
+    def __rmod__(self, other: Operand) -> Value:
+        return self.fd.ops.remainder(other, self)
 
     def __neg__(self) -> Value:
         return self.fd.ops.neg(self)
+
+    def __abs__(self) -> Value:
+        return self.fd.ops.abs(self)
 
 
 class Tensor(Value):

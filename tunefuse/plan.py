@@ -94,8 +94,10 @@ class Plan:
         lines.append("  outputs:")
         for o in self.outputs:
             kind = self.buffers[o.buffer].kind
+            written = any(st.buffer == o.buffer for seg in self.segments for st in seg.stores)
             note = "in place, not returned" if not o.returned else (
-                "alias of an input, no kernel" if kind is BufferKind.INPUT else "written by a kernel")
+                "the input it is written into" if kind is BufferKind.INPUT and written
+                else "alias of an input, no kernel" if kind is BufferKind.INPUT else "written by a kernel")
             lines.append(f"    out{o.position} {f.name(o.value)} = b{o.buffer} {o.view!r}  ({note})")
         return "\n".join(lines)
 
@@ -163,6 +165,10 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
     requests: dict[int, StoreRequest] = {}
     bindings: list[OutputBinding] = []
     returned_index = 0
+    written_in_place: dict[int, int] = {}  # value -> the input it is written into
+    for spec in f.outputs:
+        if spec.alias_input is not None and spec.stride_order is None:
+            written_in_place.setdefault(spec.value, spec.alias_input)
     for position, spec in enumerate(f.outputs):
         v = spec.value
         prealloc = None
@@ -182,9 +188,19 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
                     f"output {position} ({f.name(v)}) of shape {list(cf.shape(v))} cannot be written "
                     f"in place into {f.name(spec.alias_input)} of shape {list(target.shape)}"
                 )
+            if target.shape and min(target.shape) > 0 and _overlaps(target.shape, target.strides):
+                raise InputMismatchError(
+                    f"output {position} ({f.name(v)}) cannot be written in place into {f.name(spec.alias_input)}: "
+                    f"its strides {list(target.strides)} overlap (an expanded or broadcast tensor)"
+                )
             req = StoreRequest(v, target.id, target.strides, f"writes {f.name(v)} in place into {f.name(spec.alias_input)}")
             requests[-1 - position] = req  # in-place stores are keyed apart: the value may be stored twice
             bindings.append(OutputBinding(position, v, target.id, StridedView(target.shape, target.strides, 0), False))
+            continue
+        if v in written_in_place and spec.stride_order is None:
+            # nvFuser returns the input it wrote this value into, not a second copy of it.
+            target = input_buffers[written_in_place[v]]
+            bindings.append(OutputBinding(position, v, target.id, StridedView(target.shape, target.strides, 0), True))
             continue
         root = view_root(cf, v)
         if spec.stride_order is not None:
@@ -321,6 +337,28 @@ def _renamed(seg: Segment, name: str) -> Segment:
     return replace(seg, name=name)
 
 
+def _read_then_written(seg: Segment, load: Load, store: Store) -> bool:
+    """True when each element `load` reads is read only by the iteration point that then
+    stores it: the same offset, and a store of one element per point of the whole space.
+    A reduced store (one per output, after reading across the reduced extent: other
+    threads, or blocks of a split reduction, may still read the element) or a store of a
+    smaller value (a broadcast read of it by other points) is not: nvFuser's issue 2664."""
+    return load.offset == store.offset and not store.reduced and _numel_of(store, seg) == seg.numel
+
+
+def _numel_of(store: Store, seg: Segment) -> int:
+    """Iteration points the store's offset tells apart (each one an element: the target never
+    overlaps itself, see _bind_outputs)."""
+    used = {atom.k for atom, _ in store.offset.terms if isinstance(atom, Var)}
+    if not store.offset.is_affine:
+        return -1  # index arithmetic: not proved one element a point
+    n = 1
+    for k, e in enumerate(seg.extents):
+        if k in used:
+            n *= e
+    return n
+
+
 def _make_inplace_safe(cf: ConcreteFusion, buffers: _Buffers, segments: list[Segment],
                        bindings: list[OutputBinding]) -> list[Segment] | None:
     """In-place outputs whose input is still read elsewhere (or at another index by the
@@ -332,8 +370,8 @@ def _make_inplace_safe(cf: ConcreteFusion, buffers: _Buffers, segments: list[Seg
                 continue
             for j, other in enumerate(segments):
                 # A gathered read is at data-dependent positions: never safe to overwrite.
-                if any(ld.buffer == st.buffer and (j != k or ld.offset != st.offset) for ld in other.loads) or any(
-                        g.buffer == st.buffer for g in other.gathers):
+                if any(ld.buffer == st.buffer and (j != k or not _read_then_written(seg, ld, st))
+                       for ld in other.loads) or any(g.buffer == st.buffer for g in other.gathers):
                     unsafe.append((k, st))
     return [] if not unsafe else [k for k, _ in unsafe]  # type: ignore[return-value]
 

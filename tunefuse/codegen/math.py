@@ -42,7 +42,7 @@ CUDA_MATH: dict[OpKind, str] = {
     OpKind.ADD: "({0} + {1})",
     OpKind.SUB: "({0} - {1})",
     OpKind.MUL: "({0} * {1})",
-    OpKind.DIV: "({0} / {1})",
+    OpKind.DIV: "tf_div<{T}>({0}, {1})",
     OpKind.TRUEDIV: "({0} / {1})",
     OpKind.FMOD: "tf_fmod<{T}>({0}, {1})",
     OpKind.REMAINDER: "tf_remainder<{T}>({0}, {1})",

@@ -126,6 +126,12 @@ template <typename T> __device__ __forceinline__ T tf_max(T a, T b) {
 template <typename T> __device__ __forceinline__ T tf_min(T a, T b) {
   return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
 }
+// nvFuser's div: truncating on integers; x / 0 is 0 (as x % 0 below), MIN / -1 wraps to MIN.
+template <typename T> __device__ __forceinline__ T tf_div(T a, T b) {
+  return b == T(0) ? T(0) : (b == T(-1) ? T(0 - (unsigned long long)a) : a / b);
+}
+template <> __device__ __forceinline__ float tf_div(float a, float b) { return a / b; }
+template <> __device__ __forceinline__ double tf_div(double a, double b) { return a / b; }
 template <typename T> __device__ __forceinline__ T tf_fmod(T a, T b) { return b == T(0) ? T(0) : a % b; }
 template <> __device__ __forceinline__ float tf_fmod(float a, float b) { return fmodf(a, b); }
 template <> __device__ __forceinline__ double tf_fmod(double a, double b) { return fmod(a, b); }
