@@ -422,7 +422,15 @@ class _Builder:
         v = self.pick(self.pool)
         if not v.shape:
             return None
-        if self.rng.random() < 0.5:
+        roll = self.rng.random()
+        if roll < 0.3:
+            # Random numbers from a seed and offset of the definition's own (reproducible).
+            name = self.pick(["uniform", "normal"])
+            dtype = self.pick([DataType.Float, DataType.Double, DataType.BFloat16])
+            seed, offset = (int(self.rng.integers(-2**40, 2**40)) for _ in range(2))
+            t = self.op(name, -1.5, 2.0, list(v.shape), dtype=dtype, rng_seed=seed, rng_offset=offset)
+            self.push(self.op("mul", t, self.op("cast", v.tensor, dtype)) if v.dtype.is_floating else t, v.shape)
+        elif roll < 0.65:
             fill = float(self.pick((0.0, 1.0, -2.5)))
             t = self.op("full", list(v.shape), self.fd.define_scalar(fill, dtype=DataType.Double), DataType.Float)
             self.push(self.op("add", t, self.op("cast", v.tensor, DataType.Float)) if v.dtype.is_floating else t, v.shape)
@@ -604,7 +612,9 @@ def ops_covered(cases: list[FuzzCase]) -> set[str]:
 
 
 # The ops the corpus must reach (every op of the op table a fusion can write).
-EVERY_OP = {k.value for k in OpKind if not k.is_input and k not in (OpKind.CONSTANT,)}
+# rng_state is no frontend op: uniform/normal make it when given no seed (the fuzzer gives one,
+# so that a fusion's GPU run and its reference draw the same numbers).
+EVERY_OP = {k.value for k in OpKind if not k.is_input and k not in (OpKind.CONSTANT, OpKind.RNG_STATE)}
 ELEMENTWISE_OPS = {k.value for k in ELEMENTWISE}
 
 

@@ -160,7 +160,7 @@ def test_issue_2664_in_place_updates_read_before_they_write(example, rng):
     fd = _issue_2664(example, n)
     host = issue_2664_inputs(example, n, rng)
     expected = reference.run(fd.fusion, host, include_aliased=True)
-    inputs = [torch.from_numpy(np.ascontiguousarray(h)).cuda() for h in host]
+    inputs = [torch.from_numpy(np.array(h, copy=True)).cuda() for h in host]
     got = [to_host(t) for t in fd.execute(inputs)]
     returned = [k for k, o in enumerate(fd.fusion.outputs) if o.alias_input is None]
     for k, g in zip(returned, got, strict=True):

@@ -17,6 +17,7 @@ from tunefuse.errors import (
 )
 from tunefuse.frontend import FusionDefinition, Scalar, Tensor
 from tunefuse.ir import Fusion
+from tunefuse.rng import manual_seed
 
 
 
@@ -50,6 +51,7 @@ __all__ = [
     "TunefuseError",
     "compute_contiguity",
     "compute_tensor_descriptor",
+    "manual_seed",
     "tune",
     "version",
 ]

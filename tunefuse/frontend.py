@@ -352,12 +352,14 @@ class FusionDefinition:
         `reference_outputs`, or where none are given with tunefuse's NumPy reference of this
         definition, within its dtype's tolerance: AssertionError naming the first output
         that differs, as nvFuser's `validate`."""
-        from tunefuse import reference
+        from tunefuse import reference, rng
         from tunefuse.validate import compare
 
-        outputs = self.execute(inputs, **options)
-        expected = reference.run(self, inputs) if reference_outputs is None else reference_outputs
-        compare(outputs, expected)
+        if reference_outputs is None:
+            # Before the run (an in-place output changes its input), drawing what the run will.
+            with rng.replayed(*rng.state()):
+                reference_outputs = reference.run(self, inputs)
+        compare(self.execute(inputs, **options), reference_outputs)
 
     def id(self) -> int:  # noqa: A003 - nvFuser's name
         """The definition's number in this process (nvFuser's fusion id): equal definitions
@@ -729,6 +731,32 @@ class Ops:
             self._fd._value_id(step if step is not None else self._fd._constant(1, dtype), "iota"),
         ]
         return self._one(OpKind.IOTA, ids, IotaAttrs(dtype))  # type: ignore[return-value]
+
+    def uniform(self, minval: Operand, maxval: Operand, shape: Sequence[Any], dtype: DataType = DataType.Float,
+                rng_seed: Operand | None = None, rng_offset: Operand | None = None) -> Tensor:
+        """Numbers drawn uniformly from [minval, maxval) (Philox over each element's position:
+        `tunefuse.philox`). With `rng_seed` and `rng_offset` (Int scalars) the draw is
+        reproducible; without them each call takes the next offset of the process's stream
+        (`tunefuse.manual_seed`), as nvFuser takes torch's generator's."""
+        return self._random(OpKind.UNIFORM, minval, maxval, shape, dtype, rng_seed, rng_offset)
+
+    def normal(self, mean: Operand, std: Operand, shape: Sequence[Any], dtype: DataType = DataType.Float,
+               rng_seed: Operand | None = None, rng_offset: Operand | None = None) -> Tensor:
+        """Normally distributed numbers (Box-Muller over Philox); seed and offset as `uniform`."""
+        return self._random(OpKind.NORMAL, mean, std, shape, dtype, rng_seed, rng_offset)
+
+    def _random(self, op: OpKind, a: Operand, b: Operand, shape: Sequence[Any], dtype: DataType,
+                seed: Operand | None, offset: Operand | None) -> Tensor:
+        fd = self._fd
+        if (seed is None) != (offset is None):
+            raise DefinitionError(f"{op.value}: give rng_seed and rng_offset together, or neither")
+        ids = [fd._value_id(a, op.value), fd._value_id(b, op.value)]
+        if seed is None:
+            ids += fd._add(OpKind.RNG_STATE, [], NoAttrs())
+        else:
+            ids += [fd._value_id(seed, op.value), fd._value_id(offset, op.value)]
+        extra, dims = _shape_operands(fd, shape, 4, op.value)
+        return self._one(op, [*ids, *extra], FullAttrs(dims, dtype))  # type: ignore[return-value]
 
     def size(self, arg: Value, dim: int) -> Scalar:
         vid = self._tensor(arg, "size")

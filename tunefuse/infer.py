@@ -470,6 +470,26 @@ def _iota(ctx: InferContext) -> list[ValueType]:
     return [TensorType(dtype, (length,))]  # type: ignore[arg-type]
 
 
+def _random(ctx: InferContext) -> list[ValueType]:
+    """uniform/normal: (a, b, seed, offset, *shape scalars) -> a floating tensor."""
+    a: FullAttrs = ctx.attrs  # type: ignore[assignment]
+    if len(ctx.types) < 4:
+        raise DefinitionError(f"{ctx.where}: needs two parameters, a seed and an offset")  # pragma: no cover
+    if not a.dtype.is_floating:
+        raise DefinitionError(f"{ctx.where}: draws floating values; dtype {a.dtype.value} is not floating")
+    for k in (0, 1):
+        if ctx.scalar(k).dtype.is_bool:
+            raise DefinitionError(f"{ctx.where}: operand {k} ({ctx.name(k)}) must be a number, got bool")
+    ctx.scalar(2, integral=True)
+    ctx.scalar(3, integral=True)
+    return [TensorType(a.dtype, ctx.shape_extents(a.shape, allow_minus_one=False))]
+
+
+def _rng_state(ctx: InferContext) -> list[ValueType]:
+    ctx.arity(0)
+    return [ScalarType(DataType.Int), ScalarType(DataType.Int)]
+
+
 def _size(ctx: InferContext) -> list[ValueType]:
     ctx.arity(1)
     t = ctx.tensor(0)
@@ -500,6 +520,9 @@ RULES: dict[OpKind, Rule] = {
     OpKind.SEGMENT_SET: _identity,
     OpKind.FULL: _full,
     OpKind.IOTA: _iota,
+    OpKind.UNIFORM: _random,
+    OpKind.NORMAL: _random,
+    OpKind.RNG_STATE: _rng_state,
     OpKind.SIZE: _size,
 }
 assert set(RULES) == set(OpKind), f"ops without a rule: {set(OpKind) - set(RULES)}"

@@ -108,6 +108,10 @@ class OpKind(enum.Enum):
     # creation
     FULL = "full"
     IOTA = "iota"
+    # random numbers: Philox over each element's position, from a (seed, offset) pair
+    UNIFORM = "uniform"
+    NORMAL = "normal"
+    RNG_STATE = "rng_state"  # (seed, offset) drawn from the process's stream at each call
     # shape query: a tensor's extent as an Int scalar
     SIZE = "size"
 
@@ -172,6 +176,8 @@ class GroupOp:
     # from memory (a buffer), at an index checked against its extent along `dim`.
     INDEXING = frozenset({OpKind.INDEX_SELECT, OpKind.GATHER})
     CREATION = frozenset({OpKind.FULL, OpKind.IOTA})
+    # Operands: (a, b, seed, offset, *shape scalars); uniform in [a, b), normal(mean=a, std=b).
+    RANDOM = frozenset({OpKind.UNIFORM, OpKind.NORMAL})
     INPUT = frozenset({OpKind.DEFINE_TENSOR, OpKind.DEFINE_SCALAR})
 
 
@@ -325,6 +331,8 @@ ATTRS_CLASS: dict[OpKind, type] = {
     OpKind.GATHER: DimAttrs,
     OpKind.FULL: FullAttrs,
     OpKind.IOTA: IotaAttrs,
+    OpKind.UNIFORM: FullAttrs,
+    OpKind.NORMAL: FullAttrs,
     OpKind.SIZE: DimAttrs,
 }
 """The attrs class of every op kind; kinds not listed take `NoAttrs`."""

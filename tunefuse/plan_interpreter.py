@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tunefuse import philox
 from tunefuse.arrays import to_numpy
 from tunefuse.dtypes import DataType
 from tunefuse.elementwise import ELEMENTWISE
@@ -19,7 +20,7 @@ from tunefuse.errors import IndexOutOfRangeError
 from tunefuse.indexing import Affine, Div, Mod, Var
 from tunefuse.ir import TensorType
 from tunefuse.kernel_ir import EConst, EGather, EGuard, EIndex, ELoad, EOp, EReduce, EScalar, Expr
-from tunefuse.ops import OpKind
+from tunefuse.ops import GroupOp, OpKind
 from tunefuse.plan import Plan, make_plan
 from tunefuse.reference import eval_node, reduce_rows
 from tunefuse.segment import Segment
@@ -83,7 +84,7 @@ class _SegmentRun:
             memory = self.memory[g.buffer]
             offsets = eval_affine(g.offset, self.vars) + np.where(in_range, index, 0) * g.stride
             inside = (offsets >= 0) & (offsets < memory.size)
-            if not np.all(inside | ~in_range):
+            if not np.all(inside | ~in_range | (False if self.taken is None else ~self.taken)):
                 raise LoadOutOfBounds(f"{self.seg.name}: gather {e.gather} of b{g.buffer} reads outside its "
                                       f"{memory.size} elements")
             return np.where(in_range & inside, memory[np.where(in_range & inside, offsets, 0)], 0).astype(g.dtype.numpy)
@@ -96,6 +97,10 @@ class _SegmentRun:
         if isinstance(e, EOp):
             if e.op is OpKind.CAST:
                 return self.eval(e.operands[0]).astype(e.dtype.numpy)
+            if e.op in GroupOp.RANDOM:
+                position, seed, offset, a, b = (self.eval(x) for x in e.operands)
+                draw = philox.uniform if e.op is OpKind.UNIFORM else philox.normal
+                return draw(position.astype(np.int64), int(seed), int(offset), a, b, e.dtype)
             rule = ELEMENTWISE[e.op]
             operands = [
                 self.eval(x).astype(DataType.Bool.numpy if k < rule.first_promoted else e.operand_dtype.numpy)

@@ -91,6 +91,11 @@ def node_to_python(fusion: Fusion, node: Node) -> str:
             f"fd.ops.full(shape={_shape(fusion, node, a.shape)}, fill_value={names[0]}, "
             f"dtype={a.dtype!r})"
         )
+    elif op in GroupOp.RANDOM:
+        state = fusion.producer(node.inputs[2]).op is OpKind.RNG_STATE
+        seeded = "" if state else f", rng_seed={names[2]}, rng_offset={names[3]}"
+        call = (f"fd.ops.{op.value}({names[0]}, {names[1]}, shape={_shape(fusion, node, a.shape)}{seeded}, "
+                f"dtype={a.dtype!r})")
     elif op is OpKind.IOTA:
         call = f"fd.ops.iota({', '.join(names)}, dtype={a.dtype!r})"
     else:  # pragma: no cover - every kind is listed above
@@ -107,7 +112,8 @@ def fusion_to_python(fusion: Fusion, number: int = 0) -> str:
         "from tunefuse import FusionDefinition, DataType",
         f"def {name}(fd : FusionDefinition) -> None :",
     ]
-    lines += ["    " + node_to_python(fusion, node) for node in fusion.nodes]
+    # A draw from the process's stream is made by the uniform/normal that reads it.
+    lines += ["    " + node_to_python(fusion, node) for node in fusion.nodes if node.op is not OpKind.RNG_STATE]
     for out in fusion.outputs:
         alias = f", alias_input={fusion.name(out.alias_input)}" if out.alias_input is not None else ""
         alias += f", stride_order={python_literal(out.stride_order)}" if out.stride_order is not None else ""

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tunefuse import philox, rng
 from tunefuse.arrays import to_numpy
 from tunefuse.dtypes import DataType
 from tunefuse.elementwise import ELEMENTWISE, elementwise_types
@@ -175,6 +176,13 @@ def eval_node(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
     if op is OpKind.FULL:
         shape = _concrete_shape(node, a.shape, env)
         return [np.full(shape, np.asarray(ins[0]).astype(a.dtype.numpy), dtype=a.dtype.numpy)]
+    if op is OpKind.RNG_STATE:
+        return [np.asarray(v, dtype=np.int64) for v in rng.next_state()]
+    if op in GroupOp.RANDOM:
+        shape = _concrete_shape(node, a.shape, env)
+        position = np.arange(int(np.prod(shape, dtype=np.int64)), dtype=np.int64).reshape(shape)
+        draw = philox.uniform if op is OpKind.UNIFORM else philox.normal
+        return [draw(position, int(ins[2]), int(ins[3]), ins[0], ins[1], a.dtype)]
     if op is OpKind.IOTA:
         length = int(ins[0])
         if length < 0:

@@ -24,6 +24,7 @@ from tunefuse.indexing import (
     Var,
     add,
     const,
+    linearize,
     offset_of,
     source_index,
     var,
@@ -317,6 +318,13 @@ class _SegmentBuilder:
             position = EOp(OpKind.CAST, (EIndex(index[0]),), compute, DataType.Int)
             scaled = EOp(OpKind.MUL, (self._cast(step, compute), position), compute, compute)
             return EOp(OpKind.ADD, (self._cast(start, compute), scaled), dtype, compute)
+        if op in GroupOp.RANDOM:
+            # The element's row-major position in its own tensor: the numbers never depend on
+            # the schedule (tunefuse.philox).
+            position = EIndex(linearize(index, self.cf.shape(value)))
+            a, b, seed, offset = (self.scalar(v) for v in node.inputs[:4])
+            compute = dtype.compute
+            return EOp(op, (position, seed, offset, self._cast(a, compute), self._cast(b, compute)), dtype, compute)
         if op is OpKind.PAD:
             return self._pad(node, index, dtype)
         if op is OpKind.CAT:

@@ -19,7 +19,7 @@ from tunefuse.codegen.math import CUDA_MATH
 from tunefuse.dtypes import DataType
 from tunefuse.indexing import Affine, Div, Mod, Var
 from tunefuse.kernel_ir import EConst, EGather, EGuard, EIndex, ELoad, EOp, EReduce, EScalar, Expr, expr_dtype
-from tunefuse.ops import OpKind
+from tunefuse.ops import GroupOp, OpKind
 from tunefuse.segment import Segment
 
 
@@ -261,6 +261,13 @@ class ExprRenderer:
         name = self.fresh()
         if e.op is OpKind.CAST:
             self.emit(f"const {e.dtype.cuda} {name} = tf_cast<{e.dtype.cuda}>({self.value(e.operands[0])});")
+            return name
+        if e.op in GroupOp.RANDOM:
+            position, seed, offset, a, b = (self.value(x) for x in e.operands)
+            compute = e.operand_dtype
+            draw = f"tf_{e.op.value}<{compute.cuda}>({position}, {seed}, {offset}, {a}, {b})"
+            self.emit(f"const {e.dtype.cuda} {name} = "
+                      + (f"{draw};" if e.dtype is compute else f"tf_cast<{e.dtype.cuda}>({draw});"))
             return name
         from tunefuse.elementwise import ELEMENTWISE
 

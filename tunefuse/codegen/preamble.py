@@ -149,6 +149,46 @@ template <> __device__ __forceinline__ double tf_pow(double a, double b) { retur
 __device__ __forceinline__ float tf_atan2(float a, float b) { return atan2f(a, b); }
 __device__ __forceinline__ double tf_atan2(double a, double b) { return atan2(a, b); }
 
+// Philox4x32-10 over (position, offset) keyed by the seed: tunefuse/philox.py is its host copy
+// (uniform bit for bit: the rounding of every step is spelled out, never contracted to an FMA).
+struct TfPhilox { unsigned int x, y, z, w; };
+__device__ __forceinline__ TfPhilox tf_philox(long long position, long long seed, long long offset) {
+  unsigned int c0 = (unsigned int)position, c1 = (unsigned int)((unsigned long long)position >> 32);
+  unsigned int c2 = (unsigned int)offset, c3 = (unsigned int)((unsigned long long)offset >> 32);
+  unsigned int k0 = (unsigned int)seed, k1 = (unsigned int)((unsigned long long)seed >> 32);
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    const unsigned int hi0 = __umulhi(0xD2511F53u, c0), lo0 = 0xD2511F53u * c0;
+    const unsigned int hi1 = __umulhi(0xCD9E8D57u, c2), lo1 = 0xCD9E8D57u * c2;
+    c0 = hi1 ^ c1 ^ k0; c1 = lo1; c2 = hi0 ^ c3 ^ k1; c3 = lo0;
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+  }
+  TfPhilox r; r.x = c0; r.y = c1; r.z = c2; r.w = c3; return r;
+}
+__device__ __forceinline__ float tf_unit24(unsigned int w) { return (float)(w >> 8) * 5.9604644775390625e-08f; }
+__device__ __forceinline__ double tf_unit53(unsigned int hi, unsigned int lo) {
+  return (double)((((unsigned long long)hi) << 21) ^ (lo >> 11)) * 1.1102230246251565e-16;
+}
+template <typename T> __device__ T tf_uniform(long long p, long long seed, long long offset, T a, T b);
+template <> __device__ __forceinline__ float tf_uniform(long long p, long long seed, long long offset, float a, float b) {
+  return __fadd_rn(a, __fmul_rn(b - a, tf_unit24(tf_philox(p, seed, offset).x)));
+}
+template <> __device__ __forceinline__ double tf_uniform(long long p, long long seed, long long offset, double a, double b) {
+  const TfPhilox r = tf_philox(p, seed, offset);
+  return __dadd_rn(a, __dmul_rn(b - a, tf_unit53(r.x, r.y)));
+}
+template <typename T> __device__ T tf_normal(long long p, long long seed, long long offset, T mean, T std);
+template <> __device__ __forceinline__ float tf_normal(long long p, long long seed, long long offset, float mean, float std) {
+  const TfPhilox r = tf_philox(p, seed, offset);
+  const float u1 = 1.0f - tf_unit24(r.x), u2 = tf_unit24(r.y);
+  return __fadd_rn(mean, __fmul_rn(std, sqrtf(-2.0f * logf(u1)) * cosf(__fmul_rn(6.2831855f, u2))));
+}
+template <> __device__ __forceinline__ double tf_normal(long long p, long long seed, long long offset, double mean, double std) {
+  const TfPhilox r = tf_philox(p, seed, offset);
+  const double u1 = 1.0 - tf_unit53(r.x, r.y), u2 = tf_unit53(r.z, r.w);
+  return __dadd_rn(mean, __dmul_rn(std, sqrt(-2.0 * log(u1)) * cos(__dmul_rn(6.283185307179586, u2))));
+}
+
 // Welford's running (mean, m2, count), merged across threads.
 template <typename T> struct TfWelford { T mean; T m2; T n; };
 // A Welford step divides once an element: in fp32 the fast division (2 ulp, where the IEEE
