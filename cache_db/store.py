@@ -87,10 +87,36 @@ class Stats:
     launch_plans: int = 0
 
 
+def _write_ahead_log(cursor) -> None:  # noqa: ANN001
+    """Put the file in WAL mode (it stays so: a property of the file). Switching a new file
+    needs it alone for a moment: while another process is opening it too, SQLite answers
+    "database is locked" at once, or keeps the old mode, without waiting on its busy handler.
+    Tried again with backoff, up to the busy timeout: a file left in rollback mode would make
+    readers and writers block each other."""
+    import sqlite3
+    import time
+
+    deadline = time.monotonic() + BUSY_TIMEOUT_MS / 1000
+    delay = 0.001
+    while True:
+        try:
+            if str(cursor.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower() in ("wal", "memory"):
+                return
+            problem = "the file kept its rollback journal"
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e):
+                raise
+            problem = str(e)
+        if time.monotonic() > deadline:
+            raise sqlite3.OperationalError(f"could not put the cache in WAL mode: {problem}")
+        time.sleep(delay)
+        delay = min(2 * delay, 0.05)
+
+
 def _sqlite_pragmas(dbapi_connection, _record) -> None:  # noqa: ANN001
     cursor = dbapi_connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+    _write_ahead_log(cursor)
     cursor.execute("PRAGMA synchronous=NORMAL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
