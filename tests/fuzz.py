@@ -36,10 +36,11 @@ SMOOTH_UNARY = {
     "sqrt": "positive", "rsqrt": "positive", "reciprocal": "positive", "tan": "small",
 }
 # Ops with jumps: applied to inputs only (exact values), never to computed ones.
-JUMPY_UNARY = ("floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_not")
+JUMPY_UNARY = ("floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_not", "signbit")
 SMOOTH_BINARY = ("add", "sub", "mul", "maximum", "minimum", "div", "truediv", "pow", "atan2")
-JUMPY_BINARY = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "fmod")
-INTEGER_BINARY = ("bitwise_and", "bitwise_or", "bitwise_xor", "remainder", "fmod", "add", "mul")
+JUMPY_BINARY = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "fmod", "nextafter")
+INTEGER_BINARY = ("bitwise_and", "bitwise_or", "bitwise_xor", "remainder", "fmod", "add", "mul", "div", "gcd",
+                  "bitwise_left_shift", "bitwise_right_shift", "logical_right_shift")
 REDUCTIONS = ("sum", "max", "min", "mean", "var", "var_mean", "prod")
 
 
@@ -194,6 +195,9 @@ class _Builder:
             name = self.pick(JUMPY_BINARY)
             if name == "fmod":
                 t = self.op("fmod", v.tensor, self.op("add", self.op("abs", u.tensor), 0.5))
+            elif name == "nextafter":  # float and double steps only
+                wide = self.pick([DataType.Float, DataType.Double])
+                t = self.op("nextafter", self.op("cast", v.tensor, wide), self.op("cast", u.tensor, wide))
             else:
                 t = self.op(name, v.tensor, u.tensor)
         self.push(t, v.shape)
@@ -465,6 +469,8 @@ class _Builder:
             t = self.op(name, v.tensor)
         elif name in ("remainder", "fmod"):
             t = self.op(name, v.tensor, self.op("add", self.op("abs", u.tensor), 1))
+        elif name.endswith("shift"):  # amounts from -2 to 70: the undefined-in-C ones too
+            t = self.op(name, v.tensor, self.op("add", self.op("remainder", u.tensor, 73), -2))
         else:
             t = self.op(name, v.tensor, u.tensor)
         self.push(t, v.shape, True)

@@ -203,3 +203,51 @@ def test_writing_in_place_into_an_expanded_input_is_refused():
     x = torch.zeros(5, device="cuda").expand(4, 5)
     with pytest.raises(InputMismatchError, match="overlap"):
         fd.execute([x])
+
+
+@pytest.mark.parametrize("dtype", [DataType.Int, DataType.Int32])
+def test_integer_ops_compute_what_the_reference_computes(dtype):
+    """div, gcd, the three shifts (amounts outside [0, bits) included) and signbit."""
+    from test_reference import INTEGER_CASES, integer_ops_fusion
+
+    torch = torch_or_skip()
+    fd = integer_ops_fusion(dtype)
+    a, b = (x.astype(dtype.numpy) for x in INTEGER_CASES)
+    got = fd.execute([torch.from_numpy(a).cuda(), torch.from_numpy(b).cuda()])
+    for g, w in zip(got, reference.run(fd.fusion, [a, b]), strict=True):
+        np.testing.assert_array_equal(to_host(g), w)
+
+
+def test_signbit_and_nextafter_match_torch():
+    """nvFuser's test_signbit, and nextafter in float and double."""
+    torch = torch_or_skip()
+    x, y = torch.randn(2, 3, 4, 5, device="cuda")
+    x[0, 0, 0] = -0.0
+    with FusionDefinition() as fd:
+        t0, t1 = fd.from_pytorch(x), fd.from_pytorch(y)
+        fd.add_output(fd.ops.where(fd.ops.signbit(t0), fd.ops.neg(fd.ops.abs(t1)), fd.ops.abs(t1)))
+        fd.add_output(fd.ops.nextafter(t0, t1))
+        fd.add_output(fd.ops.nextafter(fd.ops.cast(t0, DataType.Double), fd.ops.cast(t1, DataType.Double)))
+    a, b, c = fd.execute([x, y])
+    torch.testing.assert_close(a, torch.where(torch.signbit(x), -torch.abs(y), torch.abs(y)), rtol=0, atol=0)
+    torch.testing.assert_close(b, torch.nextafter(x, y), rtol=0, atol=0)
+    torch.testing.assert_close(c, torch.nextafter(x.double(), y.double()), rtol=0, atol=0)
+
+
+def test_composite_ops_match_torch():
+    """nvFuser's test_welford, and triu/select against torch."""
+    torch = torch_or_skip()
+    x = torch.randn(3, 40, 66, device="cuda")
+    with FusionDefinition() as fd:
+        t = fd.from_pytorch(x)
+        mean, var_sum, n = fd.ops.welford(t, [-1])
+        fd.add_output(fd.ops.div(var_sum, n))
+        fd.add_output(mean)
+        fd.add_output(fd.ops.triu(t, 3))
+        fd.add_output(fd.ops.select(t, fd.define_scalar(7, dtype=DataType.Int), 1))
+    var, mean, upper, picked = fd.execute([x])
+    want_var, want_mean = torch.var_mean(x, [-1], correction=0)
+    torch.testing.assert_close(var, want_var)
+    torch.testing.assert_close(mean, want_mean)
+    torch.testing.assert_close(upper, torch.triu(x, 3), rtol=0, atol=0)
+    torch.testing.assert_close(picked, x.select(1, 7), rtol=0, atol=0)

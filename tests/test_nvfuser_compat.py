@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tunefuse import DataType, FusionDefinition, InputMismatchError, reference
+from tunefuse import DataType, DefinitionError, FusionDefinition, InputMismatchError, reference
 from tunefuse.arrays import contiguity_of, stride_order_of
 from tunefuse.runtime.call_options import repro_script
 from tunefuse.validate import compare
@@ -316,3 +316,59 @@ def test_nvfusers_layout_helpers_and_static_sizes():
         t = fd.from_pytorch(x, static_sizes=True)
         fd.add_output(t)
     assert fd.fusion.tensor_type(t.id).shape == (4, 3)
+
+
+# -- ops nvFuser has that tunefuse puts together from its own, and those it refuses -----------
+
+def test_composite_ops_mean_what_torch_means(rng):
+    """triu (any diagonal), select (a negative constant from a static extent), shape, and
+    welford's (mean, var_sum, n)."""
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1, 6], dtype=DataType.Float)
+        b = fd.define_tensor(shape=[-1, -1], dtype=DataType.Bool)
+        k = fd.define_scalar(DataType.Int)
+        for diagonal in (0, 2, -1):
+            fd.add_output(fd.ops.triu(t, diagonal))
+        fd.add_output(fd.ops.triu(t, k))
+        fd.add_output(fd.ops.triu(b))
+        fd.add_output(fd.ops.select(t, k, 1))
+        fd.add_output(fd.ops.select(t, -2, 2))
+        mean, var_sum, n = fd.ops.welford(t, [0, 2])
+        fd.add_output(mean)
+        fd.add_output(fd.ops.div(var_sum, n))
+        fd.add_output(n)
+        assert len(fd.ops.shape(t)) == 3
+    x = rng.standard_normal((3, 4, 6)).astype(np.float32)
+    m = rng.random((5, 3)) < 0.5
+    outs = reference.run(fd, [x, m, 1])
+    want = [np.triu(x, 0), np.triu(x, 2), np.triu(x, -1), np.triu(x, 1), np.triu(m), x[:, 1], x[:, :, 4],
+            x.mean((0, 2)), x.var((0, 2)), np.full(4, 18)]
+    for got, w in zip(outs, want, strict=True):
+        np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
+    assert outs[-1].dtype == np.int64 and outs[4].dtype == np.bool_
+    from tunefuse.errors import IndexOutOfRangeError
+
+    with pytest.raises(IndexOutOfRangeError):
+        reference.run(fd, [x, m, 4])  # select(t, 4, 1) of an extent 4
+
+
+def test_ops_and_dtypes_tunefuse_declines_are_refused_by_name():
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1])
+        for name in ("cumsum", "cumprod", "cummax", "cummin", "scatter", "linear", "matmul", "real", "imag"):
+            with pytest.raises(DefinitionError, match=f"fd.ops.{name} is not supported by tunefuse"):
+                getattr(fd.ops, name)(t, 0)
+        with pytest.raises(AttributeError, match="no op 'no_such_op'"):
+            fd.ops.no_such_op(t)
+        assert not hasattr(fd.ops, "cumsum") and hasattr(fd.ops, "triu")
+        for dtype in ("ComplexFloat", "ComplexDouble", "Float8_e4m3fn", "Float8_e5m2"):
+            with pytest.raises(DefinitionError, match=f"DataType.{dtype} is not supported by tunefuse"):
+                fd.define_tensor(shape=[-1], dtype=getattr(DataType, dtype))
+            with pytest.raises(DefinitionError, match=f"DataType.{dtype} is not supported"):
+                fd.ops.cast(t, getattr(DataType, dtype))
+        with pytest.raises(DefinitionError, match="triu: needs a tensor of rank 2"):
+            fd.ops.triu(fd.define_tensor(shape=[-1]))
+        with pytest.raises(DefinitionError, match="negative index -1 counts from an extent"):
+            fd.ops.select(t, -1, 0)
+        fd.add_output(t)
+    assert DataType.ComplexFloat not in list(DataType)

@@ -6,7 +6,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from tunefuse import DataType, FusionDefinition, InputMismatchError, ShapeError
+from tunefuse import DataType, DefinitionError, FusionDefinition, InputMismatchError, ShapeError
 from tunefuse import reference
 from tunefuse.fusion_file import load_fusion_file
 
@@ -88,6 +88,7 @@ NUMPY_BINARY = {
     "maximum": np.maximum, "minimum": np.minimum, "atan2": np.arctan2, "eq": np.equal,
     "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
     "ge": np.greater_equal, "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "nextafter": np.nextafter,
 }
 
 
@@ -117,6 +118,71 @@ def test_bitwise_ops_on_integers():
     np.testing.assert_array_equal(outs[2], np.zeros(3))
     np.testing.assert_array_equal(outs[3], ~a)
     assert [o.dtype for o in outs] == [np.int32] * 4  # a Python int does not widen Int32
+
+
+def integer_ops_fusion(dtype: DataType) -> FusionDefinition:
+    """nvFuser's integer ops on two integer tensors: div (truncating), gcd, the three shifts."""
+    with FusionDefinition() as fd:
+        x, y = (fd.define_tensor(shape=[-1], dtype=dtype) for _ in range(2))
+        for op in ("div", "gcd", "bitwise_left_shift", "bitwise_right_shift", "logical_right_shift"):
+            fd.add_output(getattr(fd.ops, op)(x, y))
+        fd.add_output(fd.ops.signbit(x))
+    return fd
+
+
+INTEGER_CASES = (np.array([7, -7, 7, -7, 12, -2**31, 0, -1, 5, -5, 1, -8]),
+                 np.array([2, 2, -2, -2, 18, -1, 0, 0, 31, 32, -1, 70]))
+
+
+@pytest.mark.parametrize("dtype", [DataType.Int, DataType.Int32])
+def test_integer_ops_match_c_and_torch(dtype):
+    """div truncates toward zero (x / 0 is 0, MIN / -1 wraps); gcd is non-negative; a shift by
+    a negative or too wide amount shifts everything out; signbit of ints is x < 0."""
+    a, b = (x.astype(dtype.numpy) for x in INTEGER_CASES)
+    outs = reference.run(integer_ops_fusion(dtype).fusion, [a, b])
+    assert [o.dtype for o in outs] == [dtype.numpy] * 5 + [np.bool_]
+    q, g, shl, sar, shr, sign = (o.tolist() for o in outs)
+    bits = 8 * np.dtype(dtype.numpy).itemsize
+
+    def wrap(v: int) -> int:
+        v &= (1 << bits) - 1
+        return v - (1 << bits) if v >= 1 << (bits - 1) else v
+
+    pairs = list(zip(INTEGER_CASES[0].tolist(), INTEGER_CASES[1].tolist()))
+    inside = [0 <= y < bits for _, y in pairs]
+    assert q == [3, -3, -3, 3, 0, wrap(2**31), 0, 0, 0, 0, -1, 0]  # MIN / -1 wraps in int32
+    assert g == [1, 1, 1, 1, 6, 1, 0, 1, 1, 1, 1, 2]
+    assert shl == [wrap(x << y) if ok else 0 for (x, y), ok in zip(pairs, inside)]
+    assert sar == [x >> y if ok else -int(x < 0) for (x, y), ok in zip(pairs, inside)]
+    assert shr == [wrap((x % (1 << bits)) >> y) if ok else 0 for (x, y), ok in zip(pairs, inside)]
+    assert sign == [v < 0 for v in INTEGER_CASES[0]]
+
+
+def test_signbit_of_floats_sees_negative_zero():
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.signbit(fd.define_tensor(shape=[-1], dtype=DataType.Float)))
+    (out,) = reference.run(fd.fusion, [np.array([-0.0, 0.0, -1.5, np.inf, -np.inf], np.float32)])
+    assert out.tolist() == [True, False, True, False, True]
+
+
+@pytest.mark.parametrize(
+    "build, message",
+    [
+        (lambda fd, f, i: fd.ops.gcd(f, i), "gcd: needs integer operands, got float"),
+        (lambda fd, f, i: fd.ops.bitwise_left_shift(fd.ops.gt(i, 0), i), None),
+        (lambda fd, f, i: fd.ops.nextafter(*[fd.ops.cast(f, DataType.BFloat16)] * 2), "steps of bfloat16"),
+    ],
+)
+def test_integer_and_step_ops_refuse_what_they_cannot_do(build, message):
+    with FusionDefinition() as fd:
+        f = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+        i = fd.define_tensor(shape=[-1], dtype=DataType.Int)
+        if message is None:
+            build(fd, f, i)  # bool << int64 promotes to int64
+        else:
+            with pytest.raises(DefinitionError, match=message):
+                build(fd, f, i)
+        fd.add_output(f)
 
 
 def test_ternary_ops(rng):

@@ -7,6 +7,7 @@ value's declared dtype, which is exactly what the generated CUDA does.
 from __future__ import annotations
 
 import enum
+from typing import NoReturn
 from collections.abc import Iterable
 
 import ml_dtypes
@@ -82,6 +83,30 @@ class DataType(enum.Enum):
 
 DataType.Null = None  # type: ignore[attr-defined, misc]  # nvFuser's "no dtype given"
 
+
+class RefusedDataType:
+    """An nvFuser dtype tunefuse does not build: it exists, so that a definition naming it
+    loads, and any use of it is refused by name (a clear error, never a wrong answer)."""
+
+    def __init__(self, name: str, why: str) -> None:
+        self.__dict__.update(_name=name, _why=why)
+
+    def refuse(self) -> NoReturn:
+        raise DefinitionError(f"DataType.{self._name} is not supported by tunefuse: {self._why}")
+
+    def __repr__(self) -> str:
+        return f"DataType.{self._name} (not supported)"
+
+    def __getattr__(self, attr: str) -> NoReturn:
+        self.refuse()
+
+
+_COMPLEX = "complex numbers are not built (no complex arithmetic in the kernels); use real and imaginary parts"
+_NARROW = "8-bit and 4-bit floats are not built; cast to and from them outside the fusion"
+for _name, _why in (("ComplexFloat", _COMPLEX), ("ComplexDouble", _COMPLEX), ("Float8_e4m3fn", _NARROW),
+                    ("Float8_e5m2", _NARROW), ("Float8_e8m0fnu", _NARROW), ("Float4_e2m1fn", _NARROW)):
+    setattr(DataType, _name, RefusedDataType(_name, _why))
+
 _FLOATING = (DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16)
 _ITEMSIZE = {
     DataType.Double: 8,
@@ -137,6 +162,8 @@ def from_any_dtype(dtype: object) -> DataType:
     """DataType of a NumPy, ml-dtypes, torch or CuPy dtype, without importing torch."""
     if isinstance(dtype, DataType):
         return dtype
+    if isinstance(dtype, RefusedDataType):
+        dtype.refuse()
     name = str(dtype)
     if name in _TORCH_NAMES:
         return _TORCH_NAMES[name]

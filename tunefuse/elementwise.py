@@ -26,6 +26,7 @@ class ResultType(enum.Enum):
     LOGICAL = "logical"  # operands read as truth values, return Bool
     INTEGRAL = "integral"  # integral and bool operands only, the promoted type
     NUMERIC = "numeric"  # the promoted type, bool operands rejected
+    INTEGER = "integer"  # integral operands only (bool rejected), the promoted type
     DIVISION = "division"  # the promoted type, bool promoted to Float (nvFuser's div: ints stay ints)
 
 
@@ -67,6 +68,30 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         q = np.where((a % safe != 0) & ((a < 0) != (safe < 0)), q + 1, q)
         out = np.where(b == 0, np.zeros_like(q), np.where(b == -1, np.negative(a), q)).astype(q.dtype)
     return out[()] if out.ndim == 0 else out
+
+
+def _shift(kind: str):  # noqa: ANN202
+    """Shifts with every amount defined (C leaves a negative or too wide one undefined): an
+    amount outside [0, bits) shifts everything out, leaving 0, or the sign for an arithmetic
+    right shift, as torch's CUDA kernels do."""
+
+    def shift(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        a, b = np.broadcast_arrays(np.asarray(a), np.asarray(b))
+        bits = a.dtype.itemsize * 8
+        wide = (b < 0) | (b >= bits)
+        amount = np.where(wide, 0, b).astype(a.dtype)
+        with np.errstate(all="ignore"):
+            if kind == "left":
+                out = np.where(wide, 0, np.left_shift(a, amount))
+            elif kind == "arithmetic":
+                out = np.where(wide, np.where(a < 0, -1, 0), np.right_shift(a, amount))
+            else:
+                unsigned = a.astype(np.dtype(f"u{a.dtype.itemsize}"))  # wraps: the two's complement bits
+                out = np.where(wide, 0, np.right_shift(unsigned, amount.astype(unsigned.dtype)).astype(a.dtype))
+        out = np.asarray(out).astype(a.dtype)
+        return out[()] if out.ndim == 0 else out
+
+    return shift
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -117,6 +142,7 @@ ELEMENTWISE: dict[OpKind, ElementwiseRule] = {
     OpKind.ISFINITE: ElementwiseRule(1, ResultType.BOOL, np.isfinite),
     OpKind.LOGICAL_NOT: ElementwiseRule(1, ResultType.LOGICAL, np.logical_not),
     OpKind.BITWISE_NOT: ElementwiseRule(1, ResultType.INTEGRAL, np.invert),
+    OpKind.SIGNBIT: ElementwiseRule(1, ResultType.BOOL, np.signbit),
     OpKind.ADD: ElementwiseRule(2, ResultType.SAME, np.add),
     OpKind.SUB: ElementwiseRule(2, ResultType.NUMERIC, np.subtract),
     OpKind.MUL: ElementwiseRule(2, ResultType.SAME, np.multiply),
@@ -139,6 +165,13 @@ ELEMENTWISE: dict[OpKind, ElementwiseRule] = {
     OpKind.BITWISE_AND: ElementwiseRule(2, ResultType.INTEGRAL, np.bitwise_and),
     OpKind.BITWISE_OR: ElementwiseRule(2, ResultType.INTEGRAL, np.bitwise_or),
     OpKind.BITWISE_XOR: ElementwiseRule(2, ResultType.INTEGRAL, np.bitwise_xor),
+    OpKind.BITWISE_LEFT_SHIFT: ElementwiseRule(2, ResultType.INTEGER, _shift("left")),
+    OpKind.BITWISE_RIGHT_SHIFT: ElementwiseRule(2, ResultType.INTEGER, _shift("arithmetic")),
+    OpKind.LOGICAL_RIGHT_SHIFT: ElementwiseRule(2, ResultType.INTEGER, _shift("logical")),
+    OpKind.GCD: ElementwiseRule(2, ResultType.INTEGER, np.gcd),
+    # The next representable value after a toward b: in float and double (a half or bfloat16
+    # step is not a float step; refused by name).
+    OpKind.NEXTAFTER: ElementwiseRule(2, ResultType.FLOATING, np.nextafter),
     # where(condition, a, b): the condition is read as a truth value.
     OpKind.WHERE: ElementwiseRule(3, ResultType.SAME, np.where, first_promoted=1),
     # clamp(x, min, max): torch.clamp, NaN propagates.
@@ -178,6 +211,12 @@ def elementwise_types(
         if promoted.is_floating:
             raise DefinitionError(f"{op.value}: needs integral or bool operands, got {promoted.value}")
         return ElementwiseTypes(promoted, promoted)
+    if rule.result is ResultType.INTEGER:
+        if not promoted.is_integral or promoted.is_bool:
+            raise DefinitionError(f"{op.value}: needs integer operands, got {promoted.value}")
+        return ElementwiseTypes(promoted, promoted)
+    if op is OpKind.NEXTAFTER and promoted in (DataType.Half, DataType.BFloat16):
+        raise DefinitionError(f"nextafter: steps of {promoted.value} are not supported; cast to float first")
     if rule.result is ResultType.NUMERIC and promoted.is_bool and op is not OpKind.ADDCMUL:
         raise DefinitionError(f"{op.value}: bool operands are not supported; cast them first")
     if rule.result is ResultType.DIVISION and promoted.is_bool:

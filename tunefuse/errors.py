@@ -11,6 +11,11 @@ class DefinitionError(TunefuseError, ValueError):
     """A fusion definition is malformed: bad op arguments, dtypes, dims."""
 
 
+class NotBuiltError(DefinitionError, AttributeError):
+    """An nvFuser op tunefuse declines on purpose (`fd.ops.cumsum`): the error names it and
+    says why; an AttributeError too, so `hasattr(fd.ops, "cumsum")` is False."""
+
+
 class ShapeError(DefinitionError):
     """Extents that cannot work: mismatched ranks, incompatible sizes, impossible reshapes."""
 

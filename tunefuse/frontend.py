@@ -18,6 +18,7 @@ import numpy as np
 
 from tunefuse.arrays import compute_tensor_descriptor, contiguity_of, describe_array, stride_order_of
 from tunefuse.dtypes import DataType, from_any_dtype, python_scalar_dtype
+from tunefuse.composite_ops import CompositeOps
 from tunefuse.elementwise import ELEMENTWISE
 from tunefuse.errors import DefinitionError, ExecutionError, InputMismatchError
 from tunefuse.infer import FusionBuilder
@@ -220,7 +221,7 @@ class FusionDefinition:
             stride_order = tuple(stride_order)
             if stride_order == tuple(range(len(shape) - 1, -1, -1)):
                 stride_order = None
-        attrs = TensorInputAttrs(shape, contiguity, dtype, stride_order)
+        attrs = TensorInputAttrs(shape, contiguity, from_any_dtype(dtype), stride_order)
         return Tensor(self, self._add(OpKind.DEFINE_TENSOR, [], attrs)[0])
 
     def define_scalar(self, value: Any = None, dtype: DataType | None = None) -> Scalar:
@@ -231,7 +232,7 @@ class FusionDefinition:
         if isinstance(value, DataType) and dtype is None:
             value, dtype = None, value
         if value is None:
-            dtype = DataType.Double if dtype is None else dtype
+            dtype = DataType.Double if dtype is None else from_any_dtype(dtype)
             if not isinstance(dtype, DataType):
                 raise DefinitionError(f"define_scalar: dtype {dtype!r} is not a DataType")
             return self._add_scalar_input(dtype)
@@ -481,9 +482,10 @@ def _dims_arg(dims: int | Sequence[int] | None, rank: int) -> list[int]:
     return list(dims)
 
 
-class Ops:
+class Ops(CompositeOps):
     """`fd.ops`: every op of the definition language. Elementwise ops are made from the
-    elementwise table; the rest are written out."""
+    elementwise table; nvFuser's ops that are other ops put together come from
+    `CompositeOps`; the rest are written out."""
 
     def __init__(self, fd: FusionDefinition) -> None:
         self._fd = fd
@@ -666,34 +668,6 @@ class Ops:
         """nvFuser's take_along_axis (numpy's take_along_axis): a gather whose index has the
         extents of `arg` along the other dims."""
         return self.gather(arg, index, dim)
-
-    def embedding_fwd(self, input: Value, weight: Value, padding_idx: Operand | None = None,  # noqa: A002
-                      max_norm: Operand | None = None, norm_type: Operand | None = None,
-                      scale_grad_by_freq: Operand | None = None, sparse: Operand | None = None) -> Tensor:
-        """torch.nn.functional.embedding's forward: rows of `weight` picked by `input`.
-        With `max_norm`, a row whose `norm_type`-norm (default 2) exceeds it is scaled to
-        max_norm / (norm + 1e-7), as torch renormalizes it; `weight` itself is not written
-        (torch renormalizes it in place). `padding_idx`, `scale_grad_by_freq` and `sparse`
-        only change the backward: accepted, and they do not change the result."""
-        for name, operand in (("padding_idx", padding_idx), ("scale_grad_by_freq", scale_grad_by_freq),
-                              ("sparse", sparse)):
-            if operand is not None:
-                self._fd._value_id(operand, f"embedding_fwd {name}")
-        w = self._tensor(weight, "embedding_fwd")
-        if self._rank(w) != 2:
-            raise DefinitionError(f"embedding_fwd: weight T{w} must have rank 2 (rows x embedding dim), "
-                                  f"got rank {self._rank(w)}")
-        rows = self.index_select(weight, input, 0)
-        if max_norm is None:
-            return rows
-        dtype = self._fd._builder.values[w].dtype
-        wide = rows if dtype in (DataType.Float, DataType.Double) else self.cast(rows, DataType.Float)
-        p = norm_type if norm_type is not None else 2.0
-        inverse_p = self.reciprocal(p) if isinstance(p, Value) else 1.0 / float(p)
-        norm = self.pow(self.sum(self.pow(self.abs(wide), p), [-1], keepdim=True), inverse_p)
-        scale = self.where(self.gt(norm, max_norm), self.div(max_norm, self.add(norm, 1e-7)), 1.0)
-        scaled = self.mul(wide, scale)
-        return scaled if wide is rows else self.cast(scaled, dtype)  # type: ignore[return-value]
 
     def stride_order(self, arg: Value, stride_order: Sequence[int]) -> Tensor:
         """nvFuser's stride_order: `arg` laid out in memory in that order (define_tensor's

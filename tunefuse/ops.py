@@ -51,6 +51,7 @@ class OpKind(enum.Enum):
     ISFINITE = "isfinite"
     LOGICAL_NOT = "logical_not"
     BITWISE_NOT = "bitwise_not"
+    SIGNBIT = "signbit"
     # binary
     ADD = "add"
     SUB = "sub"
@@ -74,6 +75,11 @@ class OpKind(enum.Enum):
     BITWISE_AND = "bitwise_and"
     BITWISE_OR = "bitwise_or"
     BITWISE_XOR = "bitwise_xor"
+    BITWISE_LEFT_SHIFT = "bitwise_left_shift"
+    BITWISE_RIGHT_SHIFT = "bitwise_right_shift"  # arithmetic: the sign bit fills
+    LOGICAL_RIGHT_SHIFT = "logical_right_shift"  # zeros fill
+    GCD = "gcd"
+    NEXTAFTER = "nextafter"
     # ternary (and addcmul, whose fourth operand is a scalar)
     WHERE = "where"
     CLAMP = "clamp"
@@ -143,14 +149,15 @@ class GroupOp:
         for n in (
             "NEG ABS EXP EXP2 LOG LOG2 LOG1P EXPM1 SQRT RSQRT RECIPROCAL SIN COS TAN TANH "
             "SIGMOID RELU SILU GELU ERF ERFC FLOOR CEIL ROUND TRUNC SIGN ISNAN ISINF ISFINITE "
-            "LOGICAL_NOT BITWISE_NOT"
+            "LOGICAL_NOT BITWISE_NOT SIGNBIT"
         ).split()
     )
     BINARY = frozenset(
         OpKind[n]
         for n in (
             "ADD SUB MUL DIV TRUEDIV FMOD REMAINDER POW MAXIMUM MINIMUM ATAN2 EQ NE LT LE GT GE "
-            "LOGICAL_AND LOGICAL_OR BITWISE_AND BITWISE_OR BITWISE_XOR"
+            "LOGICAL_AND LOGICAL_OR BITWISE_AND BITWISE_OR BITWISE_XOR BITWISE_LEFT_SHIFT "
+            "BITWISE_RIGHT_SHIFT LOGICAL_RIGHT_SHIFT GCD NEXTAFTER"
         ).split()
     )
     TERNARY = frozenset({OpKind.WHERE, OpKind.CLAMP, OpKind.LERP, OpKind.ADDCMUL})

@@ -126,6 +126,28 @@ template <typename T> __device__ __forceinline__ T tf_max(T a, T b) {
 template <typename T> __device__ __forceinline__ T tf_min(T a, T b) {
   return (a != a) ? a : ((b != b) ? b : (a < b ? a : b));
 }
+template <typename T> __device__ __forceinline__ bool tf_signbit(T x) { return x < T(0); }
+template <> __device__ __forceinline__ bool tf_signbit(float x) { return signbit(x); }
+template <> __device__ __forceinline__ bool tf_signbit(double x) { return signbit(x); }
+// Shifts defined for every amount (elementwise.py's _shift): outside [0, bits) all is shifted out.
+template <typename T> __device__ __forceinline__ T tf_shl(T a, T b) {
+  return (b < T(0) || b >= T(8 * sizeof(T))) ? T(0) : (T)((unsigned long long)a << b);
+}
+template <typename T> __device__ __forceinline__ T tf_sar(T a, T b) {
+  return (b < T(0) || b >= T(8 * sizeof(T))) ? (a < T(0) ? T(-1) : T(0)) : (T)(a >> b);
+}
+template <typename T> __device__ __forceinline__ T tf_shr(T a, T b) {
+  if (b < T(0) || b >= T(8 * sizeof(T))) return T(0);
+  return sizeof(T) == 8 ? (T)((unsigned long long)a >> b) : sizeof(T) == 4 ? (T)((unsigned int)a >> b)
+       : sizeof(T) == 2 ? (T)((unsigned short)a >> b) : (T)((unsigned char)a >> b);
+}
+template <typename T> __device__ __forceinline__ T tf_gcd(T a, T b) {
+  a = a < T(0) ? T(0) - a : a; b = b < T(0) ? T(0) - b : b;
+  while (b != T(0)) { const T r = a % b; a = b; b = r; }
+  return a;
+}
+__device__ __forceinline__ float tf_nextafter(float a, float b) { return nextafterf(a, b); }
+__device__ __forceinline__ double tf_nextafter(double a, double b) { return nextafter(a, b); }
 // nvFuser's div: truncating on integers; x / 0 is 0 (as x % 0 below), MIN / -1 wraps to MIN.
 template <typename T> __device__ __forceinline__ T tf_div(T a, T b) {
   return b == T(0) ? T(0) : (b == T(-1) ? T(0 - (unsigned long long)a) : a / b);

@@ -1,0 +1,126 @@
+"""nvFuser's ops that are other ops put together: `fd.ops` has them through `Ops(CompositeOps)`.
+
+Each is exactly the ops it is written with, so every stage (inference, the reference, codegen,
+the printer, JSON) already knows it, and the printed definition shows its parts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tunefuse.dtypes import DataType
+from tunefuse.errors import DefinitionError, NotBuiltError
+from tunefuse.shapes import normalize_dim, normalize_dims
+
+if TYPE_CHECKING:
+    from tunefuse.frontend import Operand, Tensor, Value, Vector
+
+
+_SCANS = "scans (a running sum, product, max or min along a dim) are not built"
+# nvFuser ops tunefuse declines: asking for one names the refusal (never a bare AttributeError).
+NOT_BUILT = {
+    "cumsum": _SCANS, "cumprod": _SCANS, "cummax": _SCANS, "cummin": _SCANS,
+    "scatter": "data-dependent writes are not built (index_select, gather and take_along_axis read)",
+    "index_put_accumulate": "data-dependent writes are not built",
+    "linear": "matrix multiplication is not built: tunefuse generates memory-bound kernels",
+    "matmul": "matrix multiplication is not built: tunefuse generates memory-bound kernels",
+    "sdpfa_fwd": "attention is not built: tunefuse generates memory-bound kernels",
+    "sdpfa_bwd": "attention is not built: tunefuse generates memory-bound kernels",
+    "real": "complex numbers are not built", "imag": "complex numbers are not built",
+    "view_as_real": "complex numbers are not built",
+    "argsort": "sorting is not built", "topk": "sorting is not built",
+}
+
+
+class CompositeOps:
+    """Mixed into `Ops`; uses its primitive ops through `self`."""
+
+    def __getattr__(self, name: str) -> Any:
+        if name in NOT_BUILT:
+            raise NotBuiltError(f"fd.ops.{name} is not supported by tunefuse: {NOT_BUILT[name]}")
+        raise AttributeError(f"fd.ops has no op {name!r}")
+
+    _fd: Any
+
+    def _tensor(self, value: Value, op: str) -> int: ...  # provided by Ops
+    def _rank(self, vid: int) -> int: ...  # provided by Ops
+
+    def _as_tensor(self, vid: int) -> Tensor:
+        return self._fd._wrap(vid)
+
+    def embedding_fwd(self, input: Value, weight: Value, padding_idx: Operand | None = None,  # noqa: A002
+                      max_norm: Operand | None = None, norm_type: Operand | None = None,
+                      scale_grad_by_freq: Operand | None = None, sparse: Operand | None = None) -> Tensor:
+        """torch.nn.functional.embedding's forward: rows of `weight` picked by `input`.
+        With `max_norm`, a row whose `norm_type`-norm (default 2) exceeds it is scaled to
+        max_norm / (norm + 1e-7), as torch renormalizes it; `weight` itself is not written
+        (torch renormalizes it in place). `padding_idx`, `scale_grad_by_freq` and `sparse`
+        only change the backward: accepted, and they do not change the result."""
+        for name, operand in (("padding_idx", padding_idx), ("scale_grad_by_freq", scale_grad_by_freq),
+                              ("sparse", sparse)):
+            if operand is not None:
+                self._fd._value_id(operand, f"embedding_fwd {name}")
+        w = self._tensor(weight, "embedding_fwd")
+        if self._rank(w) != 2:
+            raise DefinitionError(f"embedding_fwd: weight T{w} must have rank 2 (rows x embedding dim), "
+                                  f"got rank {self._rank(w)}")
+        rows = self.index_select(weight, input, 0)
+        if max_norm is None:
+            return rows
+        dtype = self._fd._builder.values[w].dtype
+        wide = rows if dtype in (DataType.Float, DataType.Double) else self.cast(rows, DataType.Float)
+        p = norm_type if norm_type is not None else 2.0
+        inverse_p = 1.0 / float(p) if isinstance(p, (int, float)) else self.reciprocal(p)
+        norm = self.pow(self.sum(self.pow(self.abs(wide), p), [-1], keepdim=True), inverse_p)
+        scale = self.where(self.gt(norm, max_norm), self.div(max_norm, self.add(norm, 1e-7)), 1.0)
+        scaled = self.mul(wide, scale)
+        return scaled if wide is rows else self.cast(scaled, dtype)  # type: ignore[return-value]
+
+    def triu(self, arg: Value, diagonal: Operand = 0) -> Tensor:
+        """torch.triu: the elements of the last two dims on and above the `diagonal`-th
+        diagonal (0 the main one, > 0 above it, < 0 below it); the others zero."""
+        vid = self._tensor(arg, "triu")
+        rank = self._rank(vid)
+        if rank < 2:
+            raise DefinitionError(f"triu: needs a tensor of rank 2 or more, got rank {rank}")
+        shape = self._as_tensor(vid).shape()
+        rows = self.broadcast_in_dim(self.iota(shape[-2], 0, 1, DataType.Int), shape, [rank - 2])
+        cols = self.broadcast_in_dim(self.iota(shape[-1], 0, 1, DataType.Int), shape, [rank - 1])
+        keep = self.ge(self.sub(cols, rows), diagonal)
+        dtype = self._fd._builder.values[vid].dtype
+        return self.where(keep, arg, self._fd._constant(False if dtype.is_bool else 0, dtype))
+
+    def select(self, arg: Value, index: Operand, dim: int) -> Tensor:
+        """torch.select: the slice at `index` along `dim`, that dim removed. The index is
+        checked as index_select's are (an IndexOutOfRangeError when the fusion runs); a
+        negative constant counts from the end of a dim whose extent is static."""
+        vid = self._tensor(arg, "select")
+        rank = self._rank(vid)
+        d = normalize_dim("select", dim, rank)
+        if isinstance(index, int) and index < 0:
+            extent = self._fd._builder.values[vid].shape[d]
+            if not isinstance(extent, int):
+                raise DefinitionError(f"select: the negative index {index} counts from an extent of dim {d} known "
+                                      "only when the fusion runs; give a non-negative index")
+            index += extent
+        picked = self.index_select(arg, self.full([1], index, DataType.Int), d)
+        return self.squeeze(picked, [d])
+
+    def shape(self, arg: Value) -> Vector:
+        """The extents of `arg` as Int scalars (nvFuser's fd.ops.shape; `arg.shape()`)."""
+        return self._as_tensor(self._tensor(arg, "shape")).shape()
+
+    def welford(self, arg: Value, dims: int | Sequence[int]) -> tuple[Tensor, Tensor, Tensor]:
+        """nvFuser's welford: (mean, the sum of squared deviations, the count) over `dims`;
+        var_sum / n is the biased variance. Computed by var_mean (a Welford reduction)."""
+        vid = self._tensor(arg, "welford")
+        rank = self._rank(vid)
+        reduced = normalize_dims("welford", [dims] if isinstance(dims, int) else list(dims), rank)
+        var, mean = self.var_mean(arg, list(reduced), correction=0)
+        t = self._as_tensor(vid)
+        count: Any = 1
+        for d in reduced:
+            count = t.size(d) * count
+        n = self.full([t.size(d) for d in range(rank) if d not in reduced], count, DataType.Int)
+        return mean, self.mul(var, count), n
