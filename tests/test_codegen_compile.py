@@ -99,7 +99,9 @@ def test_every_op_compiles():
             y = fd.define_tensor(shape=[-1], dtype=dtype)
             c = fd.ops.gt(x, y)
             for op, rule in ELEMENTWISE.items():
-                if rule.result is ResultType.INTEGRAL and dtype.is_floating:
+                if rule.result in (ResultType.INTEGRAL, ResultType.INTEGER) and dtype.is_floating:
+                    continue
+                if op.value == "nextafter" and dtype is DataType.Half:  # float and double steps only
                     continue
                 args = {1: (x,), 2: (x, y), 3: (c, x, y) if op.value == "where" else (x, y, x), 4: (x, y, x, 2)}[rule.arity]
                 fd.add_output(getattr(fd.ops, op.value)(*args))

@@ -70,14 +70,14 @@ def test_every_elementwise_op(op, rng):
 
     kind = OpKind(op)
     rule = ELEMENTWISE[kind]
-    dtype = DataType.Int32 if rule.result is ResultType.INTEGRAL else DataType.Float
+    dtype = DataType.Int32 if rule.result in (ResultType.INTEGRAL, ResultType.INTEGER) else DataType.Float
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
         y = fd.define_tensor(shape=[-1, -1], dtype=dtype)
         args = {1: (x,), 2: (x, y), 3: ((fd.ops.gt(x, y), x, y) if op == "where" else (x, y, x)), 4: (x, y, x, 0.5)}[rule.arity]
         fd.add_output(getattr(fd.ops, op)(*args))
     if dtype.is_integral:
-        a, b = rng.integers(-50, 50, (2, 33, 17)).astype(np.int32)
+        a, b = rng.integers(-50, 50, (2, 33, 17)).astype(np.int32)  # shifts by amounts outside [0, 32) too
     else:
         a, b = rng.uniform(0.1, 3.0, (2, 33, 17)).astype(np.float32)
     check(fd, [a, b], tol_scale=10)
