@@ -55,7 +55,9 @@ def case(name: str, dtype: DataType, shape: tuple[int, ...]):  # noqa: ANN201
         return zoo_case(name, dtype, *shape)
     seeds = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
     if name not in seeds:
-        raise SystemExit(f"{name}: neither a fusion_zoo case {sorted(ZOO)} nor a seed fusion {sorted(seeds)}")
+        raise SystemExit(
+            f"{name}: neither a fusion_zoo case {sorted(ZOO)} nor a seed fusion {sorted(seeds)}"
+        )
     return seeds[name].build(), [torch.randn(*shape, device="cuda").to(torch_dtype(dtype))]
 
 
@@ -94,7 +96,9 @@ def main() -> None:
             times[label].append(timed(call))
     print(f"{name} {dtype_name} {shape_text}, default {default}")
     for label, ts in times.items():
-        print(f"  {label:40s} median {statistics.median(ts):7.1f} us of {[round(t, 1) for t in ts]}")
+        print(
+            f"  {label:40s} median {statistics.median(ts):7.1f} us of {[round(t, 1) for t in ts]}"
+        )
 
 
 if __name__ == "__main__":

@@ -37,8 +37,14 @@ def embedding_fd(dtype: DataType) -> FusionDefinition:
 
 def main() -> None:
     opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
-    shapes = [tuple(int(n) for n in s.split("x")) for s in opts["shapes"].split(",")] if "shapes" in opts else SHAPES
-    print("| table | dtype | tokens | tunefuse µs | torch eager µs | torch.compile µs | limit µs | tunefuse / compile |")
+    shapes = (
+        [tuple(int(n) for n in s.split("x")) for s in opts["shapes"].split(",")]
+        if "shapes" in opts
+        else SHAPES
+    )
+    print(
+        "| table | dtype | tokens | tunefuse µs | torch eager µs | torch.compile µs | limit µs | tunefuse / compile |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for vocab, dim, tokens in shapes:
         for dtype, tdtype in ((DataType.BFloat16, torch.bfloat16), (DataType.Float, torch.float32)):
@@ -55,8 +61,11 @@ def main() -> None:
             e = timed(lambda: F.embedding(idx, weight))
             c = timed(lambda: compiled(idx, weight))
             limit = copy_us(moved)
-            print(f"| {vocab}x{dim} | {dtype.value} | {tokens} | {t:.1f} | {e:.1f} | {c:.1f} | {limit:.1f} | "
-                  f"{t / c:.2f} |", flush=True)
+            print(
+                f"| {vocab}x{dim} | {dtype.value} | {tokens} | {t:.1f} | {e:.1f} | {c:.1f} | {limit:.1f} | "
+                f"{t / c:.2f} |",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -41,9 +41,18 @@ def child() -> None:
     from tunefuse import DataType
     from tunefuse.compiler import STATS
 
-    cases = [build(ZOO[n], DataType.Float) for n in ("softmax", "layernorm", "bias_gelu", "row_sum")]
-    inputs = [[torch.randn(1024, 1024, device="cuda") if fd.fusion.values[v].rank == 2
-               else torch.randn(1024, device="cuda") for v in fd.fusion.inputs] for fd in cases]
+    cases = [
+        build(ZOO[n], DataType.Float) for n in ("softmax", "layernorm", "bias_gelu", "row_sum")
+    ]
+    inputs = [
+        [
+            torch.randn(1024, 1024, device="cuda")
+            if fd.fusion.values[v].rank == 2
+            else torch.randn(1024, device="cuda")
+            for v in fd.fusion.inputs
+        ]
+        for fd in cases
+    ]
     torch.cuda.current_stream()
     torch.cuda.synchronize()
     profiler = None
@@ -66,7 +75,11 @@ def child() -> None:
         dump = next((a.split("=", 1)[1] for a in sys.argv if a.startswith("--profile-out=")), None)
         if dump:
             profiler.dump_stats(dump)
-        print("modules imported by the call:", sorted(set(sys.modules) - modules_before), file=sys.stderr)
+        print(
+            "modules imported by the call:",
+            sorted(set(sys.modules) - modules_before),
+            file=sys.stderr,
+        )
     print(json.dumps({"ms": elapsed * 1000, "compiles": STATS.count}))
 
 
@@ -84,13 +97,16 @@ def measure(profile: bool = False, repeats: int = 3, profile_out: list[str] = ()
             spec = importlib.util.find_spec(name)
             if spec is not None and spec.submodule_search_locations:
                 sources += [pathlib.Path(p) for p in spec.submodule_search_locations]
-        subprocess.run([sys.executable, "-m", "compileall", "-q", *map(str, sources)], env=env,
-                       check=False)  # a read-only site-packages keeps the .pyc files pip wrote
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", *map(str, sources)], env=env, check=False
+        )  # a read-only site-packages keeps the .pyc files pip wrote
         for rep in range(repeats):
             env["TUNEFUSE_CACHE_URL"] = f"sqlite:///{tmp}/cache{rep}.sqlite"
             for is_warm in (False, True):
                 show = is_warm and profile and rep == repeats - 1
-                args = [sys.executable, __file__, "--child"] + (["--profile"] + profile_out if show else [])
+                args = [sys.executable, __file__, "--child"] + (
+                    ["--profile"] + profile_out if show else []
+                )
                 out = subprocess.run(args, env=env, capture_output=True, text=True, check=True)
                 if show:
                     print(out.stderr, file=sys.stderr)
@@ -98,10 +114,15 @@ def measure(profile: bool = False, repeats: int = 3, profile_out: list[str] = ()
                 (warm if is_warm else cold).append(run["ms"])
                 (warm_compiles if is_warm else cold_compiles).append(run["compiles"])
     cold_ms, warm_ms = statistics.median(cold), statistics.median(warm)
-    return {"cold_ms": round(cold_ms, 1), "cold_compiles": max(cold_compiles),
-            "warm_ms": round(warm_ms, 1), "warm_compiles": max(warm_compiles),
-            "speedup": round(cold_ms / warm_ms, 1),
-            "cold_runs_ms": [round(x, 1) for x in cold], "warm_runs_ms": [round(x, 1) for x in warm]}
+    return {
+        "cold_ms": round(cold_ms, 1),
+        "cold_compiles": max(cold_compiles),
+        "warm_ms": round(warm_ms, 1),
+        "warm_compiles": max(warm_compiles),
+        "speedup": round(cold_ms / warm_ms, 1),
+        "cold_runs_ms": [round(x, 1) for x in cold],
+        "warm_runs_ms": [round(x, 1) for x in warm],
+    }
 
 
 if __name__ == "__main__":
@@ -109,4 +130,6 @@ if __name__ == "__main__":
         child()
     else:
         dumps = [a for a in sys.argv if a.startswith("--profile-out=")]
-        print(json.dumps(measure(profile="--profile" in sys.argv or bool(dumps), profile_out=dumps)))
+        print(
+            json.dumps(measure(profile="--profile" in sys.argv or bool(dumps), profile_out=dumps))
+        )

@@ -13,6 +13,7 @@ streaming stores (st.global.cs) gained nothing. A deterministic split of the col
 (partials to a workspace, the last block adds them; nothing zeroed per call) ran 54.8 us at
 best against 53.6 unsplit; the row sum with its row length a constant 49.8 against 49.7.
 """
+
 import sys
 import statistics
 
@@ -92,9 +93,12 @@ extern "C" __global__ void __launch_bounds__(TO * TR) k(const float* __restrict_
 # A deterministic split: each of SPLIT blocks along y writes its partial sums to ws, the last
 # to finish (a counter per column block, reset by that block, so never zeroed per call) adds
 # the SPLIT partials in order.
-COL_DET = COL[:COL.index("  if (tr == 0 && col < n_out)")].replace(
-    "float* __restrict__ y, int n_red, int n_out)",
-    "float* __restrict__ y, int n_red, int n_out, float* __restrict__ ws, unsigned* sem)") + r"""
+COL_DET = (
+    COL[: COL.index("  if (tr == 0 && col < n_out)")].replace(
+        "float* __restrict__ y, int n_red, int n_out)",
+        "float* __restrict__ y, int n_red, int n_out, float* __restrict__ ws, unsigned* sem)",
+    )
+    + r"""
   if (tr == 0 && col < n_out) for (int v = 0; v < V; ++v) ws[(long long)blockIdx.y * n_out + col + v] = sm[0][to * V + v];
   __shared__ bool last;
   __threadfence();
@@ -114,6 +118,7 @@ COL_DET = COL[:COL.index("  if (tr == 0 && col < n_out)")].replace(
   if (to == 0 && tr == 0) sem[blockIdx.x] = 0u;
 }
 """
+)
 
 
 TRANSPOSE = r"""
@@ -159,7 +164,9 @@ extern "C" __global__ void __launch_bounds__(BLOCK) k(const float* __restrict__ 
 }
 """
 
-STORE_PLAIN = "template <typename T> __device__ __forceinline__ void st_plain(T* p, T v) { *p = v; }\n"
+STORE_PLAIN = (
+    "template <typename T> __device__ __forceinline__ void st_plain(T* p, T v) { *p = v; }\n"
+)
 
 
 def timed(fn, reps=60):
@@ -190,7 +197,9 @@ def main():
     b = cp.empty_like(x)
     copy_us = timed(lambda: b.__setitem__(Ellipsis, x))
     read_bytes = x.nbytes
-    print(f"copy {copy_us:.1f} us = {2 * x.nbytes / copy_us / 1e6:.2f} TB/s; the read alone at that rate: {copy_us / 2:.1f} us")
+    print(
+        f"copy {copy_us:.1f} us = {2 * x.nbytes / copy_us / 1e6:.2f} TB/s; the read alone at that rate: {copy_us / 2:.1f} us"
+    )
     print(f"cupy sum(1) {timed(lambda: x.sum(1)):.1f} us; sum(0) {timed(lambda: x.sum(0)):.1f} us")
     want_r, want_c = x.sum(1), x.sum(0)
     sm = cp.cuda.Device().attributes["MultiProcessorCount"]
@@ -201,56 +210,108 @@ def main():
     if "row" in sys.argv:
         print("-- row sum: TR ROWS UNROLL LOAD grid")
         for tr, rows, unroll, load, bps in [
-            (256, 2, 4, "__ldg", 0), (256, 2, 4, "__ldcs", 0), (256, 2, 4, "__ldlu", 0), (1024, 1, 1, "__ldg", 0),
-            (512, 1, 2, "__ldg", 0), (128, 4, 8, "__ldg", 0), (32, 8, 8, "__ldg", 0), (32, 16, 8, "__ldg", 0),
-            (64, 8, 8, "__ldg", 0), (256, 2, 4, "__ldg", 4), (256, 2, 4, "__ldg", 8), (128, 4, 8, "__ldg", 8),
-            (512, 2, 2, "__ldg", 0), (256, 4, 4, "__ldg", 0)]:
+            (256, 2, 4, "__ldg", 0),
+            (256, 2, 4, "__ldcs", 0),
+            (256, 2, 4, "__ldlu", 0),
+            (1024, 1, 1, "__ldg", 0),
+            (512, 1, 2, "__ldg", 0),
+            (128, 4, 8, "__ldg", 0),
+            (32, 8, 8, "__ldg", 0),
+            (32, 16, 8, "__ldg", 0),
+            (64, 8, 8, "__ldg", 0),
+            (256, 2, 4, "__ldg", 4),
+            (256, 2, 4, "__ldg", 8),
+            (128, 4, 8, "__ldg", 8),
+            (512, 2, 2, "__ldg", 0),
+            (256, 4, 4, "__ldg", 0),
+        ]:
             k = kernel(ROW, TR=tr, ROWS=rows, UNROLL=unroll, LOAD=load, NRED="n_red")
             grid = -(-R // rows) if bps == 0 else bps * sm
             run = lambda: k((grid,), (tr, rows), (x, y, cp.int32(R), cp.int32(C)))  # noqa: E731
             run()
             ok = bool(cp.allclose(y, want_r, rtol=1e-3, atol=1e-2))
             us = timed(run)
-            print(f"  {tr:5d} {rows:3d} {unroll:2d} {load:7s} grid {grid:5d}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+            print(
+                f"  {tr:5d} {rows:3d} {unroll:2d} {load:7s} grid {grid:5d}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}"
+            )
         row_extent_as_constant(x, y, want_r, read_bytes)
     if "col" not in sys.argv:
         return
-    print("-- column sum: TO TR V UNROLL SPLIT STREAM (a split > 1 adds atomics and the zeroing of y, timed)")
+    print(
+        "-- column sum: TO TR V UNROLL SPLIT STREAM (a split > 1 adds atomics and the zeroing of y, timed)"
+    )
     for to, tr, v, unroll, split, stream in [
-        (32, 32, 1, 8, 1, 0), (32, 32, 1, 8, 1, 1), (8, 128, 4, 8, 1, 1), (8, 64, 4, 8, 1, 1),
-        (4, 128, 4, 8, 1, 1), (16, 64, 4, 8, 1, 1), (16, 32, 2, 8, 1, 1), (32, 32, 4, 4, 1, 1),
-        (32, 32, 1, 8, 2, 1), (32, 16, 1, 8, 2, 1), (32, 32, 1, 8, 4, 1), (8, 32, 4, 8, 4, 1),
-        (8, 64, 4, 8, 2, 1), (16, 32, 4, 8, 4, 1), (32, 16, 4, 8, 8, 1), (8, 128, 4, 8, 4, 1),
-        (16, 64, 4, 4, 2, 1), (32, 32, 2, 4, 2, 1)]:
+        (32, 32, 1, 8, 1, 0),
+        (32, 32, 1, 8, 1, 1),
+        (8, 128, 4, 8, 1, 1),
+        (8, 64, 4, 8, 1, 1),
+        (4, 128, 4, 8, 1, 1),
+        (16, 64, 4, 8, 1, 1),
+        (16, 32, 2, 8, 1, 1),
+        (32, 32, 4, 4, 1, 1),
+        (32, 32, 1, 8, 2, 1),
+        (32, 16, 1, 8, 2, 1),
+        (32, 32, 1, 8, 4, 1),
+        (8, 32, 4, 8, 4, 1),
+        (8, 64, 4, 8, 2, 1),
+        (16, 32, 4, 8, 4, 1),
+        (32, 16, 4, 8, 8, 1),
+        (8, 128, 4, 8, 4, 1),
+        (16, 64, 4, 4, 2, 1),
+        (32, 32, 2, 4, 2, 1),
+    ]:
         k = kernel(COL, TO=to, TR=tr, V=v, UNROLL=unroll, SPLIT=split, STREAM=stream)
         grid = (-(-C // (to * v)), split)
+
         def run(k=k, grid=grid, to=to, tr=tr, split=split):
             if split > 1:
                 yc.fill(0)
             k(grid, (to, tr), (x, yc, cp.int32(R), cp.int32(C)))
+
         run()
         ok = bool(cp.allclose(yc, want_c, rtol=1e-3, atol=1e-2))
         us = timed(run)
-        print(f"  {to:3d} {tr:4d} {v} {unroll} {split} {stream}: grid {grid}: {us:6.1f} us  "
-              f"{read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
-    print("-- column sum, deterministic split (partials, the last block adds them; nothing zeroed per call): TO TR V UNROLL SPLIT")
+        print(
+            f"  {to:3d} {tr:4d} {v} {unroll} {split} {stream}: grid {grid}: {us:6.1f} us  "
+            f"{read_bytes / us / 1e6:.2f} TB/s  ok={ok}"
+        )
+    print(
+        "-- column sum, deterministic split (partials, the last block adds them; nothing zeroed per call): TO TR V UNROLL SPLIT"
+    )
     for to, tr, v, unroll, split in [
-        (32, 32, 1, 8, 1), (32, 32, 1, 8, 2), (32, 16, 1, 8, 2), (32, 16, 1, 8, 4), (32, 8, 1, 8, 4),
-        (16, 64, 4, 8, 2), (16, 32, 4, 8, 4), (32, 16, 4, 8, 8), (32, 8, 4, 8, 16), (64, 4, 4, 8, 16),
-        (32, 8, 4, 4, 32), (128, 2, 4, 8, 32), (32, 32, 4, 4, 4), (64, 8, 4, 8, 8), (8, 64, 4, 8, 2)]:
+        (32, 32, 1, 8, 1),
+        (32, 32, 1, 8, 2),
+        (32, 16, 1, 8, 2),
+        (32, 16, 1, 8, 4),
+        (32, 8, 1, 8, 4),
+        (16, 64, 4, 8, 2),
+        (16, 32, 4, 8, 4),
+        (32, 16, 4, 8, 8),
+        (32, 8, 4, 8, 16),
+        (64, 4, 4, 8, 16),
+        (32, 8, 4, 4, 32),
+        (128, 2, 4, 8, 32),
+        (32, 32, 4, 4, 4),
+        (64, 8, 4, 8, 8),
+        (8, 64, 4, 8, 2),
+    ]:
         k = kernel(COL_DET, TO=to, TR=tr, V=v, UNROLL=unroll, SPLIT=split, STREAM=1)
         grid = (-(-C // (to * v)), split)
         ws = cp.empty(split * C, cp.float32)
         sem = cp.zeros(grid[0], cp.uint32)
+
         def run(k=k, grid=grid, to=to, tr=tr, ws=ws, sem=sem):
             k(grid, (to, tr), (x, yc, cp.int32(R), cp.int32(C), ws, sem))
+
         yc.fill(0)
         run()
         ok = bool(cp.allclose(yc, want_c, rtol=1e-3, atol=1e-2))
         us = timed(run)
         run()
         ok = ok and bool(cp.allclose(yc, want_c, rtol=1e-3, atol=1e-2))
-        print(f"  {to:3d} {tr:4d} {v} {unroll} {split:2d}: grid {grid}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}")
+        print(
+            f"  {to:3d} {tr:4d} {v} {unroll} {split:2d}: grid {grid}: {us:6.1f} us  {read_bytes / us / 1e6:.2f} TB/s  ok={ok}"
+        )
 
 
 def row_extent_as_constant(x, y, want_r, read_bytes):
@@ -265,7 +326,9 @@ def row_extent_as_constant(x, y, want_r, read_bytes):
     for tr, rows, unroll in [(256, 2, 4), (512, 1, 2), (1024, 1, 1), (256, 2, 1)]:
         for nred in ("n_red", str(C)):
             k = kernel(ROW, TR=tr, ROWS=rows, UNROLL=unroll, LOAD="__ldcs", NRED=nred)
-            run = lambda k=k, tr=tr, rows=rows: k((-(-R // rows),), (tr, rows), (x, y, cp.int32(R), cp.int32(C)))  # noqa: E731
+            run = lambda k=k, tr=tr, rows=rows: k(
+                (-(-R // rows),), (tr, rows), (x, y, cp.int32(R), cp.int32(C))
+            )  # noqa: E731
             run()
             assert bool(cp.allclose(y, want_r, rtol=1e-3, atol=1e-2))
             runs[f"{tr} x {rows} unroll {unroll} n_red={nred}"] = run
@@ -286,20 +349,41 @@ def pointwise(x, copy_us, sm):
     print(f"-- bias + GELU (copy of the same bytes: {copy_us:.1f} us): BLOCK GRID LOAD STORE")
     n4 = x.size // 4
     for block, grid, load, store in [
-        (256, 0, "__ldg", "st_plain"), (256, 0, "__ldcs", "st_plain"), (256, 0, "__ldcs", "__stcs"),
-        (256, 0, "__ldg", "__stcs"), (512, 0, "__ldcs", "st_plain"), (128, 0, "__ldcs", "st_plain"),
-        (256, 4, "__ldcs", "st_plain"), (256, 8, "__ldcs", "st_plain"), (512, 4, "__ldcs", "st_plain"),
-        (256, 8, "__ldcs", "__stcs"), (1024, 2, "__ldcs", "st_plain"), (256, 16, "__ldcs", "st_plain")]:
-        k = cp.RawKernel(STORE_PLAIN + "".join(f"#define {n} {val}\n" for n, val in dict(
-            BLOCK=block, GRID=grid, LOAD=load, STORE=store).items()) + POINTWISE, "k", options=("-std=c++17",))
+        (256, 0, "__ldg", "st_plain"),
+        (256, 0, "__ldcs", "st_plain"),
+        (256, 0, "__ldcs", "__stcs"),
+        (256, 0, "__ldg", "__stcs"),
+        (512, 0, "__ldcs", "st_plain"),
+        (128, 0, "__ldcs", "st_plain"),
+        (256, 4, "__ldcs", "st_plain"),
+        (256, 8, "__ldcs", "st_plain"),
+        (512, 4, "__ldcs", "st_plain"),
+        (256, 8, "__ldcs", "__stcs"),
+        (1024, 2, "__ldcs", "st_plain"),
+        (256, 16, "__ldcs", "st_plain"),
+    ]:
+        k = cp.RawKernel(
+            STORE_PLAIN
+            + "".join(
+                f"#define {n} {val}\n"
+                for n, val in dict(BLOCK=block, GRID=grid, LOAD=load, STORE=store).items()
+            )
+            + POINTWISE,
+            "k",
+            options=("-std=c++17",),
+        )
         blocks = grid * sm if grid > 0 else -(-n4 // block)
-        run = lambda k=k, blocks=blocks, block=block: k((blocks,), (block,), (x, bias, out, cp.int64(n4), cp.int32(C // 4)))  # noqa: E731
+        run = lambda k=k, blocks=blocks, block=block: k(
+            (blocks,), (block,), (x, bias, out, cp.int64(n4), cp.int32(C // 4))
+        )  # noqa: E731
         run()
         if want is None:
             want = out.copy()
         ok = bool(cp.allclose(out, want, rtol=1e-5, atol=1e-5))
         us = timed(run)
-        print(f"  {block:4d} {grid:2d} {load:6s} {store:8s}: {us:6.1f} us  {2 * x.nbytes / us / 1e6:.2f} TB/s  ok={ok}")
+        print(
+            f"  {block:4d} {grid:2d} {load:6s} {store:8s}: {us:6.1f} us  {2 * x.nbytes / us / 1e6:.2f} TB/s  ok={ok}"
+        )
 
 
 def transpose(x, copy_us):
@@ -307,17 +391,36 @@ def transpose(x, copy_us):
     want = x.T.copy()
     print(f"-- transpose (copy of the same bytes: {copy_us:.1f} us): TILE TX TY V PAD STORE")
     for tile, tx, ty, v, pad, store in [
-        (64, 64, 16, 1, 1, "st_plain"), (64, 64, 16, 1, 1, "__stcs"), (32, 32, 8, 1, 1, "st_plain"),
-        (64, 16, 16, 4, 1, "st_plain"), (64, 16, 16, 4, 1, "__stcs"), (64, 16, 32, 4, 1, "st_plain"),
-        (64, 16, 16, 4, 4, "st_plain"), (32, 8, 32, 4, 1, "st_plain"), (32, 8, 16, 4, 1, "st_plain"),
-        (64, 16, 8, 4, 1, "st_plain")]:
-        k = cp.RawKernel(STORE_PLAIN + "".join(f"#define {n} {val}\n" for n, val in dict(
-            TILE=tile, TX=tx, TY=ty, V=v, PAD=pad, STORE=store).items()) + TRANSPOSE, "k", options=("-std=c++17",))
-        run = lambda k=k, tile=tile, tx=tx, ty=ty: k((C // tile, R // tile), (tx, ty), (x, yt, cp.int32(R), cp.int32(C)))  # noqa: E731
+        (64, 64, 16, 1, 1, "st_plain"),
+        (64, 64, 16, 1, 1, "__stcs"),
+        (32, 32, 8, 1, 1, "st_plain"),
+        (64, 16, 16, 4, 1, "st_plain"),
+        (64, 16, 16, 4, 1, "__stcs"),
+        (64, 16, 32, 4, 1, "st_plain"),
+        (64, 16, 16, 4, 4, "st_plain"),
+        (32, 8, 32, 4, 1, "st_plain"),
+        (32, 8, 16, 4, 1, "st_plain"),
+        (64, 16, 8, 4, 1, "st_plain"),
+    ]:
+        k = cp.RawKernel(
+            STORE_PLAIN
+            + "".join(
+                f"#define {n} {val}\n"
+                for n, val in dict(TILE=tile, TX=tx, TY=ty, V=v, PAD=pad, STORE=store).items()
+            )
+            + TRANSPOSE,
+            "k",
+            options=("-std=c++17",),
+        )
+        run = lambda k=k, tile=tile, tx=tx, ty=ty: k(
+            (C // tile, R // tile), (tx, ty), (x, yt, cp.int32(R), cp.int32(C))
+        )  # noqa: E731
         run()
         ok = bool((yt == want).all())
         us = timed(run)
-        print(f"  {tile} {tx:3d} {ty:3d} {v} {pad} {store:8s}: {us:6.1f} us  {2 * x.nbytes / us / 1e6:.2f} TB/s  ok={ok}")
+        print(
+            f"  {tile} {tx:3d} {ty:3d} {v} {pad} {store:8s}: {us:6.1f} us  {2 * x.nbytes / us / 1e6:.2f} TB/s  ok={ok}"
+        )
 
 
 if __name__ == "__main__":

@@ -63,20 +63,43 @@ def main() -> None:
         "runner.run(xs)": lambda: runner.run(xs),
         "_torch_key(xs)": lambda: _torch_key(xs, runner.inputs),
         "runner.fast.get(key)": lambda: runner.fast.get(key),
-        "x.shape, x.stride() x2": lambda: (xs[0].shape, xs[0].stride(), xs[1].shape, xs[1].stride()),
-        "x.dtype, x.get_device(), is_cuda x2": lambda: (xs[0].dtype, xs[0].get_device(), xs[0].is_cuda,
-                                                        xs[1].dtype, xs[1].get_device(), xs[1].is_cuda),
+        "x.shape, x.stride() x2": lambda: (
+            xs[0].shape,
+            xs[0].stride(),
+            xs[1].shape,
+            xs[1].stride(),
+        ),
+        "x.dtype, x.get_device(), is_cuda x2": lambda: (
+            xs[0].dtype,
+            xs[0].get_device(),
+            xs[0].is_cuda,
+            xs[1].dtype,
+            xs[1].get_device(),
+            xs[1].is_cuda,
+        ),
         "hash(key)": lambda: hash(key),
         "launcher(xs) (no execute dispatch)": lambda: launcher(xs),
         "current stream handle": lambda: raw(0),
         "rt.stream_for(handle)": lambda: launcher.rt.stream_for(raw(0)),
-        "torch.empty(4, 8)": lambda: torch.empty((4, 8), dtype=torch.float32, device=launcher.device),
+        "torch.empty(4, 8)": lambda: torch.empty(
+            (4, 8), dtype=torch.float32, device=launcher.device
+        ),
         "x.data_ptr() x2": lambda: (xs[0].data_ptr(), xs[1].data_ptr()),
-        f"cuda.core launch ({len(args)} args)": lambda: launch(stream, recipe.config, recipe.kernel, *args),
-        "np.uint64 per pointer x3": lambda: (np.uint64(pointers[0]), np.uint64(pointers[1]), np.uint64(pointers[2])),
-        "cuda.core launch, int pointers": lambda: launch(stream, recipe.config, recipe.kernel, *int_args),
+        f"cuda.core launch ({len(args)} args)": lambda: launch(
+            stream, recipe.config, recipe.kernel, *args
+        ),
+        "np.uint64 per pointer x3": lambda: (
+            np.uint64(pointers[0]),
+            np.uint64(pointers[1]),
+            np.uint64(pointers[2]),
+        ),
+        "cuda.core launch, int pointers": lambda: launch(
+            stream, recipe.config, recipe.kernel, *int_args
+        ),
         "x.new_empty((4, 8))": lambda: xs[0].new_empty((4, 8)),
-        "torch.empty((4, 8), dtype=, device=)": lambda: torch.empty((4, 8), dtype=torch.float32, device=dev),
+        "torch.empty((4, 8), dtype=, device=)": lambda: torch.empty(
+            (4, 8), dtype=torch.float32, device=dev
+        ),
         "torch.empty(4, 8, device=) (default dtype)": lambda: torch.empty(4, 8, device=dev),
         "torch.empty_like(x)": lambda: torch.empty_like(xs[0]),
         "torch.add (eager op)": lambda: torch.add(xs[0], xs[1]),

@@ -100,34 +100,67 @@ def main() -> None:
                     ours = fd.execute([x], cache=None)
                     theirs = compiled(x)
                     theirs = theirs if isinstance(theirs, tuple) else (theirs,)
-                    ok = all(torch.allclose(a.float(), b.float(), rtol=2e-2, atol=2e-2 * math.sqrt(x.numel() / max(a.numel(), 1)))
-                             for a, b in zip(ours, theirs))
-                    moved = x.numel() * x.element_size() + sum(o.numel() * o.element_size() for o in ours)
+                    ok = all(
+                        torch.allclose(
+                            a.float(),
+                            b.float(),
+                            rtol=2e-2,
+                            atol=2e-2 * math.sqrt(x.numel() / max(a.numel(), 1)),
+                        )
+                        for a, b in zip(ours, theirs)
+                    )
+                    moved = x.numel() * x.element_size() + sum(
+                        o.numel() * o.element_size() for o in ours
+                    )
                     t_ours = timed(lambda: fd.execute([x], cache=None))
                     t_compile = timed(lambda: compiled(x))
                     copy_us = moved / (bandwidth * 1e12) * 1e6
-                    cells.append({"pattern": pattern, "dtype": dtype_name, "mbytes": mbytes, "shape": list(shape),
-                                  "tunefuse_us": t_ours, "compile_us": t_compile, "limit_us": copy_us,
-                                  "pct_copy": copy_us / t_ours * 100, "ratio_to_compile": t_ours / t_compile,
-                                  "correct": bool(ok)})
+                    cells.append(
+                        {
+                            "pattern": pattern,
+                            "dtype": dtype_name,
+                            "mbytes": mbytes,
+                            "shape": list(shape),
+                            "tunefuse_us": t_ours,
+                            "compile_us": t_compile,
+                            "limit_us": copy_us,
+                            "pct_copy": copy_us / t_ours * 100,
+                            "ratio_to_compile": t_ours / t_compile,
+                            "correct": bool(ok),
+                        }
+                    )
                     print(json.dumps(cells[-1]), flush=True)
                     del x, ours, theirs
     ratios = [c["ratio_to_compile"] for c in cells]
-    summary = {"device": torch.cuda.get_device_name(), "copy_tb_s": bandwidth,
-               "geomean_ratio_to_compile": math.exp(statistics.fmean(math.log(r) for r in ratios)),
-               "worst_ratio_to_compile": max(ratios),
-               "cells_16mb_below_80pct_copy": sum(1 for c in cells if c["mbytes"] >= 16 and c["pct_copy"] < 80),
-               "cells": len(cells)}
-    (args.out / "surface.json").write_text(json.dumps({"summary": summary, "cells": cells}, indent=1))
-    lines = [f"Device: {summary['device']}; copy {bandwidth:.2f} TB/s; geomean tunefuse/torch.compile "
-             f"{summary['geomean_ratio_to_compile']:.3f}, worst {summary['worst_ratio_to_compile']:.2f}; "
-             f"{summary['cells_16mb_below_80pct_copy']} of {len(cells)} cells below 80% of copy", ""]
-    lines += ["| pattern | dtype | MB | shape | tunefuse µs | torch.compile µs | copy µs | % of copy | ratio | correct |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    summary = {
+        "device": torch.cuda.get_device_name(),
+        "copy_tb_s": bandwidth,
+        "geomean_ratio_to_compile": math.exp(statistics.fmean(math.log(r) for r in ratios)),
+        "worst_ratio_to_compile": max(ratios),
+        "cells_16mb_below_80pct_copy": sum(
+            1 for c in cells if c["mbytes"] >= 16 and c["pct_copy"] < 80
+        ),
+        "cells": len(cells),
+    }
+    (args.out / "surface.json").write_text(
+        json.dumps({"summary": summary, "cells": cells}, indent=1)
+    )
+    lines = [
+        f"Device: {summary['device']}; copy {bandwidth:.2f} TB/s; geomean tunefuse/torch.compile "
+        f"{summary['geomean_ratio_to_compile']:.3f}, worst {summary['worst_ratio_to_compile']:.2f}; "
+        f"{summary['cells_16mb_below_80pct_copy']} of {len(cells)} cells below 80% of copy",
+        "",
+    ]
+    lines += [
+        "| pattern | dtype | MB | shape | tunefuse µs | torch.compile µs | copy µs | % of copy | ratio | correct |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for c in cells:
-        lines.append(f"| {c['pattern']} | {c['dtype']} | {c['mbytes']} | {'x'.join(map(str, c['shape']))} | "
-                     f"{c['tunefuse_us']:.1f} | {c['compile_us']:.1f} | {c['limit_us']:.1f} | {c['pct_copy']:.0f}% | "
-                     f"{c['ratio_to_compile']:.2f} | {c['correct']} |")
+        lines.append(
+            f"| {c['pattern']} | {c['dtype']} | {c['mbytes']} | {'x'.join(map(str, c['shape']))} | "
+            f"{c['tunefuse_us']:.1f} | {c['compile_us']:.1f} | {c['limit_us']:.1f} | {c['pct_copy']:.0f}% | "
+            f"{c['ratio_to_compile']:.2f} | {c['correct']} |"
+        )
     (args.out / "surface.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines[:1]))
     try:
@@ -140,12 +173,39 @@ def main() -> None:
     for pattern in args.patterns:
         mine = [c for c in cells if c["pattern"] == pattern]
         rows = sorted({(c["dtype"], c["mbytes"]) for c in mine})
-        cols = sorted({c["shape"][0] if pattern == "row" else c["shape"][-1] if pattern != "middle" else
-                       c["shape"][0] * 64 for c in mine})
+        cols = sorted(
+            {
+                c["shape"][0]
+                if pattern == "row"
+                else c["shape"][-1]
+                if pattern != "middle"
+                else c["shape"][0] * 64
+                for c in mine
+            }
+        )
         fig, ax = plt.subplots(figsize=(1 + len(cols), 1 + len(rows) * 0.6))
-        grid = [[next((c["ratio_to_compile"] for c in mine if (c["dtype"], c["mbytes"]) == r and
-                       (c["shape"][0] if pattern == "row" else c["shape"][-1] if pattern != "middle" else c["shape"][0] * 64) == k),
-                      float("nan")) for k in cols] for r in rows]
+        grid = [
+            [
+                next(
+                    (
+                        c["ratio_to_compile"]
+                        for c in mine
+                        if (c["dtype"], c["mbytes"]) == r
+                        and (
+                            c["shape"][0]
+                            if pattern == "row"
+                            else c["shape"][-1]
+                            if pattern != "middle"
+                            else c["shape"][0] * 64
+                        )
+                        == k
+                    ),
+                    float("nan"),
+                )
+                for k in cols
+            ]
+            for r in rows
+        ]
         image = ax.imshow(grid, cmap="RdYlGn_r", vmin=0.5, vmax=1.5)
         ax.set_xticks(range(len(cols)), [f"{k}" for k in cols], rotation=45)
         ax.set_yticks(range(len(rows)), [f"{d} {m}MB" for d, m in rows])

@@ -28,7 +28,11 @@ from tunefuse.schedulers import scheduler_for, with_values  # noqa: E402
 
 
 def torch_dtype(dtype: DataType):  # noqa: ANN201
-    return {DataType.Float: torch.float32, DataType.BFloat16: torch.bfloat16, DataType.Half: torch.float16}[dtype]
+    return {
+        DataType.Float: torch.float32,
+        DataType.BFloat16: torch.bfloat16,
+        DataType.Half: torch.float16,
+    }[dtype]
 
 
 def choice(space: dict, kind: str, name: str, text: str):  # noqa: ANN201
@@ -46,8 +50,12 @@ def zoo_case(name: str, dtype: DataType, rows: int, cols: int):  # noqa: ANN201
     """(fusion definition, torch inputs) of a fusion_zoo case."""
     fd = build(ZOO[name], dtype)
     tdtype = torch_dtype(dtype)
-    inputs = [torch.randn(rows, cols, device="cuda").to(tdtype) if fd.fusion.values[v].rank == 2
-              else torch.randn(cols, device="cuda").to(tdtype) for v in fd.fusion.inputs]
+    inputs = [
+        torch.randn(rows, cols, device="cuda").to(tdtype)
+        if fd.fusion.values[v].rank == 2
+        else torch.randn(cols, device="cuda").to(tdtype)
+        for v in fd.fusion.inputs
+    ]
     return fd, inputs
 
 
@@ -59,7 +67,9 @@ def only_segment(fd, inputs):  # noqa: ANN001, ANN201
     return segment
 
 
-def valid_points(segment, device, fixed: dict[str, str] | None = None, every_dim: bool = False) -> list:  # noqa: ANN001
+def valid_points(
+    segment, device, fixed: dict[str, str] | None = None, every_dim: bool = False
+) -> list:  # noqa: ANN001
     """Every valid point of the scheduler's search space (the default's blocks_per_sm and
     inner unless `every_dim`), with the `fixed` names held at the given values."""
     sched = scheduler_for(segment.scheduler)
@@ -102,13 +112,18 @@ def main() -> None:
 
     device = runtime(0).info
     default = scheduler_for(segment.scheduler).default_params(segment, device)
-    results = [(us, p) for p in valid_points(segment, device, fixed, "--all" in sys.argv)
-               if (us := time_params(fd, inputs, p)) is not None]
+    results = [
+        (us, p)
+        for p in valid_points(segment, device, fixed, "--all" in sys.argv)
+        if (us := time_params(fd, inputs, p)) is not None
+    ]
     results.sort(key=lambda r: r[0])
     dex = Executor(fd.fusion)
     dex.run(inputs)
     d_us = timed(lambda: dex.run(inputs), reps=20, warmup=2)
-    print(f"{name} {dtype_name} {rows}x{cols}: {len(results)} valid points; default {d_us:.1f} us {default}")
+    print(
+        f"{name} {dtype_name} {rows}x{cols}: {len(results)} valid points; default {d_us:.1f} us {default}"
+    )
     for us, p in results[:8]:
         print(f"  {us:8.1f} us  {p}")
 

@@ -38,7 +38,11 @@ def cases():  # noqa: ANN201
     import torch
 
     seeds = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
-    yield "gelu_with_views 8192x3072", seeds["gelu_with_views"].build(), [torch.randn(8192, 3072, device="cuda")]
+    yield (
+        "gelu_with_views 8192x3072",
+        seeds["gelu_with_views"].build(),
+        [torch.randn(8192, 3072, device="cuda")],
+    )
     yield ("bias_gelu float 8192x4096", *zoo_case("bias_gelu", DataType.Float, 8192, 4096))
     yield ("transpose2d float 8192x4096", *zoo_case("transpose2d", DataType.Float, 8192, 4096))
 
@@ -77,7 +81,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=".")
     ap.add_argument("--trials", type=int, default=40)
-    ap.add_argument("--cases", nargs="*", default=[], help="only cases whose label contains one of these")
+    ap.add_argument(
+        "--cases", nargs="*", default=[], help="only cases whose label contains one of these"
+    )
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
     os.environ["TUNEFUSE_STUDIES"] = tmp  # fresh studies: nothing resumed from an earlier run
@@ -94,33 +100,53 @@ def main() -> None:
         best_params = min(sweep, key=sweep.get)
         best = sweep[best_params]
         cache = Cache(f"sqlite:///{tmp}/{len(rows)}.sqlite")
-        report = tune(fd, inputs, trials=args.trials, cache=cache, progress=False, patience=args.trials)
+        report = tune(
+            fd, inputs, trials=args.trials, cache=cache, progress=False, patience=args.trials
+        )
         (seg_report,) = report.segments
-        study = optuna.load_study(study_name=study_name(segment, device.env), storage=_storage(None))
+        study = optuna.load_study(
+            study_name=study_name(segment, device.env), storage=_storage(None)
+        )
         times = replay(study, default, sweep)
         reached = trials_to_within(times, best)
         searched = trials_to_within(times, best, skip_first=True)
         winner = params_from_dict(segment.scheduler, seg_report.params)
         winner_us = sweep.get(winner) or time_params(fd, inputs, winner)
-        rows.append({
-            "case": label, "scheduler": segment.scheduler.value, "space": len(sweep),
-            "sweep_best_us": round(best, 1), "sweep_best": repr(best_params),
-            "default_us": round(sweep.get(default, float("nan")), 1),
-            "trials": len(times), "trials_to_within_3pct": reached, "search_alone_to_within_3pct": searched,
-            "tuned_us": round(winner_us, 1), "tuned_over_best": round(winner_us / best, 3),
-            "tuned": repr(winner),
-        })
+        rows.append(
+            {
+                "case": label,
+                "scheduler": segment.scheduler.value,
+                "space": len(sweep),
+                "sweep_best_us": round(best, 1),
+                "sweep_best": repr(best_params),
+                "default_us": round(sweep.get(default, float("nan")), 1),
+                "trials": len(times),
+                "trials_to_within_3pct": reached,
+                "search_alone_to_within_3pct": searched,
+                "tuned_us": round(winner_us, 1),
+                "tuned_over_best": round(winner_us / best, 3),
+                "tuned": repr(winner),
+            }
+        )
         print(rows[-1], flush=True)
     out = pathlib.Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "trials.json").write_text(json.dumps({"device": device.info.name, "cases": rows}, indent=2))
-    lines = [f"Device: {device.info.name}; {args.trials} trials a case, sweep and replay timed alike", "",
-             "| case | scheduler | valid points | sweep best µs | default µs | tuned µs | tuned / best | "
-             "trials to within 3% | search alone |", "|---|---|---|---|---|---|---|---|---|"]
+    (out / "trials.json").write_text(
+        json.dumps({"device": device.info.name, "cases": rows}, indent=2)
+    )
+    lines = [
+        f"Device: {device.info.name}; {args.trials} trials a case, sweep and replay timed alike",
+        "",
+        "| case | scheduler | valid points | sweep best µs | default µs | tuned µs | tuned / best | "
+        "trials to within 3% | search alone |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
-        lines.append(f"| {r['case']} | {r['scheduler']} | {r['space']} | {r['sweep_best_us']} | {r['default_us']} | "
-                     f"{r['tuned_us']} | {r['tuned_over_best']} | {r['trials_to_within_3pct'] or 'not reached'} | "
-                     f"{r['search_alone_to_within_3pct'] or 'not reached'} |")
+        lines.append(
+            f"| {r['case']} | {r['scheduler']} | {r['space']} | {r['sweep_best_us']} | {r['default_us']} | "
+            f"{r['tuned_us']} | {r['tuned_over_best']} | {r['trials_to_within_3pct'] or 'not reached'} | "
+            f"{r['search_alone_to_within_3pct'] or 'not reached'} |"
+        )
     (out / "trials.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

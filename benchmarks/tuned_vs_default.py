@@ -34,9 +34,13 @@ def main() -> None:
     fd, inputs = zoo_case(name, DataType(dtype_name), rows, cols)
     segment = only_segment(fd, inputs)
     with tempfile.TemporaryDirectory() as tmp:
-        report = tune(fd, inputs, trials=trials, progress=False, cache=Cache(f"sqlite:///{tmp}/tune.sqlite"))
+        report = tune(
+            fd, inputs, trials=trials, progress=False, cache=Cache(f"sqlite:///{tmp}/tune.sqlite")
+        )
     (seg,) = report.segments
-    print(f"tuner: default {seg.default_us:.1f} us, best {seg.best_us:.1f} us after {seg.trials} trials: {seg.params}")
+    print(
+        f"tuner: default {seg.default_us:.1f} us, best {seg.best_us:.1f} us after {seg.trials} trials: {seg.params}"
+    )
     tuned = params_from_dict(segment.scheduler, seg.params)
     default = Executor(fd.fusion)
     winner = Executor(fd.fusion, params_source=lambda s, d: tuned)
@@ -47,7 +51,9 @@ def main() -> None:
         times["default"].append(timed(lambda: default.run(inputs)))
         times["tuned"].append(timed(lambda: winner.run(inputs)))
     for label, ts in times.items():
-        print(f"benchmark timing, {label}: median {statistics.median(ts):.1f} us of {[round(t, 1) for t in ts]}")
+        print(
+            f"benchmark timing, {label}: median {statistics.median(ts):.1f} us of {[round(t, 1) for t in ts]}"
+        )
 
 
 if __name__ == "__main__":

@@ -33,8 +33,14 @@ def _length(model: type, column: str) -> int:
     return model.__table__.c[column].type.length  # type: ignore[attr-defined]
 
 
-def text(item: dict, key: str, *, limit: int | None = None, pattern: re.Pattern | None = None,
-         optional: bool = False) -> str | None:
+def text(
+    item: dict,
+    key: str,
+    *,
+    limit: int | None = None,
+    pattern: re.Pattern | None = None,
+    optional: bool = False,
+) -> str | None:
     value = item.get(key)
     if value is None and optional:
         return None
@@ -51,7 +57,12 @@ def number(item: dict, key: str, *, optional: bool = True) -> float | None:
     value = item.get(key)
     if value is None and optional:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, (int, float))
+        or not math.isfinite(value)
+        or value < 0
+    ):
         raise ImportRefused(f"{key} must be a finite number, 0 or more, not {value!r}")
     return float(value)
 
@@ -78,17 +89,26 @@ def check_binary(item: dict) -> None:
     text(item, "sha256", pattern=HEX64)
     text(item, "kernel_name", limit=_length(BinaryRow, "kernel_name"), pattern=NAME)
     arch = text(item, "arch", limit=_length(BinaryRow, "arch"), pattern=ARCH)
-    nvrtc = text(item, "nvrtc_version", limit=_length(BinaryRow, "nvrtc_version"), pattern=re.compile(r"[0-9.]+"))
+    nvrtc = text(
+        item,
+        "nvrtc_version",
+        limit=_length(BinaryRow, "nvrtc_version"),
+        pattern=re.compile(r"[0-9.]+"),
+    )
     source = item.get("source")
     if not isinstance(source, str) or not source:
         raise ImportRefused(f"binary {code_key[:12]} has no source: its key cannot be checked")  # type: ignore[index]
     if len(source) > MAX_SOURCE:
-        raise ImportRefused(f"binary {code_key[:12]}'s source is {len(source)} characters (at most {MAX_SOURCE})")  # type: ignore[index]
+        raise ImportRefused(
+            f"binary {code_key[:12]}'s source is {len(source)} characters (at most {MAX_SOURCE})"
+        )  # type: ignore[index]
     if len(item.get("cubin") or "") > MAX_BINARY * 4 // 3 + 4:
         raise ImportRefused(f"binary {code_key[:12]} is larger than {MAX_BINARY} bytes")  # type: ignore[index]
     if source_key(source, arch, COMPILE_OPTIONS, nvrtc=nvrtc) != code_key:  # type: ignore[arg-type]
-        raise ImportRefused(f"binary {code_key[:12]}: its code key is not the hash of its source, arch, "  # type: ignore[index]
-                            "NVRTC version and options")
+        raise ImportRefused(
+            f"binary {code_key[:12]}: its code key is not the hash of its source, arch, "  # type: ignore[index]
+            "NVRTC version and options"
+        )
 
 
 def check_record(item: dict, binaries: set[str], fusions: set[str]) -> Any:
@@ -100,10 +120,17 @@ def check_record(item: dict, binaries: set[str], fusions: set[str]) -> Any:
     text(item, "kernel_key", pattern=HEX64)
     text(item, "shape_key", limit=_length(RecordRow, "shape_key"), pattern=SHAPE_KEY)
     env = item.get("env")
-    if not isinstance(env, dict) or set(env) != {"compute_capability", "device_name", "nvrtc_version",
-                                                   "driver_version", "codegen_version"}:
-        raise ImportRefused("env must be an object of compute_capability, device_name, nvrtc_version, "
-                            "driver_version and codegen_version")
+    if not isinstance(env, dict) or set(env) != {
+        "compute_capability",
+        "device_name",
+        "nvrtc_version",
+        "driver_version",
+        "codegen_version",
+    }:
+        raise ImportRefused(
+            "env must be an object of compute_capability, device_name, nvrtc_version, "
+            "driver_version and codegen_version"
+        )
     for key in env:
         text(env, key, limit=_length(RecordRow, key))
     kinds = {k.value: k for k in SchedulerKind}
@@ -111,7 +138,9 @@ def check_record(item: dict, binaries: set[str], fusions: set[str]) -> Any:
     if scheduler not in kinds:
         raise ImportRefused(f"scheduler {scheduler!r} is none of {sorted(kinds)}")
     if params_from_dict(kinds[scheduler], item.get("params")) is None:  # type: ignore[arg-type]
-        raise ImportRefused(f"params {str(item.get('params'))[:200]} do not fit the {scheduler} scheduler")
+        raise ImportRefused(
+            f"params {str(item.get('params'))[:200]} do not fit the {scheduler} scheduler"
+        )
     for key in ("median_us", "spread_us", "default_us"):
         number(item, key)
     count(item, "trials")
@@ -125,9 +154,23 @@ def check_record(item: dict, binaries: set[str], fusions: set[str]) -> Any:
     if not isinstance(history, list) or len(history) > 100_000:
         raise ImportRefused("history must be a list of [trial, µs or null, state]")
     for entry in history:
-        if (not isinstance(entry, list) or len(entry) != 3 or isinstance(entry[0], bool)
-                or not isinstance(entry[0], int) or not (entry[1] is None or (
-                    isinstance(entry[1], (int, float)) and not isinstance(entry[1], bool) and math.isfinite(entry[1])))
-                or not isinstance(entry[2], str) or len(entry[2]) > 16):
-            raise ImportRefused(f"history entry {str(entry)[:80]} is not [trial, µs or null, state]")
+        if (
+            not isinstance(entry, list)
+            or len(entry) != 3
+            or isinstance(entry[0], bool)
+            or not isinstance(entry[0], int)
+            or not (
+                entry[1] is None
+                or (
+                    isinstance(entry[1], (int, float))
+                    and not isinstance(entry[1], bool)
+                    and math.isfinite(entry[1])
+                )
+            )
+            or not isinstance(entry[2], str)
+            or len(entry[2]) > 16
+        ):
+            raise ImportRefused(
+                f"history entry {str(entry)[:80]} is not [trial, µs or null, state]"
+            )
     return Env(**env)

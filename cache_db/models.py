@@ -73,7 +73,9 @@ class RecordRow(Base):
     nvrtc_version: Mapped[str] = mapped_column(String(32))
     driver_version: Mapped[str] = mapped_column(String(32))
     codegen_version: Mapped[str] = mapped_column(String(32))
-    fusion_id: Mapped[str | None] = mapped_column(ForeignKey("fusions.fusion_id", ondelete="SET NULL"))
+    fusion_id: Mapped[str | None] = mapped_column(
+        ForeignKey("fusions.fusion_id", ondelete="SET NULL")
+    )
     scheduler: Mapped[str] = mapped_column(String(32))
     params_json: Mapped[str] = mapped_column(Text)
     code_key: Mapped[str] = mapped_column(ForeignKey("binaries.code_key"))
@@ -121,7 +123,9 @@ class LaunchPlanRow(Base):
     Derived data: never exported, re-planned whenever it no longer matches the cache."""
 
     __tablename__ = "launch_plans"
-    plan_key: Mapped[str] = mapped_column(String(64), primary_key=True)  # fusion, signature, outputs, env
+    plan_key: Mapped[str] = mapped_column(
+        String(64), primary_key=True
+    )  # fusion, signature, outputs, env
     env_key: Mapped[str] = mapped_column(String(64))
     fusion_id: Mapped[str] = mapped_column(String(64))
     plan_json: Mapped[str] = mapped_column(Text)

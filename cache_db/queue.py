@@ -37,16 +37,29 @@ class Job:
 
 
 def _job(row: JobRow) -> Job:
-    return Job(row.id, row.fusion_id, row.segment_index, row.kernel_key, row.shape_key, row.env_key,
-               row.signature_json, row.attempts, row.priority)
+    return Job(
+        row.id,
+        row.fusion_id,
+        row.segment_index,
+        row.kernel_key,
+        row.shape_key,
+        row.env_key,
+        row.signature_json,
+        row.attempts,
+        row.priority,
+    )
 
 
-def claim(store: CacheStore, owner: str, lease: dt.timedelta, env_key: str | None = None) -> Job | None:
+def claim(
+    store: CacheStore, owner: str, lease: dt.timedelta, env_key: str | None = None
+) -> Job | None:
     """The next job (most hits first, then oldest), leased to `owner`; None when idle."""
     now = utcnow()
     with store.writer() as s, s.begin():
         ready = or_(
-            and_(JobRow.state == "queued", or_(JobRow.not_before.is_(None), JobRow.not_before <= now)),
+            and_(
+                JobRow.state == "queued", or_(JobRow.not_before.is_(None), JobRow.not_before <= now)
+            ),
             and_(JobRow.state == "running", JobRow.lease_expires_at < now),
         )
         q = select(JobRow).where(ready)
@@ -72,27 +85,49 @@ def heartbeat(store: CacheStore, job_id: int, owner: str, lease: dt.timedelta) -
     """Extend the lease; False when it is no longer ours."""
     now = utcnow()
     with store.writer() as s, s.begin():
-        result = s.execute(update(JobRow).where(_mine(job_id, owner), JobRow.lease_expires_at >= now)
-                           .values(lease_expires_at=now + lease, updated_at=now))
+        result = s.execute(
+            update(JobRow)
+            .where(_mine(job_id, owner), JobRow.lease_expires_at >= now)
+            .values(lease_expires_at=now + lease, updated_at=now)
+        )
         return result.rowcount == 1
 
 
-def complete(store: CacheStore, job_id: int, owner: str, record: TunedRecord | None = None,
-             cubin: bytes | None = None, arch: str = "", nvrtc_version: str = "",
-             source: str | None = None) -> None:
+def complete(
+    store: CacheStore,
+    job_id: int,
+    owner: str,
+    record: TunedRecord | None = None,
+    cubin: bytes | None = None,
+    arch: str = "",
+    nvrtc_version: str = "",
+    source: str | None = None,
+) -> None:
     """Mark the job done and store its record, in one transaction; LeaseLost if not ours."""
     now = utcnow()
     with store.writer() as s, s.begin():
-        result = s.execute(update(JobRow).where(_mine(job_id, owner)).values(
-            state="done", lease_owner=None, lease_expires_at=None, error=None, updated_at=now))
+        result = s.execute(
+            update(JobRow)
+            .where(_mine(job_id, owner))
+            .values(
+                state="done", lease_owner=None, lease_expires_at=None, error=None, updated_at=now
+            )
+        )
         if result.rowcount != 1:
             raise LeaseLost(f"job {job_id} is no longer leased to {owner}")
         if record is not None:
             store._put_record(s, record, cubin, arch, nvrtc_version, source)
 
 
-def fail(store: CacheStore, job_id: int, owner: str, error: str, *, max_attempts: int,
-         backoff: dt.timedelta) -> str:
+def fail(
+    store: CacheStore,
+    job_id: int,
+    owner: str,
+    error: str,
+    *,
+    max_attempts: int,
+    backoff: dt.timedelta,
+) -> str:
     """Record the error; retry after backoff * 2^(attempts-1), or give up. Returns the state."""
     now = utcnow()
     with store.writer() as s, s.begin():
@@ -114,16 +149,29 @@ def release(store: CacheStore, job_id: int, owner: str) -> bool:
     """Give a job back untouched (shutdown): queued again, this attempt not counted."""
     now = utcnow()
     with store.writer() as s, s.begin():
-        result = s.execute(update(JobRow).where(_mine(job_id, owner)).values(
-            state="queued", lease_owner=None, lease_expires_at=None, attempts=JobRow.attempts - 1,
-            updated_at=now))
+        result = s.execute(
+            update(JobRow)
+            .where(_mine(job_id, owner))
+            .values(
+                state="queued",
+                lease_owner=None,
+                lease_expires_at=None,
+                attempts=JobRow.attempts - 1,
+                updated_at=now,
+            )
+        )
         return result.rowcount == 1
 
 
 def set_state(store: CacheStore, job_id: int, state: str) -> bool:
     """retry (queued) or cancel a job by hand."""
     with store.writer() as s, s.begin():
-        values = {"state": state, "lease_owner": None, "lease_expires_at": None, "updated_at": utcnow()}
+        values = {
+            "state": state,
+            "lease_owner": None,
+            "lease_expires_at": None,
+            "updated_at": utcnow(),
+        }
         if state == "queued":
             values.update(attempts=0, not_before=None, error=None)
         return s.execute(update(JobRow).where(JobRow.id == job_id).values(**values)).rowcount == 1
@@ -147,15 +195,35 @@ class WorkerStatus:
         return (now or utcnow()) - self.last_seen_at
 
 
-def report_worker(store: CacheStore, owner: str, host: str, pid: int, device: int, state: str, *,
-                  job_id: int | None = None, jobs_done: int = 0) -> None:
+def report_worker(
+    store: CacheStore,
+    owner: str,
+    host: str,
+    pid: int,
+    device: int,
+    state: str,
+    *,
+    job_id: int | None = None,
+    jobs_done: int = 0,
+) -> None:
     """This worker is alive now, in `state`: one row per worker, written in place."""
     now = utcnow()
     with store.writer() as s, s.begin():
         row = s.get(WorkerRow, owner)
         if row is None:
-            s.add(WorkerRow(owner=owner, host=host, pid=pid, device=device, state=state, job_id=job_id,
-                            jobs_done=jobs_done, started_at=now, last_seen_at=now))
+            s.add(
+                WorkerRow(
+                    owner=owner,
+                    host=host,
+                    pid=pid,
+                    device=device,
+                    state=state,
+                    job_id=job_id,
+                    jobs_done=jobs_done,
+                    started_at=now,
+                    last_seen_at=now,
+                )
+            )
         else:
             row.state, row.job_id, row.jobs_done, row.last_seen_at = state, job_id, jobs_done, now
 
@@ -175,5 +243,17 @@ def workers(store: CacheStore) -> list[WorkerStatus]:
     """Every worker that ever reported, most recently seen first."""
     with store.session() as s:
         rows = s.execute(select(WorkerRow).order_by(WorkerRow.last_seen_at.desc())).scalars().all()
-        return [WorkerStatus(r.owner, r.host, r.pid, r.device, r.state, r.job_id, r.jobs_done, r.started_at,
-                             r.last_seen_at) for r in rows]
+        return [
+            WorkerStatus(
+                r.owner,
+                r.host,
+                r.pid,
+                r.device,
+                r.state,
+                r.job_id,
+                r.jobs_done,
+                r.started_at,
+                r.last_seen_at,
+            )
+            for r in rows
+        ]

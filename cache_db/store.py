@@ -1,9 +1,9 @@
 """The cache's API: records, binaries, jobs. Every write is one transaction.
 
-    store = CacheStore.open()                       # TUNEFUSE_CACHE_URL or the SQLite default
-    rec = store.lookup(kernel_key, shape_key, env)  # exact, same env only
-    near = store.nearest(kernel_key, shape_key, env)
-    cubin = store.get_binary(code_key)              # verified; a mismatch is quarantined
+store = CacheStore.open()                       # TUNEFUSE_CACHE_URL or the SQLite default
+rec = store.lookup(kernel_key, shape_key, env)  # exact, same env only
+near = store.nearest(kernel_key, shape_key, env)
+cubin = store.get_binary(code_key)              # verified; a mismatch is quarantined
 """
 
 from __future__ import annotations
@@ -100,7 +100,10 @@ def _write_ahead_log(cursor) -> None:  # noqa: ANN001
     delay = 0.001
     while True:
         try:
-            if str(cursor.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower() in ("wal", "memory"):
+            if str(cursor.execute("PRAGMA journal_mode=WAL").fetchone()[0]).lower() in (
+                "wal",
+                "memory",
+            ):
                 return
             problem = "the file kept its rollback journal"
         except sqlite3.OperationalError as e:
@@ -131,7 +134,7 @@ def _parse_url(url: str) -> sa.engine.URL:
     whose regular expression costs a new process ~2 ms to compile."""
     prefix = "sqlite:///"
     if url.startswith(prefix) and len(url) > len(prefix) and not any(c in url for c in "?#%@"):
-        return sa.engine.URL.create("sqlite", database=url[len(prefix):])
+        return sa.engine.URL.create("sqlite", database=url[len(prefix) :])
     return sa.engine.make_url(url)
 
 
@@ -168,16 +171,22 @@ def _read_only_sqlite(path: pathlib.Path) -> Engine:
     uri = f"file:{quoted}?mode=ro" + ("&immutable=1" if immutable else "")
 
     def connect() -> sqlite3.Connection:
-        connection = sqlite3.connect(uri, uri=True, timeout=BUSY_TIMEOUT_MS / 1000, check_same_thread=False,
-                                     isolation_level=None)
+        connection = sqlite3.connect(
+            uri,
+            uri=True,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            check_same_thread=False,
+            isolation_level=None,
+        )
         connection.execute("PRAGMA query_only=ON")
         return connection
 
     return sa.create_engine("sqlite://", creator=connect)
 
 
-def make_engine(url: str, *, read_only: bool = False,
-                on_lock_wait: Callable[[str], None] | None = None) -> Engine:
+def make_engine(
+    url: str, *, read_only: bool = False, on_lock_wait: Callable[[str], None] | None = None
+) -> Engine:
     """An engine for `url`. `read_only`: a SQLite file is opened so that nothing can be
     written. `on_lock_wait(what)`: called once when a SQLite write has waited a second for
     another process's write lock and goes on waiting (the CLI says so instead of hanging
@@ -191,8 +200,11 @@ def make_engine(url: str, *, read_only: bool = False,
             return _read_only_sqlite(pathlib.Path(u.database))
         if u.database and u.database != ":memory:":
             pathlib.Path(u.database).parent.mkdir(parents=True, exist_ok=True)
-        engine = sa.create_engine(u, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False})
+        engine = sa.create_engine(
+            u, connect_args={"timeout": BUSY_TIMEOUT_MS / 1000, "check_same_thread": False}
+        )
         event.listen(engine, "connect", _sqlite_pragmas)
+
         # Writers BEGIN IMMEDIATE: they take the write lock up front (waiting up to the
         # busy timeout), never halfway through a transaction; readers never block in WAL.
         @event.listens_for(engine, "begin")
@@ -202,7 +214,9 @@ def make_engine(url: str, *, read_only: bool = False,
             elif on_lock_wait is None:
                 conn.exec_driver_sql("BEGIN IMMEDIATE")
             else:
-                _begin_immediate_telling(conn.connection.driver_connection, on_lock_wait, u.database or url)
+                _begin_immediate_telling(
+                    conn.connection.driver_connection, on_lock_wait, u.database or url
+                )
 
         @event.listens_for(engine, "connect")
         def _no_autobegin(dbapi_connection, _record) -> None:  # noqa: ANN001
@@ -226,8 +240,10 @@ def _begin_immediate_telling(raw, on_lock_wait: Callable[[str], None], what: str
     except sqlite3.OperationalError as e:
         if "locked" not in str(e):
             raise
-        on_lock_wait(f"waiting for the write lock on {what}: another process holds it "
-                     f"(giving up after {BUSY_TIMEOUT_MS // 1000} s)")
+        on_lock_wait(
+            f"waiting for the write lock on {what}: another process holds it "
+            f"(giving up after {BUSY_TIMEOUT_MS // 1000} s)"
+        )
         raw.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS - LOCK_NOTICE_MS}")
         raw.execute("BEGIN IMMEDIATE")
     finally:
@@ -235,11 +251,32 @@ def _begin_immediate_telling(raw, on_lock_wait: Callable[[str], None], what: str
 
 
 def _record_from_row(row: RecordRow) -> TunedRecord:
-    env = Env(row.compute_capability, row.device_name, row.nvrtc_version, row.driver_version, row.codegen_version)
-    return TunedRecord(row.kernel_key, row.shape_key, env, row.scheduler, json.loads(row.params_json),
-                       row.code_key, "", row.median_us, row.spread_us, row.default_us, row.trials,
-                       row.fusion_id, row.hits, row.tuned_at, row.last_used_at, row.id,
-                       _history_from_json(row.history_json))
+    env = Env(
+        row.compute_capability,
+        row.device_name,
+        row.nvrtc_version,
+        row.driver_version,
+        row.codegen_version,
+    )
+    return TunedRecord(
+        row.kernel_key,
+        row.shape_key,
+        env,
+        row.scheduler,
+        json.loads(row.params_json),
+        row.code_key,
+        "",
+        row.median_us,
+        row.spread_us,
+        row.default_us,
+        row.trials,
+        row.fusion_id,
+        row.hits,
+        row.tuned_at,
+        row.last_used_at,
+        row.id,
+        _history_from_json(row.history_json),
+    )
 
 
 def _json_or_none(text: str) -> object | None:
@@ -264,7 +301,9 @@ def _readable_records(rows: Iterable[RecordRow]) -> list[TunedRecord]:
 def _history_from_json(text: str | None) -> tuple[tuple[int, float | None, str], ...]:
     if not text:
         return ()
-    return tuple((int(n), None if us is None else float(us), str(state)) for n, us, state in json.loads(text))
+    return tuple(
+        (int(n), None if us is None else float(us), str(state)) for n, us, state in json.loads(text)
+    )
 
 
 def _history_to_json(history: Iterable[tuple[int, float | None, str]]) -> str | None:
@@ -297,13 +336,20 @@ def _plan_read(sql: str) -> sa.TextClause:
 # for them (~2 ms each the first time as Core expressions), and no expression building after.
 _PLAN_RECORDS = _plan_read(
     f"SELECT {', '.join(c.name for c in RecordRow.__table__.columns)} FROM {RecordRow.__tablename__} "
-    "WHERE kernel_key IN :keys AND env_key = :env_key AND quarantined = false")
-_PLAN_JOBS = _plan_read(f"SELECT kernel_key, shape_key FROM {JobRow.__tablename__} "
-                        "WHERE kernel_key IN :keys AND env_key = :env_key")
-_LAUNCH_PLAN = sa.text(f"SELECT plan_json FROM {LaunchPlanRow.__tablename__} WHERE plan_key = :plan_key")
-_PLAN_BINARIES = _plan_read(f"SELECT code_key, cubin, sha256, kernel_name FROM {BinaryRow.__tablename__} "
-                            "WHERE code_key IN :keys AND quarantined = false AND arch = :arch "
-                            "AND nvrtc_version = :nvrtc")
+    "WHERE kernel_key IN :keys AND env_key = :env_key AND quarantined = false"
+)
+_PLAN_JOBS = _plan_read(
+    f"SELECT kernel_key, shape_key FROM {JobRow.__tablename__} "
+    "WHERE kernel_key IN :keys AND env_key = :env_key"
+)
+_LAUNCH_PLAN = sa.text(
+    f"SELECT plan_json FROM {LaunchPlanRow.__tablename__} WHERE plan_key = :plan_key"
+)
+_PLAN_BINARIES = _plan_read(
+    f"SELECT code_key, cubin, sha256, kernel_name FROM {BinaryRow.__tablename__} "
+    "WHERE code_key IN :keys AND quarantined = false AND arch = :arch "
+    "AND nvrtc_version = :nvrtc"
+)
 
 
 def _flush_at_exit(ref: weakref.ref) -> None:
@@ -315,7 +361,11 @@ def _flush_at_exit(ref: weakref.ref) -> None:
     except Exception as e:  # noqa: BLE001 - counts are hints; exit must not fail over them
         import warnings
 
-        warnings.warn(f"tunefuse cache {store.url}: counts not written at exit: {e}", RuntimeWarning, stacklevel=1)
+        warnings.warn(
+            f"tunefuse cache {store.url}: counts not written at exit: {e}",
+            RuntimeWarning,
+            stacklevel=1,
+        )
 
 
 _HEX64 = re.compile(r"[0-9a-f]{64}")  # code keys, as a launch plan's JSON names them
@@ -343,13 +393,21 @@ class CacheStore:
         self.read_only = read_only
         # Hits on records and repeats of queued jobs, counted in memory and written with the
         # next write or at exit: a plan whose kernels are all known then costs no write.
-        self._later: Counter[tuple[str, str, str, str]] = Counter()  # (table, kernel, shape, env_key)
+        self._later: Counter[tuple[str, str, str, str]] = (
+            Counter()
+        )  # (table, kernel, shape, env_key)
         self._later_lock = threading.Lock()
         self._exit_hook = False
 
     @classmethod
-    def open(cls, url: str | None = None, *, migrate_schema: bool = True, read_only: bool | None = None,
-             on_lock_wait: Callable[[str], None] | None = None) -> CacheStore:
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        migrate_schema: bool = True,
+        read_only: bool | None = None,
+        on_lock_wait: Callable[[str], None] | None = None,
+    ) -> CacheStore:
         """Open (create, migrate) the cache at `url`. `read_only`: True opens it for reading
         only (a command that only reads); None (the default) does so where the SQLite file
         cannot be written by this process, False never. A read-only cache is not migrated:
@@ -364,8 +422,10 @@ class CacheStore:
         if read_only:
             revision = migrate.current_revision(engine)
             if revision != migrate.HEAD:
-                raise CacheError(f"the cache {url} is read-only here and at schema revision {revision}, "
-                                 f"not {migrate.HEAD}: open it once where it can be written to migrate it")
+                raise CacheError(
+                    f"the cache {url} is read-only here and at schema revision {revision}, "
+                    f"not {migrate.HEAD}: open it once where it can be written to migrate it"
+                )
         elif migrate_schema:
             migrate.upgrade(engine)
         return cls(engine, url, read_only=read_only)
@@ -402,8 +462,16 @@ class CacheStore:
     # -- fusions ---------------------------------------------------------------------
     def put_fusion(self, fusion_id: str, canonical_json: str, name: str | None = None) -> None:
         with self.writer() as s, s.begin():
-            self._insert_ignore(s, FusionRow, dict(fusion_id=fusion_id, canonical_json=canonical_json, name=name,
-                                                   created_at=utcnow()))
+            self._insert_ignore(
+                s,
+                FusionRow,
+                dict(
+                    fusion_id=fusion_id,
+                    canonical_json=canonical_json,
+                    name=name,
+                    created_at=utcnow(),
+                ),
+            )
 
     def get_fusion_json(self, fusion_id: str) -> str | None:
         with self.session() as s:
@@ -411,22 +479,54 @@ class CacheStore:
             return None if row is None else row.canonical_json
 
     # -- binaries --------------------------------------------------------------------
-    def put_binary(self, code_key: str, cubin: bytes, kernel_name: str, arch: str, nvrtc_version: str,
-                   source: str | None = None) -> None:
+    def put_binary(
+        self,
+        code_key: str,
+        cubin: bytes,
+        kernel_name: str,
+        arch: str,
+        nvrtc_version: str,
+        source: str | None = None,
+    ) -> None:
         with self.writer() as s, s.begin():
             self._put_binary(s, code_key, cubin, kernel_name, arch, nvrtc_version, source)
 
-    def _put_binary(self, s: Session | sa.Connection, code_key: str, cubin: bytes, kernel_name: str,
-                    arch: str, nvrtc_version: str, source: str | None = None) -> None:
+    def _put_binary(
+        self,
+        s: Session | sa.Connection,
+        code_key: str,
+        cubin: bytes,
+        kernel_name: str,
+        arch: str,
+        nvrtc_version: str,
+        source: str | None = None,
+    ) -> None:
         """In the caller's transaction (an ORM session or a Core connection)."""
         digest = hashlib.sha256(cubin).hexdigest()
         now = utcnow()
-        self._insert_ignore(s, BinaryRow, dict(
-            code_key=code_key, sha256=digest, cubin=cubin, size=len(cubin), kernel_name=kernel_name, arch=arch,
-            nvrtc_version=nvrtc_version, quarantined=False, created_at=now, last_used_at=now, source=source))
+        self._insert_ignore(
+            s,
+            BinaryRow,
+            dict(
+                code_key=code_key,
+                sha256=digest,
+                cubin=cubin,
+                size=len(cubin),
+                kernel_name=kernel_name,
+                arch=arch,
+                nvrtc_version=nvrtc_version,
+                quarantined=False,
+                created_at=now,
+                last_used_at=now,
+                source=source,
+            ),
+        )
         table = BinaryRow.__table__
-        row = s.execute(select(table.c.quarantined, table.c.sha256, table.c.cubin, table.c.source)
-                        .where(table.c.code_key == code_key)).one_or_none()
+        row = s.execute(
+            select(table.c.quarantined, table.c.sha256, table.c.cubin, table.c.source).where(
+                table.c.code_key == code_key
+            )
+        ).one_or_none()
         if row is None:
             return
         changes: dict = {}
@@ -441,7 +541,9 @@ class CacheStore:
     def get_source(self, code_key: str) -> str | None:
         """The CUDA C++ a binary was compiled from, where it was kept."""
         with self.session() as s:
-            return s.execute(select(BinaryRow.source).where(BinaryRow.code_key == code_key)).scalar_one_or_none()
+            return s.execute(
+                select(BinaryRow.source).where(BinaryRow.code_key == code_key)
+            ).scalar_one_or_none()
 
     def get_binary(self, code_key: str) -> tuple[bytes, str] | None:
         """(cubin, kernel name), verified against its sha256; a mismatch quarantines it."""
@@ -461,22 +563,33 @@ class CacheStore:
         if self.read_only:
             return
         with self.writer() as s, s.begin():
-            s.execute(update(BinaryRow).where(BinaryRow.code_key == code_key).values(quarantined=True))
-            s.execute(update(RecordRow).where(RecordRow.code_key == code_key).values(quarantined=True))
+            s.execute(
+                update(BinaryRow).where(BinaryRow.code_key == code_key).values(quarantined=True)
+            )
+            s.execute(
+                update(RecordRow).where(RecordRow.code_key == code_key).values(quarantined=True)
+            )
 
     def binary_states(self) -> dict[str, tuple[int, bool]]:
         """code_key -> (size in bytes, quarantined), read without the binaries' bodies."""
         with self.session() as s:
-            return {k: (n, bool(q)) for k, n, q in
-                    s.execute(select(BinaryRow.code_key, BinaryRow.size, BinaryRow.quarantined)).all()}
+            return {
+                k: (n, bool(q))
+                for k, n, q in s.execute(
+                    select(BinaryRow.code_key, BinaryRow.size, BinaryRow.quarantined)
+                ).all()
+            }
 
     def verify(self) -> list[str]:
         """Recompute the sha256 of every binary not yet quarantined; quarantine and return
         the mismatches (one already quarantined is not reported again)."""
         bad = []
         with self.session() as s:
-            for code_key, cubin, digest in s.execute(select(BinaryRow.code_key, BinaryRow.cubin, BinaryRow.sha256)
-                                                     .where(BinaryRow.quarantined.is_(False))):
+            for code_key, cubin, digest in s.execute(
+                select(BinaryRow.code_key, BinaryRow.cubin, BinaryRow.sha256).where(
+                    BinaryRow.quarantined.is_(False)
+                )
+            ):
                 if hashlib.sha256(cubin).hexdigest() != digest:
                     bad.append(code_key)
         for code_key in bad:
@@ -510,8 +623,14 @@ class CacheStore:
         return bad
 
     # -- records ---------------------------------------------------------------------
-    def put_record(self, record: TunedRecord, cubin: bytes | None = None, arch: str = "",
-                   nvrtc_version: str = "", source: str | None = None) -> None:
+    def put_record(
+        self,
+        record: TunedRecord,
+        cubin: bytes | None = None,
+        arch: str = "",
+        nvrtc_version: str = "",
+        source: str | None = None,
+    ) -> None:
         """Store a record (replacing the same kernel/shape/env) and its binary, atomically."""
         for attempt in range(3):
             try:
@@ -522,25 +641,51 @@ class CacheStore:
                 if attempt == 2:  # another writer stored the same key meanwhile: try again
                     raise
 
-    def _put_record(self, s: Session, record: TunedRecord, cubin: bytes | None = None, arch: str = "",
-                    nvrtc_version: str = "", source: str | None = None) -> None:
+    def _put_record(
+        self,
+        s: Session,
+        record: TunedRecord,
+        cubin: bytes | None = None,
+        arch: str = "",
+        nvrtc_version: str = "",
+        source: str | None = None,
+    ) -> None:
         if cubin is not None:
-            self._put_binary(s, record.code_key, cubin, record.kernel_name, arch, nvrtc_version, source)
+            self._put_binary(
+                s, record.code_key, cubin, record.kernel_name, arch, nvrtc_version, source
+            )
             s.flush()
         if s.get(BinaryRow, record.code_key) is None:
-            raise CacheError(f"record for {record.kernel_key[:12]} refers to a missing binary {record.code_key[:12]}")
-        row = s.execute(select(RecordRow).where(
-            RecordRow.kernel_key == record.kernel_key, RecordRow.shape_key == record.shape_key,
-            RecordRow.env_key == record.env.key)).scalar_one_or_none()
+            raise CacheError(
+                f"record for {record.kernel_key[:12]} refers to a missing binary {record.code_key[:12]}"
+            )
+        row = s.execute(
+            select(RecordRow).where(
+                RecordRow.kernel_key == record.kernel_key,
+                RecordRow.shape_key == record.shape_key,
+                RecordRow.env_key == record.env.key,
+            )
+        ).scalar_one_or_none()
         values = dict(
-            kernel_key=record.kernel_key, shape_key=record.shape_key, env_key=record.env.key,
-            compute_capability=record.env.compute_capability, device_name=record.env.device_name,
-            nvrtc_version=record.env.nvrtc_version, driver_version=record.env.driver_version,
-            codegen_version=record.env.codegen_version, fusion_id=record.fusion_id,
-            scheduler=record.scheduler, params_json=json.dumps(record.params, sort_keys=True),
-            code_key=record.code_key, median_us=record.median_us, spread_us=record.spread_us,
-            default_us=record.default_us, trials=record.trials, tuned_at=record.tuned_at or utcnow(),
-            quarantined=False, history_json=_history_to_json(record.history),
+            kernel_key=record.kernel_key,
+            shape_key=record.shape_key,
+            env_key=record.env.key,
+            compute_capability=record.env.compute_capability,
+            device_name=record.env.device_name,
+            nvrtc_version=record.env.nvrtc_version,
+            driver_version=record.env.driver_version,
+            codegen_version=record.env.codegen_version,
+            fusion_id=record.fusion_id,
+            scheduler=record.scheduler,
+            params_json=json.dumps(record.params, sort_keys=True),
+            code_key=record.code_key,
+            median_us=record.median_us,
+            spread_us=record.spread_us,
+            default_us=record.default_us,
+            trials=record.trials,
+            tuned_at=record.tuned_at or utcnow(),
+            quarantined=False,
+            history_json=_history_to_json(record.history),
         )
         if row is None:
             s.add(RecordRow(**values, hits=record.hits, last_used_at=utcnow()))
@@ -548,13 +693,20 @@ class CacheStore:
             for k, v in values.items():
                 setattr(row, k, v)
         if record.fusion_id is not None and s.get(FusionRow, record.fusion_id) is None:
-            raise CacheError(f"record refers to unknown fusion {record.fusion_id[:12]}; put_fusion first")
+            raise CacheError(
+                f"record refers to unknown fusion {record.fusion_id[:12]}; put_fusion first"
+            )
 
     def lookup(self, kernel_key: str, shape_key: str, env: Env) -> TunedRecord | None:
         with self.session() as s:
-            row = s.execute(select(RecordRow).where(
-                RecordRow.kernel_key == kernel_key, RecordRow.shape_key == shape_key,
-                RecordRow.env_key == env.key, RecordRow.quarantined.is_(False))).scalar_one_or_none()
+            row = s.execute(
+                select(RecordRow).where(
+                    RecordRow.kernel_key == kernel_key,
+                    RecordRow.shape_key == shape_key,
+                    RecordRow.env_key == env.key,
+                    RecordRow.quarantined.is_(False),
+                )
+            ).scalar_one_or_none()
             found = _readable_records([row] if row is not None else [])
             return found[0] if found else None
 
@@ -566,7 +718,9 @@ class CacheStore:
         """Every usable record of these kernels in `env`, in one query."""
         return self.plan_lookup(kernel_keys, env)[0]
 
-    def plan_lookup(self, kernel_keys: Iterable[str], env: Env) -> tuple[list[TunedRecord], set[tuple[str, str]]]:
+    def plan_lookup(
+        self, kernel_keys: Iterable[str], env: Env
+    ) -> tuple[list[TunedRecord], set[tuple[str, str]]]:
         """A new plan's one read: every usable record of these kernels in `env`, and the
         (kernel_key, shape_key) pairs that already have a tuning job."""
         keys = sorted(set(kernel_keys))
@@ -585,7 +739,9 @@ class CacheStore:
         if not keys:
             return {}
         with self.engine.connect() as c:
-            rows = c.execute(_PLAN_BINARIES, {"keys": keys, "arch": env.arch, "nvrtc": env.nvrtc_version}).all()
+            rows = c.execute(
+                _PLAN_BINARIES, {"keys": keys, "arch": env.arch, "nvrtc": env.nvrtc_version}
+            ).all()
         return self._verified(rows)
 
     def _verified(self, rows: Iterable) -> dict[str, tuple[bytes, str]]:
@@ -599,8 +755,12 @@ class CacheStore:
                 self.quarantine_binary(code_key)
         return found
 
-    def launch_plan_reads(self, plan_key: str, env: Env, keys_of: Callable[[str], tuple[list[str], list[str]] | None]
-                          ) -> tuple[str, dict[tuple[str, str], dict], set[tuple[str, str]], dict[str, tuple[bytes, str]]] | None:
+    def launch_plan_reads(
+        self, plan_key: str, env: Env, keys_of: Callable[[str], tuple[list[str], list[str]] | None]
+    ) -> (
+        tuple[str, dict[tuple[str, str], dict], set[tuple[str, str]], dict[str, tuple[bytes, str]]]
+        | None
+    ):
         """A kept launch plan and what checking it takes, on one connection, as driver SQL (a
         new process's first call of a known signature pays no SQLAlchemy statement set-up):
         the plan JSON under `plan_key` (None if there is none or `keys_of` cannot read it);
@@ -619,23 +779,51 @@ class CacheStore:
             def marks(n: int) -> str:
                 return ", ".join(["?"] * n)
 
-            found = rows(f"SELECT plan_json FROM {LaunchPlanRow.__tablename__} WHERE plan_key = ?", plan_key)
+            found = rows(
+                f"SELECT plan_json FROM {LaunchPlanRow.__tablename__} WHERE plan_key = ?", plan_key
+            )
             keys = keys_of(found[0][0]) if found else None
             if keys is None:
                 return None
             kernel_keys, code_keys = sorted(set(keys[0])), sorted(set(keys[1]))
-            records = {(k, sh): params for k, sh, p in rows(
-                f"SELECT kernel_key, shape_key, params_json FROM {RecordRow.__tablename__} WHERE kernel_key IN "
-                f"({marks(len(kernel_keys))}) AND env_key = ? AND quarantined = false", *kernel_keys, env.key)
-                if (params := _json_or_none(p)) is not None
-            } if kernel_keys else {}
-            queued = {(k, sh) for k, sh in rows(
-                f"SELECT kernel_key, shape_key FROM {JobRow.__tablename__} WHERE kernel_key IN "
-                f"({marks(len(kernel_keys))}) AND env_key = ?", *kernel_keys, env.key)} if kernel_keys else set()
-            binary_rows = rows(
-                f"SELECT code_key, cubin, sha256, kernel_name FROM {BinaryRow.__tablename__} WHERE code_key IN "
-                f"({marks(len(code_keys))}) AND quarantined = false AND arch = ? AND nvrtc_version = ?",
-                *code_keys, env.arch, env.nvrtc_version) if code_keys else []
+            records = (
+                {
+                    (k, sh): params
+                    for k, sh, p in rows(
+                        f"SELECT kernel_key, shape_key, params_json FROM {RecordRow.__tablename__} WHERE kernel_key IN "
+                        f"({marks(len(kernel_keys))}) AND env_key = ? AND quarantined = false",
+                        *kernel_keys,
+                        env.key,
+                    )
+                    if (params := _json_or_none(p)) is not None
+                }
+                if kernel_keys
+                else {}
+            )
+            queued = (
+                {
+                    (k, sh)
+                    for k, sh in rows(
+                        f"SELECT kernel_key, shape_key FROM {JobRow.__tablename__} WHERE kernel_key IN "
+                        f"({marks(len(kernel_keys))}) AND env_key = ?",
+                        *kernel_keys,
+                        env.key,
+                    )
+                }
+                if kernel_keys
+                else set()
+            )
+            binary_rows = (
+                rows(
+                    f"SELECT code_key, cubin, sha256, kernel_name FROM {BinaryRow.__tablename__} WHERE code_key IN "
+                    f"({marks(len(code_keys))}) AND quarantined = false AND arch = ? AND nvrtc_version = ?",
+                    *code_keys,
+                    env.arch,
+                    env.nvrtc_version,
+                )
+                if code_keys
+                else []
+            )
             cursor.close()
         finally:
             raw.close()
@@ -646,10 +834,16 @@ class CacheStore:
         with self.engine.connect() as c:
             return c.execute(_LAUNCH_PLAN, {"plan_key": plan_key}).scalar()
 
-    def note_plan(self, env: Env, *, fusion: tuple[str, str, str | None] | None = None,
-                  binaries: Iterable[tuple[str, bytes, str, str, str, str | None]] = (),
-                  hits: Iterable[tuple[str, str]] = (), jobs: Iterable[tuple[str, int, str, str, str]] = (),
-                  launch_plan: tuple[str, str, str] | None = None) -> None:
+    def note_plan(
+        self,
+        env: Env,
+        *,
+        fusion: tuple[str, str, str | None] | None = None,
+        binaries: Iterable[tuple[str, bytes, str, str, str, str | None]] = (),
+        hits: Iterable[tuple[str, str]] = (),
+        jobs: Iterable[tuple[str, int, str, str, str]] = (),
+        launch_plan: tuple[str, str, str] | None = None,
+    ) -> None:
         """What executing a new plan leaves behind, in one transaction: the fusion, freshly
         compiled binaries (code_key, cubin, name, arch, nvrtc, source), hits on the tuned records
         used (kernel_key, shape_key), a tuning job per untuned kernel (fusion_id,
@@ -664,27 +858,62 @@ class CacheStore:
         # A Core connection, not an ORM session: this write is on every new plan's path.
         with self._writing_counts(now, [("hits", k, sh, env.key) for k, sh in hits]) as s:
             if fusion is not None:
-                self._insert_ignore(s, FusionRow, dict(fusion_id=fusion[0], canonical_json=fusion[1],
-                                                       name=fusion[2], created_at=now))
+                self._insert_ignore(
+                    s,
+                    FusionRow,
+                    dict(
+                        fusion_id=fusion[0],
+                        canonical_json=fusion[1],
+                        name=fusion[2],
+                        created_at=now,
+                    ),
+                )
             for code_key, cubin, name, arch, nvrtc, source in binaries:
                 self._put_binary(s, code_key, cubin, name, arch, nvrtc, source)
             if launch_plan is not None:
                 plan_key, fusion_id, text = launch_plan
                 values = dict(env_key=env.key, fusion_id=fusion_id, plan_json=text, created_at=now)
-                s.execute(self._insert(LaunchPlanRow).values(plan_key=plan_key, **values)
-                          .on_conflict_do_update(index_elements=["plan_key"], set_=values))
+                s.execute(
+                    self._insert(LaunchPlanRow)
+                    .values(plan_key=plan_key, **values)
+                    .on_conflict_do_update(index_elements=["plan_key"], set_=values)
+                )
             for fusion_id, index, kernel_key, shape_key, signature in jobs:
-                bumped = s.execute(update(queue).where(
-                    queue.c.kernel_key == kernel_key, queue.c.shape_key == shape_key,
-                    queue.c.env_key == env.key).values(priority=queue.c.priority + 1, updated_at=now))
+                bumped = s.execute(
+                    update(queue)
+                    .where(
+                        queue.c.kernel_key == kernel_key,
+                        queue.c.shape_key == shape_key,
+                        queue.c.env_key == env.key,
+                    )
+                    .values(priority=queue.c.priority + 1, updated_at=now)
+                )
                 if not bumped.rowcount:
-                    self._insert_ignore(s, JobRow, dict(
-                        fusion_id=fusion_id, segment_index=index, kernel_key=kernel_key, shape_key=shape_key,
-                        env_key=env.key, signature_json=signature, state="queued", priority=1, attempts=0,
-                        created_at=now, updated_at=now))
+                    self._insert_ignore(
+                        s,
+                        JobRow,
+                        dict(
+                            fusion_id=fusion_id,
+                            segment_index=index,
+                            kernel_key=kernel_key,
+                            shape_key=shape_key,
+                            env_key=env.key,
+                            signature_json=signature,
+                            state="queued",
+                            priority=1,
+                            attempts=0,
+                            created_at=now,
+                            updated_at=now,
+                        ),
+                    )
 
-    def count_later(self, env: Env, *, hits: Iterable[tuple[str, str]] = (),
-                    queued: Iterable[tuple[str, str]] = ()) -> None:
+    def count_later(
+        self,
+        env: Env,
+        *,
+        hits: Iterable[tuple[str, str]] = (),
+        queued: Iterable[tuple[str, str]] = (),
+    ) -> None:
         """Count hits on tuned records and repeats of already-queued jobs (kernel_key,
         shape_key) without a write now: they go with the next write, `flush_counts`,
         `close`, or the process's exit. Counts only steer the daemon's order; a process
@@ -730,33 +959,67 @@ class CacheStore:
         records, queue = RecordRow.__table__, JobRow.__table__
         for (table, kernel_key, shape_key, env_key), n in sorted(pending.items()):
             if table == "hits":
-                s.execute(update(records).where(
-                    records.c.kernel_key == kernel_key, records.c.shape_key == shape_key,
-                    records.c.env_key == env_key).values(hits=records.c.hits + n, last_used_at=now))
+                s.execute(
+                    update(records)
+                    .where(
+                        records.c.kernel_key == kernel_key,
+                        records.c.shape_key == shape_key,
+                        records.c.env_key == env_key,
+                    )
+                    .values(hits=records.c.hits + n, last_used_at=now)
+                )
             else:
-                s.execute(update(queue).where(
-                    queue.c.kernel_key == kernel_key, queue.c.shape_key == shape_key,
-                    queue.c.env_key == env_key).values(priority=queue.c.priority + n, updated_at=now))
+                s.execute(
+                    update(queue)
+                    .where(
+                        queue.c.kernel_key == kernel_key,
+                        queue.c.shape_key == shape_key,
+                        queue.c.env_key == env_key,
+                    )
+                    .values(priority=queue.c.priority + n, updated_at=now)
+                )
 
     def records(self) -> list[TunedRecord]:
         with self.session() as s:
             return _readable_records(s.execute(select(RecordRow).order_by(RecordRow.id)).scalars())
 
     # -- jobs ------------------------------------------------------------------------
-    def enqueue(self, fusion_id: str, segment_index: int, kernel_key: str, shape_key: str, env: Env,
-                signature_json: str) -> bool:
+    def enqueue(
+        self,
+        fusion_id: str,
+        segment_index: int,
+        kernel_key: str,
+        shape_key: str,
+        env: Env,
+        signature_json: str,
+    ) -> bool:
         """Queue a tuning job once per (kernel, shape, env); a repeat counts as a hit
         (priority). Returns True when a new job was queued."""
         for _ in range(3):
             try:
                 with self.writer() as s, s.begin():
-                    bumped = s.execute(update(JobRow).where(
-                        JobRow.kernel_key == kernel_key, JobRow.shape_key == shape_key,
-                        JobRow.env_key == env.key).values(priority=JobRow.priority + 1, updated_at=utcnow()))
+                    bumped = s.execute(
+                        update(JobRow)
+                        .where(
+                            JobRow.kernel_key == kernel_key,
+                            JobRow.shape_key == shape_key,
+                            JobRow.env_key == env.key,
+                        )
+                        .values(priority=JobRow.priority + 1, updated_at=utcnow())
+                    )
                     if bumped.rowcount:
                         return False
-                    s.add(JobRow(fusion_id=fusion_id, segment_index=segment_index, kernel_key=kernel_key,
-                                 shape_key=shape_key, env_key=env.key, signature_json=signature_json, priority=1))
+                    s.add(
+                        JobRow(
+                            fusion_id=fusion_id,
+                            segment_index=segment_index,
+                            kernel_key=kernel_key,
+                            shape_key=shape_key,
+                            env_key=env.key,
+                            signature_json=signature_json,
+                            priority=1,
+                        )
+                    )
                 return True
             except IntegrityError:
                 continue  # another process queued it between our update and insert
@@ -775,20 +1038,41 @@ class CacheStore:
         with self.session() as s:
             st.records = s.scalar(select(sa.func.count()).select_from(RecordRow)) or 0
             st.binaries = s.scalar(select(sa.func.count()).select_from(BinaryRow)) or 0
-            st.binary_bytes = s.scalar(select(sa.func.coalesce(sa.func.sum(BinaryRow.size), 0))) or 0
+            st.binary_bytes = (
+                s.scalar(select(sa.func.coalesce(sa.func.sum(BinaryRow.size), 0))) or 0
+            )
             st.hits = s.scalar(select(sa.func.coalesce(sa.func.sum(RecordRow.hits), 0))) or 0
-            st.quarantined = s.scalar(select(sa.func.count()).select_from(BinaryRow).where(BinaryRow.quarantined)) or 0
+            st.quarantined = (
+                s.scalar(
+                    select(sa.func.count()).select_from(BinaryRow).where(BinaryRow.quarantined)
+                )
+                or 0
+            )
             st.launch_plans = s.scalar(select(sa.func.count()).select_from(LaunchPlanRow)) or 0
             for state, n in s.execute(select(JobRow.state, sa.func.count()).group_by(JobRow.state)):
                 st.jobs[state] = n
             if env is not None:
-                st.stale_records = s.scalar(select(sa.func.count()).select_from(RecordRow).where(RecordRow.env_key != env.key)) or 0
+                st.stale_records = (
+                    s.scalar(
+                        select(sa.func.count())
+                        .select_from(RecordRow)
+                        .where(RecordRow.env_key != env.key)
+                    )
+                    or 0
+                )
         return st
 
     PRUNE_BATCH = 500  # rows a delete transaction takes: the write lock is held for short spans
 
-    def prune(self, *, older_than: dt.timedelta | None = None, unused_for: dt.timedelta | None = None,
-              stale_env: Env | None = None, max_bytes: int | None = None, dry_run: bool = False) -> dict:
+    def prune(
+        self,
+        *,
+        older_than: dt.timedelta | None = None,
+        unused_for: dt.timedelta | None = None,
+        stale_env: Env | None = None,
+        max_bytes: int | None = None,
+        dry_run: bool = False,
+    ) -> dict:
         """Delete records tuned before `older_than`, unused for `unused_for`, or measured in
         another env than `stale_env`; then, least recently used first, records and binaries
         until the binaries fit in `max_bytes`. A binary goes when no kept record needs it.
@@ -801,14 +1085,21 @@ class CacheStore:
         at delete time that its rows still qualify (a record used since its plan stays; a
         binary that a record needs stays), so that a writer beside a prune never waits long
         and never loses what it just stored."""
-        plan = self.plan_prune(older_than=older_than, unused_for=unused_for, stale_env=stale_env,
-                               max_bytes=max_bytes)
+        plan = self.plan_prune(
+            older_than=older_than, unused_for=unused_for, stale_env=stale_env, max_bytes=max_bytes
+        )
         if not dry_run:
             self.apply_prune(plan)
         return plan.result
 
-    def plan_prune(self, *, older_than: dt.timedelta | None = None, unused_for: dt.timedelta | None = None,
-                   stale_env: Env | None = None, max_bytes: int | None = None) -> PrunePlan:
+    def plan_prune(
+        self,
+        *,
+        older_than: dt.timedelta | None = None,
+        unused_for: dt.timedelta | None = None,
+        stale_env: Env | None = None,
+        max_bytes: int | None = None,
+    ) -> PrunePlan:
         """What prune would delete (`.result`), read in one snapshot without the write lock
         and without a binary's bytes; `apply_prune` deletes it. Negative ages and sizes are
         refused (CacheError) before anything is read."""
@@ -818,14 +1109,31 @@ class CacheStore:
         if max_bytes is not None and max_bytes < 0:
             raise CacheError(f"prune: max_bytes must not be negative, got {max_bytes}")
         now = utcnow()
-        r_cols = (RecordRow.id, RecordRow.kernel_key, RecordRow.shape_key, RecordRow.env_key, RecordRow.code_key,
-                  RecordRow.tuned_at, RecordRow.last_used_at)
+        r_cols = (
+            RecordRow.id,
+            RecordRow.kernel_key,
+            RecordRow.shape_key,
+            RecordRow.env_key,
+            RecordRow.code_key,
+            RecordRow.tuned_at,
+            RecordRow.last_used_at,
+        )
         with self.session() as s:
             rows = s.execute(select(*r_cols)).all()
-            sizes = {k: (size, used) for k, size, used in s.execute(
-                select(BinaryRow.code_key, BinaryRow.size, BinaryRow.last_used_at)).all()}
-            plans = s.execute(select(LaunchPlanRow.plan_key, LaunchPlanRow.env_key, LaunchPlanRow.created_at,
-                                     LaunchPlanRow.plan_json)).all()
+            sizes = {
+                k: (size, used)
+                for k, size, used in s.execute(
+                    select(BinaryRow.code_key, BinaryRow.size, BinaryRow.last_used_at)
+                ).all()
+            }
+            plans = s.execute(
+                select(
+                    LaunchPlanRow.plan_key,
+                    LaunchPlanRow.env_key,
+                    LaunchPlanRow.created_at,
+                    LaunchPlanRow.plan_json,
+                )
+            ).all()
         doomed: dict[int, str] = {}
         for r in rows:
             if older_than is not None and r.tuned_at < now - older_than:
@@ -840,8 +1148,9 @@ class CacheStore:
             left = sum(size for k, (size, _) in sizes.items() if k not in gone)
             referenced = {r.code_key for r in rows}
             # Least recently used first: binaries no record needs, then records.
-            for k, (size, _) in sorted(((k, v) for k, v in sizes.items() if k not in referenced),
-                                       key=lambda kv: kv[1][1]):
+            for k, (size, _) in sorted(
+                ((k, v) for k, v in sizes.items() if k not in referenced), key=lambda kv: kv[1][1]
+            ):
                 if left <= max_bytes:
                     break
                 gone.add(k)
@@ -857,14 +1166,24 @@ class CacheStore:
         # Launch plans are derived: one goes with its env, its age, or a binary it names.
         dropped = []
         for plan_key, env_key, created_at, text in plans:
-            if ((stale_env is not None and env_key != stale_env.key)
-                    or (older_than is not None and created_at < now - older_than)
-                    or (unused_for is not None and created_at < now - unused_for)
-                    or (gone and not gone.isdisjoint(_HEX64.findall(text)))):
+            if (
+                (stale_env is not None and env_key != stale_env.key)
+                or (older_than is not None and created_at < now - older_than)
+                or (unused_for is not None and created_at < now - unused_for)
+                or (gone and not gone.isdisjoint(_HEX64.findall(text)))
+            ):
                 dropped.append(plan_key)
         result = {
-            "records": [{"id": r.id, "kernel_key": r.kernel_key, "shape_key": r.shape_key,
-                         "why": doomed[r.id]} for r in rows if r.id in doomed],
+            "records": [
+                {
+                    "id": r.id,
+                    "kernel_key": r.kernel_key,
+                    "shape_key": r.shape_key,
+                    "why": doomed[r.id],
+                }
+                for r in rows
+                if r.id in doomed
+            ],
             "binaries": sorted(k for k in gone if k in sizes),
             "launch_plans": len(dropped),
         }
@@ -876,20 +1195,29 @@ class CacheStore:
         batch = self.PRUNE_BATCH
         ids = sorted(plan.last_used)
         for i in range(0, len(ids), batch):
-            chunk = ids[i:i + batch]
+            chunk = ids[i : i + batch]
             with self.writer() as s, s.begin():
                 # A record used (or tuned again) since the plan read it stays.
                 for rid in chunk:
-                    s.execute(sa.delete(RecordRow).where(RecordRow.id == rid,
-                                                         RecordRow.last_used_at <= plan.last_used[rid]))
+                    s.execute(
+                        sa.delete(RecordRow).where(
+                            RecordRow.id == rid, RecordRow.last_used_at <= plan.last_used[rid]
+                        )
+                    )
         for i in range(0, len(plan.binaries), batch):
-            chunk = plan.binaries[i:i + batch]
+            chunk = plan.binaries[i : i + batch]
             with self.writer() as s, s.begin():
-                needed = select(RecordRow.id).where(RecordRow.code_key == BinaryRow.code_key).exists()
+                needed = (
+                    select(RecordRow.id).where(RecordRow.code_key == BinaryRow.code_key).exists()
+                )
                 s.execute(sa.delete(BinaryRow).where(BinaryRow.code_key.in_(chunk), ~needed))
         for i in range(0, len(plan.launch_plans), batch):
             with self.writer() as s, s.begin():
-                s.execute(sa.delete(LaunchPlanRow).where(LaunchPlanRow.plan_key.in_(plan.launch_plans[i:i + batch])))
+                s.execute(
+                    sa.delete(LaunchPlanRow).where(
+                        LaunchPlanRow.plan_key.in_(plan.launch_plans[i : i + batch])
+                    )
+                )
 
     def vacuum(self) -> None:
         """VACUUM runs outside any transaction: on a raw DBAPI connection in autocommit."""
@@ -911,22 +1239,60 @@ class CacheStore:
         with self.session() as s, open(path, "w") as f:
             f.write(json.dumps({"format": EXPORT_FORMAT}) + "\n")
             for row in s.execute(select(FusionRow)).scalars():
-                f.write(json.dumps({"kind": "fusion", "fusion_id": row.fusion_id, "name": row.name,
-                                    "canonical_json": row.canonical_json}) + "\n")
+                f.write(
+                    json.dumps(
+                        {
+                            "kind": "fusion",
+                            "fusion_id": row.fusion_id,
+                            "name": row.name,
+                            "canonical_json": row.canonical_json,
+                        }
+                    )
+                    + "\n"
+                )
                 n += 1
-            for row in s.execute(select(BinaryRow).where(BinaryRow.quarantined.is_(False))).scalars():
-                f.write(json.dumps({"kind": "binary", "code_key": row.code_key, "sha256": row.sha256,
-                                    "kernel_name": row.kernel_name, "arch": row.arch,
-                                    "nvrtc_version": row.nvrtc_version, "source": row.source,
-                                    "cubin": base64.b64encode(row.cubin).decode()}) + "\n")
+            for row in s.execute(
+                select(BinaryRow).where(BinaryRow.quarantined.is_(False))
+            ).scalars():
+                f.write(
+                    json.dumps(
+                        {
+                            "kind": "binary",
+                            "code_key": row.code_key,
+                            "sha256": row.sha256,
+                            "kernel_name": row.kernel_name,
+                            "arch": row.arch,
+                            "nvrtc_version": row.nvrtc_version,
+                            "source": row.source,
+                            "cubin": base64.b64encode(row.cubin).decode(),
+                        }
+                    )
+                    + "\n"
+                )
                 n += 1
-            for rec in _readable_records(s.execute(select(RecordRow).where(RecordRow.quarantined.is_(False))).scalars()):
-                f.write(json.dumps({"kind": "record", "kernel_key": rec.kernel_key, "shape_key": rec.shape_key,
-                                    "env": asdict(rec.env), "scheduler": rec.scheduler, "params": rec.params,
-                                    "code_key": rec.code_key, "median_us": rec.median_us,
-                                    "spread_us": rec.spread_us, "default_us": rec.default_us,
-                                    "trials": rec.trials, "fusion_id": rec.fusion_id,
-                                    "history": [list(h) for h in rec.history]}) + "\n")
+            for rec in _readable_records(
+                s.execute(select(RecordRow).where(RecordRow.quarantined.is_(False))).scalars()
+            ):
+                f.write(
+                    json.dumps(
+                        {
+                            "kind": "record",
+                            "kernel_key": rec.kernel_key,
+                            "shape_key": rec.shape_key,
+                            "env": asdict(rec.env),
+                            "scheduler": rec.scheduler,
+                            "params": rec.params,
+                            "code_key": rec.code_key,
+                            "median_us": rec.median_us,
+                            "spread_us": rec.spread_us,
+                            "default_us": rec.default_us,
+                            "trials": rec.trials,
+                            "fusion_id": rec.fusion_id,
+                            "history": [list(h) for h in rec.history],
+                        }
+                    )
+                    + "\n"
+                )
                 n += 1
         return n
 
@@ -960,7 +1326,9 @@ class CacheStore:
                 raise CacheError(f"{path}:{no}: JSON nested too deeply") from None
 
         if parse(1, lines[0]) != {"format": EXPORT_FORMAT}:
-            raise CacheError(f"{path}:1: not a tunefuse cache export (expected format {EXPORT_FORMAT})")
+            raise CacheError(
+                f"{path}:1: not a tunefuse cache export (expected format {EXPORT_FORMAT})"
+            )
         items = []
         binaries: set[str] = set()
         fusions: set[str] = set()
@@ -978,10 +1346,14 @@ class CacheStore:
                     check_binary(item)  # type: ignore[arg-type]
                     cubin = base64.b64decode(item["cubin"], validate=True)  # type: ignore[index]
                     if hashlib.sha256(cubin).hexdigest() != item["sha256"]:  # type: ignore[index]
-                        raise CacheError(f"binary {item['code_key'][:12]} does not match its sha256")  # type: ignore[index]
+                        raise CacheError(
+                            f"binary {item['code_key'][:12]} does not match its sha256"
+                        )  # type: ignore[index]
                     if item["nvrtc_version"] == local_nvrtc:  # type: ignore[index]
                         # Bound to its key: the bytes are this machine's compile of the source.
-                        cubin = compile_kernel(item["source"], item["kernel_name"], item["arch"]).cubin  # type: ignore[index]
+                        cubin = compile_kernel(
+                            item["source"], item["kernel_name"], item["arch"]
+                        ).cubin  # type: ignore[index]
                         item["quarantined"] = False  # type: ignore[index]
                     else:
                         item["quarantined"] = True  # type: ignore[index]
@@ -992,35 +1364,85 @@ class CacheStore:
                     item["history"] = _history_from_json(json.dumps(item.get("history") or []))  # type: ignore[index, union-attr]
                 else:
                     raise CacheError(f"unknown kind {str(kind)[:40]!r}")
-            except (ImportRefused, KeyError, TypeError, ValueError, SerializationError, RecursionError) as e:
+            except (
+                ImportRefused,
+                KeyError,
+                TypeError,
+                ValueError,
+                SerializationError,
+                RecursionError,
+            ) as e:
                 raise CacheError(f"{path}:{no}: invalid {kind or 'line'}: {e}") from None
             except CompileError as e:
-                raise CacheError(f"{path}:{no}: binary's source does not compile here: {str(e)[:200]}") from None
+                raise CacheError(
+                    f"{path}:{no}: binary's source does not compile here: {str(e)[:200]}"
+                ) from None
             except CacheError as e:
                 raise CacheError(f"{path}:{no}: {e}") from None
             items.append(item)
         with self.writer() as s, s.begin():
             for item in items:
                 if item["kind"] == "fusion":
-                    self._insert_ignore(s, FusionRow, dict(fusion_id=item["fusion_id"], name=item.get("name"),
-                                                           canonical_json=item["canonical_json"], created_at=utcnow()))
+                    self._insert_ignore(
+                        s,
+                        FusionRow,
+                        dict(
+                            fusion_id=item["fusion_id"],
+                            name=item.get("name"),
+                            canonical_json=item["canonical_json"],
+                            created_at=utcnow(),
+                        ),
+                    )
                 elif item["kind"] == "binary" and not item["quarantined"]:
-                    self._put_binary(s, item["code_key"], item["cubin_bytes"], item["kernel_name"], item["arch"],
-                                     item["nvrtc_version"], item["source"])
+                    self._put_binary(
+                        s,
+                        item["code_key"],
+                        item["cubin_bytes"],
+                        item["kernel_name"],
+                        item["arch"],
+                        item["nvrtc_version"],
+                        item["source"],
+                    )
                 elif item["kind"] == "binary":
                     cubin, now = item["cubin_bytes"], utcnow()
-                    self._insert_ignore(s, BinaryRow, dict(
-                        code_key=item["code_key"], sha256=hashlib.sha256(cubin).hexdigest(), cubin=cubin,
-                        size=len(cubin), kernel_name=item["kernel_name"], arch=item["arch"],
-                        nvrtc_version=item["nvrtc_version"], quarantined=True, created_at=now, last_used_at=now,
-                        source=item["source"]))
+                    self._insert_ignore(
+                        s,
+                        BinaryRow,
+                        dict(
+                            code_key=item["code_key"],
+                            sha256=hashlib.sha256(cubin).hexdigest(),
+                            cubin=cubin,
+                            size=len(cubin),
+                            kernel_name=item["kernel_name"],
+                            arch=item["arch"],
+                            nvrtc_version=item["nvrtc_version"],
+                            quarantined=True,
+                            created_at=now,
+                            last_used_at=now,
+                            source=item["source"],
+                        ),
+                    )
             s.flush()
             for item in items:
                 if item["kind"] == "record":
-                    self._put_record(s, TunedRecord(
-                        item["kernel_key"], item["shape_key"], item["env_value"], item["scheduler"], item["params"],
-                        item["code_key"], "", item.get("median_us"), item.get("spread_us"), item.get("default_us"),
-                        item.get("trials", 0), item.get("fusion_id"), history=item["history"]))
+                    self._put_record(
+                        s,
+                        TunedRecord(
+                            item["kernel_key"],
+                            item["shape_key"],
+                            item["env_value"],
+                            item["scheduler"],
+                            item["params"],
+                            item["code_key"],
+                            "",
+                            item.get("median_us"),
+                            item.get("spread_us"),
+                            item.get("default_us"),
+                            item.get("trials", 0),
+                            item.get("fusion_id"),
+                            history=item["history"],
+                        ),
+                    )
         return len(items)
 
 

@@ -18,13 +18,31 @@ app = typer.Typer(help="Inspect and prune the cache of tuned kernels.", no_args_
 
 def _record_dict(r) -> dict:  # noqa: ANN001 - a TunedRecord
     speedup = (r.default_us / r.median_us) if r.default_us and r.median_us else None
-    return {"id": r.id, "kernel_key": r.kernel_key, "shape_key": r.shape_key, "scheduler": r.scheduler,
-            "params": r.params, "median_us": r.median_us, "spread_us": r.spread_us, "default_us": r.default_us,
-            "speedup": speedup, "trials": r.trials, "hits": r.hits, "fusion_id": r.fusion_id,
-            "code_key": r.code_key, "tuned_at": r.tuned_at, "last_used_at": r.last_used_at,
-            "env": {"compute_capability": r.env.compute_capability, "device_name": r.env.device_name,
-                    "nvrtc_version": r.env.nvrtc_version, "driver_version": r.env.driver_version,
-                    "codegen_version": r.env.codegen_version, "key": r.env.key}}
+    return {
+        "id": r.id,
+        "kernel_key": r.kernel_key,
+        "shape_key": r.shape_key,
+        "scheduler": r.scheduler,
+        "params": r.params,
+        "median_us": r.median_us,
+        "spread_us": r.spread_us,
+        "default_us": r.default_us,
+        "speedup": speedup,
+        "trials": r.trials,
+        "hits": r.hits,
+        "fusion_id": r.fusion_id,
+        "code_key": r.code_key,
+        "tuned_at": r.tuned_at,
+        "last_used_at": r.last_used_at,
+        "env": {
+            "compute_capability": r.env.compute_capability,
+            "device_name": r.env.device_name,
+            "nvrtc_version": r.env.nvrtc_version,
+            "driver_version": r.env.driver_version,
+            "codegen_version": r.env.codegen_version,
+            "key": r.env.key,
+        },
+    }
 
 
 def _current_env():  # noqa: ANN202
@@ -42,7 +60,9 @@ def ls(
     fusion: Annotated[str | None, typer.Option(help="Only this fusion (id prefix).")] = None,
     scheduler: Annotated[str | None, typer.Option(help="Only this scheduler.")] = None,
     env: Annotated[str | None, typer.Option(help="Only this env key (prefix).")] = None,
-    stale: Annotated[bool, typer.Option("--stale", help="Only records of another env than this GPU's.")] = False,
+    stale: Annotated[
+        bool, typer.Option("--stale", help="Only records of another env than this GPU's.")
+    ] = False,
     sort: Annotated[str, typer.Option(help="hits, speedup, age or size.")] = "hits",
     as_json: JsonOption = False,
 ) -> None:
@@ -65,16 +85,39 @@ def ls(
         # "missing": no binary under the record's code key; "quarantined": never served.
         r["size"], quarantined = binaries.get(r["code_key"], (0, None))
         r["binary"] = {None: "missing", True: "quarantined", False: "ok"}[quarantined]
-    key = {"hits": lambda r: -r["hits"], "speedup": lambda r: -(r["speedup"] or 0),
-           "age": lambda r: r["tuned_at"], "size": lambda r: -r["size"]}[sort]
+    key = {
+        "hits": lambda r: -r["hits"],
+        "speedup": lambda r: -(r["speedup"] or 0),
+        "age": lambda r: r["tuned_at"],
+        "size": lambda r: -r["size"],
+    }[sort]
     records.sort(key=key)
-    table = Table("id", "scheduler", "kernel", "shape", "µs", "default µs", "speedup", "trials", "hits", "device")
+    table = Table(
+        "id",
+        "scheduler",
+        "kernel",
+        "shape",
+        "µs",
+        "default µs",
+        "speedup",
+        "trials",
+        "hits",
+        "device",
+    )
     for r in records:
         binary = "" if r["binary"] == "ok" else f" [red]binary {r['binary']}[/red]"
-        table.add_row(str(r["id"]), r["scheduler"], r["kernel_key"][:12] + binary, r["shape_key"],
-                      f"{r['median_us'] or 0:.1f}", f"{r['default_us'] or 0:.1f}",
-                      f"{r['speedup']:.2f}x" if r["speedup"] else "-", str(r["trials"]), str(r["hits"]),
-                      r["env"]["device_name"])
+        table.add_row(
+            str(r["id"]),
+            r["scheduler"],
+            r["kernel_key"][:12] + binary,
+            r["shape_key"],
+            f"{r['median_us'] or 0:.1f}",
+            f"{r['default_us'] or 0:.1f}",
+            f"{r['speedup']:.2f}x" if r["speedup"] else "-",
+            str(r["trials"]),
+            str(r["hits"]),
+            r["env"]["device_name"],
+        )
     emit(records, as_json, table)
 
 
@@ -82,8 +125,13 @@ def ls(
 def show(
     record_id: Annotated[int, typer.Argument(help="Record id (from cache ls).")],
     cache: CacheOption = None,
-    plot: Annotated[Path | None, typer.Option(
-        "--plot", help="Draw the tuning history (trial vs µs, default and best marked) to this PNG.")] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(
+            "--plot",
+            help="Draw the tuning history (trial vs µs, default and best marked) to this PNG.",
+        ),
+    ] = None,
     as_json: JsonOption = False,
 ) -> None:
     """One record: params, timings, speedup over default, trials, env, tuning history and the
@@ -114,8 +162,11 @@ def show(
             console.print(f"{key}: {json.dumps(value, default=str)}", highlight=False)
     completed = [us for _, us, state in record.history if state == "COMPLETE" and us is not None]
     if record.history:
-        console.print(f"history: {len(record.history)} trials, {len(record.history) - len(completed)} failed"
-                      + (f", best {min(completed):.1f} µs" if completed else ""), highlight=False)
+        console.print(
+            f"history: {len(record.history)} trials, {len(record.history) - len(completed)} failed"
+            + (f", best {min(completed):.1f} µs" if completed else ""),
+            highlight=False,
+        )
     if data["source"] is None:
         console.print("source: not kept for this binary", highlight=False)
     else:
@@ -128,19 +179,36 @@ def show(
 def stats(cache: CacheOption = None, as_json: JsonOption = False) -> None:
     """Entries, binaries, bytes, hit counts, jobs, launch plans."""
     st = open_store(cache).stats()
-    data = {"records": st.records, "binaries": st.binaries, "binary_bytes": st.binary_bytes, "hits": st.hits,
-            "quarantined": st.quarantined, "jobs": st.jobs, "launch_plans": st.launch_plans}
+    data = {
+        "records": st.records,
+        "binaries": st.binaries,
+        "binary_bytes": st.binary_bytes,
+        "hits": st.hits,
+        "quarantined": st.quarantined,
+        "jobs": st.jobs,
+        "launch_plans": st.launch_plans,
+    }
     emit(data, as_json, text="\n".join(f"{k}: {v}" for k, v in data.items()))
 
 
 @app.command("prune")
 def prune(
     cache: CacheOption = None,
-    older_than: Annotated[float | None, typer.Option(help="Records tuned more than this many days ago.")] = None,
-    unused_for: Annotated[float | None, typer.Option(help="Records not used for this many days.")] = None,
-    stale: Annotated[bool, typer.Option("--stale", help="Records of another env than this GPU's.")] = False,
-    max_bytes: Annotated[int | None, typer.Option(help="Least recently used first until binaries fit.")] = None,
-    dry_run: Annotated[bool, typer.Option("--dry-run", help="Show what would go; delete nothing.")] = False,
+    older_than: Annotated[
+        float | None, typer.Option(help="Records tuned more than this many days ago.")
+    ] = None,
+    unused_for: Annotated[
+        float | None, typer.Option(help="Records not used for this many days.")
+    ] = None,
+    stale: Annotated[
+        bool, typer.Option("--stale", help="Records of another env than this GPU's.")
+    ] = False,
+    max_bytes: Annotated[
+        int | None, typer.Option(help="Least recently used first until binaries fit.")
+    ] = None,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would go; delete nothing.")
+    ] = False,
     yes: Annotated[bool, typer.Option("--yes", help="Do not ask.")] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -154,8 +222,12 @@ def prune(
 
     store = open_store(cache)
     try:
-        plan = store.plan_prune(older_than=older, unused_for=unused, stale_env=_current_env() if stale else None,
-                                max_bytes=max_bytes)
+        plan = store.plan_prune(
+            older_than=older,
+            unused_for=unused,
+            stale_env=_current_env() if stale else None,
+            max_bytes=max_bytes,
+        )
     except CacheError as e:
         fail(str(e), 2)
     what = plan.result
@@ -183,18 +255,27 @@ def _days(option: str, value: float | None) -> dt.timedelta | None:
 
 
 @app.command("export")
-def export(path: Annotated[Path, typer.Argument(help="JSON lines file to write.")], cache: CacheOption = None,
-           as_json: JsonOption = False) -> None:
+def export(
+    path: Annotated[Path, typer.Argument(help="JSON lines file to write.")],
+    cache: CacheOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Write the cache as JSON lines (binaries base64, with their sha256)."""
     n = open_store(cache).export(path)
     # A header line names the format; then a line an item (fusion, binary or record).
-    emit({"items": n, "lines": n + 1, "path": str(path)}, as_json,
-         text=f"exported {n} items ({n + 1} lines with the header) to {path}")
+    emit(
+        {"items": n, "lines": n + 1, "path": str(path)},
+        as_json,
+        text=f"exported {n} items ({n + 1} lines with the header) to {path}",
+    )
 
 
 @app.command("import")
-def import_(path: Annotated[Path, typer.Argument(help="JSON lines file from cache export.")], cache: CacheOption = None,
-            as_json: JsonOption = False) -> None:
+def import_(
+    path: Annotated[Path, typer.Argument(help="JSON lines file from cache export.")],
+    cache: CacheOption = None,
+    as_json: JsonOption = False,
+) -> None:
     """Read an export; every line is validated before anything is written."""
     from cache_db.store import CacheError
 

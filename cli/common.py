@@ -11,8 +11,13 @@ from rich.table import Table
 
 from cli.errors import console_err, describe, report
 
-CacheOption = Annotated[str | None, typer.Option("--cache", help="Cache URL (default: TUNEFUSE_CACHE_URL or the SQLite file).")]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print one JSON document for scripts (errors too).")]
+CacheOption = Annotated[
+    str | None,
+    typer.Option("--cache", help="Cache URL (default: TUNEFUSE_CACHE_URL or the SQLite file)."),
+]
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON document for scripts (errors too).")
+]
 
 console = Console(soft_wrap=True)
 
@@ -24,7 +29,9 @@ def open_store(url: str | None):  # noqa: ANN201 - cache_db.CacheStore
     from cache_db.store import CacheError, CacheStore
 
     try:
-        return CacheStore.open(url, on_lock_wait=lambda what: console_err.print(what, highlight=False))
+        return CacheStore.open(
+            url, on_lock_wait=lambda what: console_err.print(what, highlight=False)
+        )
     except CacheError as e:
         fail(str(e), 2)
     except Exception as e:  # noqa: BLE001

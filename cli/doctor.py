@@ -10,11 +10,21 @@ from rich.console import Console
 
 
 def doctor(
-    cache: Annotated[str | None, typer.Option("--cache", help="Cache URL (default as the library).")] = None,
-    quick: Annotated[bool, typer.Option("--quick", help="Only what a health check needs: cache and driver.")] = False,
-    silent_after: Annotated[float, typer.Option(
-        help="A running daemon worker not heard from for this many seconds is reported dead.")] = 120.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document: ok, and every check.")] = False,
+    cache: Annotated[
+        str | None, typer.Option("--cache", help="Cache URL (default as the library).")
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="Only what a health check needs: cache and driver.")
+    ] = False,
+    silent_after: Annotated[
+        float,
+        typer.Option(
+            help="A running daemon worker not heard from for this many seconds is reported dead."
+        ),
+    ] = 120.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document: ok, and every check.")
+    ] = False,
 ) -> None:
     """Check the GPU, driver, NVRTC, cuda-python, the cache and the daemon's workers; each
     line ok or what to do. Exit 1 if any line failed."""
@@ -26,17 +36,32 @@ def doctor(
         """ok, FAIL, or (None) a note that needs no action."""
         nonlocal failures
         failures += ok is False
-        checks.append({"check": what, "status": {True: "ok", False: "fail", None: "note"}[ok], "detail": detail})
+        checks.append(
+            {
+                "check": what,
+                "status": {True: "ok", False: "fail", None: "note"}[ok],
+                "detail": detail,
+            }
+        )
         if not as_json:
-            mark = {True: "[green]ok[/green]  ", False: "[red]FAIL[/red]", None: "[blue]note[/blue]"}[ok]
+            mark = {
+                True: "[green]ok[/green]  ",
+                False: "[red]FAIL[/red]",
+                None: "[blue]note[/blue]",
+            }[ok]
             console.print(f"{mark} {what}: {detail}", highlight=False)
 
     try:
         from cuda.bindings import driver
 
         err, version = driver.cuDriverGetVersion()
-        line(int(err) == 0 and version >= 12000, "driver", f"CUDA {version // 1000}.{version % 1000 // 10}"
-             if int(err) == 0 else f"{err}: install an NVIDIA driver for CUDA 12 or newer")
+        line(
+            int(err) == 0 and version >= 12000,
+            "driver",
+            f"CUDA {version // 1000}.{version % 1000 // 10}"
+            if int(err) == 0
+            else f"{err}: install an NVIDIA driver for CUDA 12 or newer",
+        )
     except Exception as e:  # noqa: BLE001
         line(False, "driver", f"{e}: install an NVIDIA driver for CUDA 12 or newer")
     if not quick:
@@ -70,9 +95,17 @@ def doctor(
         store = CacheStore.open(cache)
         revision = migrate.current_revision(store.engine)
         stats = store.stats()
-        line(revision == migrate.HEAD, "cache", f"{store.url.split('@')[-1]} at revision {revision}, "
-             f"{stats.records} records, jobs {stats.jobs or 'none'}"
-             + (" (read-only here: lookups are served, nothing is written)" if store.read_only else ""))
+        line(
+            revision == migrate.HEAD,
+            "cache",
+            f"{store.url.split('@')[-1]} at revision {revision}, "
+            f"{stats.records} records, jobs {stats.jobs or 'none'}"
+            + (
+                " (read-only here: lookups are served, nothing is written)"
+                if store.read_only
+                else ""
+            ),
+        )
     except Exception as e:  # noqa: BLE001
         line(False, "cache", f"{e}: check TUNEFUSE_CACHE_URL or --cache")
     else:
@@ -109,15 +142,32 @@ def daemon_lines(store, queued: int, silent_after: float, line) -> None:  # noqa
         elif silent > WORKER_TTL.total_seconds():
             # Gone for a day or more: a host rebuilt, a container removed. Not this check's
             # failure; the next daemon to start forgets it.
-            line(None, "daemon worker", f"{where}: not heard from for {silent / 3600:.0f} h, forgotten "
-                 "when a daemon next starts")
+            line(
+                None,
+                "daemon worker",
+                f"{where}: not heard from for {silent / 3600:.0f} h, forgotten "
+                "when a daemon next starts",
+            )
         elif w.host != here:
             # A health check judges its own host: another host's silent worker is that host's.
-            line(None, "daemon worker", f"{where}: {w.state} but silent for {silent:.0f} s (on {w.host}, "
-                 "not this host: its own health check reports it)")
+            line(
+                None,
+                "daemon worker",
+                f"{where}: {w.state} but silent for {silent:.0f} s (on {w.host}, "
+                "not this host: its own health check reports it)",
+            )
         else:
-            line(False, "daemon worker", f"{where}: {w.state} but silent for {silent:.0f} s: it died or "
-                 f"lost the cache; restart `tunefuse daemon` on {w.host}")
+            line(
+                False,
+                "daemon worker",
+                f"{where}: {w.state} but silent for {silent:.0f} s: it died or "
+                f"lost the cache; restart `tunefuse daemon` on {w.host}",
+            )
     if not alive:
-        line(None, "daemon", f"no worker running; {queued} queued tuning jobs wait for `tunefuse daemon`"
-             if queued else "no worker running (none needed: no queued jobs)")
+        line(
+            None,
+            "daemon",
+            f"no worker running; {queued} queued tuning jobs wait for `tunefuse daemon`"
+            if queued
+            else "no worker running (none needed: no queued jobs)",
+        )

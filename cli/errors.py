@@ -25,8 +25,10 @@ def describe(e: BaseException) -> str:
     text = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
     name = type(e).__name__
     if name == "OperationalError" and "locked" in str(e):
-        return ("the cache database is locked by another process (waited for its busy timeout, 30 s); "
-                "try again when that process is done")
+        return (
+            "the cache database is locked by another process (waited for its busy timeout, 30 s); "
+            "try again when that process is done"
+        )
     if name == "OperationalError" and "readonly" in str(e):
         return "the cache database is read-only here: this command needs to write to it"
     if name in ("OperationalError", "DataError", "IntegrityError", "ProgrammingError"):
@@ -61,7 +63,9 @@ def boundary(command: Callable[..., Any]) -> Callable[..., Any]:
                 raise  # a usage error of the command line: Typer reports it (exit 2)
             if VERBOSE:
                 console_err.print(traceback.format_exc(), highlight=False, markup=False)
-            report(describe(e), 1, "" if VERBOSE else " (tunefuse --verbose ... shows the traceback)")
+            report(
+                describe(e), 1, "" if VERBOSE else " (tunefuse --verbose ... shows the traceback)"
+            )
             raise typer.Exit(1) from None
 
     guarded._guarded = True  # type: ignore[attr-defined]

@@ -16,9 +16,15 @@ from tunefuse.fusion_file import load_fusion_file
 
 
 def explain(
-    file: Annotated[Path, typer.Argument(help="A fusion file declaring FUSIONS (see tunefuse.fusion_file).")],
-    only: Annotated[str | None, typer.Option("--only", help="Explain only the fusion of this name.")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document: a list, a fusion an item.")] = False,
+    file: Annotated[
+        Path, typer.Argument(help="A fusion file declaring FUSIONS (see tunefuse.fusion_file).")
+    ],
+    only: Annotated[
+        str | None, typer.Option("--only", help="Explain only the fusion of this name.")
+    ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON document: a list, a fusion an item.")
+    ] = False,
 ) -> None:
     """Print the plan (kernels, schedulers, aliases, keys) of each fusion in FILE."""
     console = Console(soft_wrap=True)
@@ -39,19 +45,27 @@ def explain(
         except TunefuseError as e:
             fail(f"{case.name}: {e}")
         if as_json:
-            documents.append({
-                "name": case.name,
-                "fusion_id": fd.fusion.fusion_id,
-                "conc_key": plan.conc_key,
-                "num_kernels": plan.num_kernels,
-                "segments": [
-                    {"name": s.name, "scheduler": s.scheduler.value, "extents": list(s.extents),
-                     "reduce_dims": list(s.reduce_dims), "kernel_key": s.kernel_key,
-                     "shape_key": s.shape_key, "index_type": s.index_type}
-                    for s in plan.segments
-                ],
-                "aliases": len(plan.aliases),
-            })
+            documents.append(
+                {
+                    "name": case.name,
+                    "fusion_id": fd.fusion.fusion_id,
+                    "conc_key": plan.conc_key,
+                    "num_kernels": plan.num_kernels,
+                    "segments": [
+                        {
+                            "name": s.name,
+                            "scheduler": s.scheduler.value,
+                            "extents": list(s.extents),
+                            "reduce_dims": list(s.reduce_dims),
+                            "kernel_key": s.kernel_key,
+                            "shape_key": s.shape_key,
+                            "index_type": s.index_type,
+                        }
+                        for s in plan.segments
+                    ],
+                    "aliases": len(plan.aliases),
+                }
+            )
         else:
             console.rule(f"[bold]{case.name}")
             console.print(str(plan), highlight=False, markup=False)

@@ -14,23 +14,49 @@ JOB_STATES = ("queued", "running", "done", "failed", "cancelled")
 
 
 def _job_dict(j) -> dict:  # noqa: ANN001 - a JobRow
-    return {"id": j.id, "state": j.state, "priority": j.priority, "attempts": j.attempts, "kernel_key": j.kernel_key,
-            "shape_key": j.shape_key, "fusion_id": j.fusion_id, "segment_index": j.segment_index,
-            "lease_owner": j.lease_owner, "lease_expires_at": j.lease_expires_at, "error": j.error,
-            "created_at": j.created_at, "updated_at": j.updated_at}
+    return {
+        "id": j.id,
+        "state": j.state,
+        "priority": j.priority,
+        "attempts": j.attempts,
+        "kernel_key": j.kernel_key,
+        "shape_key": j.shape_key,
+        "fusion_id": j.fusion_id,
+        "segment_index": j.segment_index,
+        "lease_owner": j.lease_owner,
+        "lease_expires_at": j.lease_expires_at,
+        "error": j.error,
+        "created_at": j.created_at,
+        "updated_at": j.updated_at,
+    }
 
 
 @app.command("ls")
-def ls(cache: CacheOption = None, state: Annotated[str | None, typer.Option(help="queued, running, done, failed, cancelled.")] = None,
-       as_json: JsonOption = False) -> None:
+def ls(
+    cache: CacheOption = None,
+    state: Annotated[
+        str | None, typer.Option(help="queued, running, done, failed, cancelled.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
     """List jobs (most hits first)."""
     if state is not None and state not in JOB_STATES:
         fail(f"--state must be one of {', '.join(JOB_STATES)}, not {state!r}", 2)
-    jobs = sorted((_job_dict(j) for j in open_store(cache).jobs(state)), key=lambda j: (-j["priority"], j["id"]))
+    jobs = sorted(
+        (_job_dict(j) for j in open_store(cache).jobs(state)),
+        key=lambda j: (-j["priority"], j["id"]),
+    )
     table = Table("id", "state", "hits", "attempts", "kernel", "shape", "owner")
     for j in jobs:
-        table.add_row(str(j["id"]), j["state"], str(j["priority"]), str(j["attempts"]), j["kernel_key"][:12],
-                      j["shape_key"], j["lease_owner"] or "")
+        table.add_row(
+            str(j["id"]),
+            j["state"],
+            str(j["priority"]),
+            str(j["attempts"]),
+            j["kernel_key"][:12],
+            j["shape_key"],
+            j["lease_owner"] or "",
+        )
     emit(jobs, as_json, table)
 
 

@@ -12,8 +12,11 @@ from cli.doctor import doctor
 from cli.explain import explain
 from cli.tune import enqueue, tune
 
-app = typer.Typer(help="tunefuse: fusions compiled to CUDA, tuned, cached.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="tunefuse: fusions compiled to CUDA, tuned, cached.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 app.command("explain")(explain)
 app.command("daemon")(daemon)
 app.command("doctor")(doctor)
@@ -25,7 +28,9 @@ app.command("tune")(tune)
 
 @app.callback()
 def _root(
-    verbose: Annotated[bool, typer.Option("--verbose", help="On an error, show its traceback too.")] = False,
+    verbose: Annotated[
+        bool, typer.Option("--verbose", help="On an error, show its traceback too.")
+    ] = False,
 ) -> None:
     """tunefuse: fusions compiled to CUDA with NVRTC, tuned with Optuna, cached in SQL."""
     errors.VERBOSE = verbose

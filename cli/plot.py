@@ -28,14 +28,24 @@ def plot_history(record, path: Path) -> None:  # noqa: ANN001 - a cache_db.Tuned
         top = max((us for _, us in done), default=1.0) * 1.05
         ax.scatter(failed, [top] * len(failed), marker="x", color="tab:red", label="failed")
     if record.default_us:
-        ax.axhline(record.default_us, color="tab:gray", linestyle="--",
-                   label=f"default {record.default_us:.1f} µs")
+        ax.axhline(
+            record.default_us,
+            color="tab:gray",
+            linestyle="--",
+            label=f"default {record.default_us:.1f} µs",
+        )
     if record.median_us:
-        ax.axhline(record.median_us, color="tab:green", linestyle=":",
-                   label=f"stored best {record.median_us:.1f} µs")
+        ax.axhline(
+            record.median_us,
+            color="tab:green",
+            linestyle=":",
+            label=f"stored best {record.median_us:.1f} µs",
+        )
     ax.set_xlabel("trial")
     ax.set_ylabel("µs (median)")
-    ax.set_title(f"record {record.id}: {record.scheduler} kernel {record.kernel_key[:12]}, shape {record.shape_key}")
+    ax.set_title(
+        f"record {record.id}: {record.scheduler} kernel {record.kernel_key[:12]}, shape {record.shape_key}"
+    )
     ax.legend(loc="upper right", fontsize="small")
     fig.tight_layout()
     fig.savefig(path, format="png")

@@ -31,10 +31,14 @@ def _cases(file: Path, only: str | None):  # noqa: ANN202
 def tune(
     file: Annotated[Path, typer.Argument(help="A fusion file declaring FUSIONS.")],
     cache: CacheOption = None,
-    only: Annotated[str | None, typer.Option("--only", help="Only the fusion of this name.")] = None,
+    only: Annotated[
+        str | None, typer.Option("--only", help="Only the fusion of this name.")
+    ] = None,
     trials: Annotated[int, typer.Option(help="Trials per kernel.")] = 40,
     timeout: Annotated[float | None, typer.Option(help="Seconds per kernel.")] = None,
-    device: Annotated[int, typer.Option(min=0, help="The GPU to tune on (its env is the records').")] = 0,
+    device: Annotated[
+        int, typer.Option(min=0, help="The GPU to tune on (its env is the records').")
+    ] = 0,
     as_json: JsonOption = False,
 ) -> None:
     """Tune every kernel of the file's fusions now, with a progress bar and a final table."""
@@ -44,23 +48,53 @@ def tune(
     rows = []
     for case in _cases(file, only):
         fd = case.build()
-        report = tunefuse.tune(fd, case.example_inputs(np.random.default_rng(0)), trials=trials,
-                               timeout=timeout, cache=store_cache, progress=not as_json, device=device)
+        report = tunefuse.tune(
+            fd,
+            case.example_inputs(np.random.default_rng(0)),
+            trials=trials,
+            timeout=timeout,
+            cache=store_cache,
+            progress=not as_json,
+            device=device,
+        )
         for s in report.segments:
-            rows.append({"fusion": case.name, "segment": s.segment, "scheduler": s.scheduler,
-                         "default_us": s.default_us, "best_us": s.best_us, "speedup": s.speedup,
-                         "trials": s.trials, "failed": s.failed, "params": s.params, "stored": s.stored})
-    table = Table("fusion", "kernel", "scheduler", "default µs", "best µs", "speedup", "trials", "params")
+            rows.append(
+                {
+                    "fusion": case.name,
+                    "segment": s.segment,
+                    "scheduler": s.scheduler,
+                    "default_us": s.default_us,
+                    "best_us": s.best_us,
+                    "speedup": s.speedup,
+                    "trials": s.trials,
+                    "failed": s.failed,
+                    "params": s.params,
+                    "stored": s.stored,
+                }
+            )
+    table = Table(
+        "fusion", "kernel", "scheduler", "default µs", "best µs", "speedup", "trials", "params"
+    )
     for r in rows:
-        table.add_row(r["fusion"], r["segment"], r["scheduler"], f"{r['default_us']:.1f}", f"{r['best_us']:.1f}",
-                      f"{r['speedup']:.2f}x", str(r["trials"]), str(r["params"]))
+        table.add_row(
+            r["fusion"],
+            r["segment"],
+            r["scheduler"],
+            f"{r['default_us']:.1f}",
+            f"{r['best_us']:.1f}",
+            f"{r['speedup']:.2f}x",
+            str(r["trials"]),
+            str(r["params"]),
+        )
     emit(rows, as_json, table)
 
 
 def enqueue(
     file: Annotated[Path, typer.Argument(help="A fusion file declaring FUSIONS.")],
     cache: CacheOption = None,
-    only: Annotated[str | None, typer.Option("--only", help="Only the fusion of this name.")] = None,
+    only: Annotated[
+        str | None, typer.Option("--only", help="Only the fusion of this name.")
+    ] = None,
     device: Annotated[int, typer.Option(help="The GPU whose env the jobs are for.")] = 0,
     as_json: JsonOption = False,
 ) -> None:
@@ -84,10 +118,27 @@ def enqueue(
         plan = plan_for(fusion, bound)
         store.put_fusion(fusion.fusion_id, fusion.to_json(), case.name)
         for index, seg in enumerate(plan.segments):
-            new = store.enqueue(fusion.fusion_id, index, seg.kernel_key, seg.shape_key, env,
-                                signature_json(bound.signature))
-            queued.append({"fusion": case.name, "segment": index, "kernel_key": seg.kernel_key,
-                           "shape_key": seg.shape_key, "new": new})
-    emit(queued, as_json, text=f"{sum(q['new'] for q in queued)} jobs queued, "
-                               f"{sum(not q['new'] for q in queued)} already there (hits counted)")
+            new = store.enqueue(
+                fusion.fusion_id,
+                index,
+                seg.kernel_key,
+                seg.shape_key,
+                env,
+                signature_json(bound.signature),
+            )
+            queued.append(
+                {
+                    "fusion": case.name,
+                    "segment": index,
+                    "kernel_key": seg.kernel_key,
+                    "shape_key": seg.shape_key,
+                    "new": new,
+                }
+            )
+    emit(
+        queued,
+        as_json,
+        text=f"{sum(q['new'] for q in queued)} jobs queued, "
+        f"{sum(not q['new'] for q in queued)} already there (hits counted)",
+    )
     console.print("", end="")

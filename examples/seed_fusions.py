@@ -30,7 +30,9 @@ def gelu_with_views(fd: FusionDefinition) -> None:
 
 def gelu_without_views(fd: FusionDefinition) -> None:
     """Seed 001: the same GELU on a 3-D input, no views."""
-    T0 = fd.define_tensor(symbolic_sizes=[-1, -1, -1], contiguous=[True, True, True], dtype=DataType.Float)
+    T0 = fd.define_tensor(
+        symbolic_sizes=[-1, -1, -1], contiguous=[True, True, True], dtype=DataType.Float
+    )
     T3 = fd.ops.mul(T0, fd.define_constant(0.500000))
     T6 = fd.ops.erf(fd.ops.mul(T0, fd.define_constant(0.707107)))
     T8 = fd.ops.add(T6, fd.define_constant(1.00000))
@@ -51,7 +53,9 @@ def gelu_with_views_two_outputs(fd: FusionDefinition) -> None:
 
 def transpose_with_views(fd: FusionDefinition) -> None:
     """Seed 001: the attention-output transpose with bookend views."""
-    T0 = fd.define_tensor(symbolic_sizes=[-1, -1, -1], contiguous=[True, True, True], dtype=DataType.Float)
+    T0 = fd.define_tensor(
+        symbolic_sizes=[-1, -1, -1], contiguous=[True, True, True], dtype=DataType.Float
+    )
     T1 = fd.ops.view(T0, original_shape=[768, 128, 64], new_shape=[64, 12, 128, 64])
     T2 = fd.ops.permute(T1, dims=[0, 2, 1, 3])
     T3 = fd.ops.set(T2)

@@ -28,8 +28,20 @@ def compile_runner(job, ctx):
     if log:
         with open(log, "a") as f:
             f.write(f"{job.id} {os.getpid()}\n")
-    record = TunedRecord(job.kernel_key, job.shape_key, ENV, seg.scheduler.value, params_to_dict(params),
-                         source_key(src.source, "sm_90", COMPILE_OPTIONS), src.name, 1.0, 0.0, 1.0, 1, job.fusion_id)
+    record = TunedRecord(
+        job.kernel_key,
+        job.shape_key,
+        ENV,
+        seg.scheduler.value,
+        params_to_dict(params),
+        source_key(src.source, "sm_90", COMPILE_OPTIONS),
+        src.name,
+        1.0,
+        0.0,
+        1.0,
+        1,
+        job.fusion_id,
+    )
     return record, cubin, "sm_90", nvrtc_version()
 
 

@@ -22,8 +22,18 @@ def layernorm(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
     xf = fd.ops.cast(x, DataType.Float)
     var, mean = fd.ops.var_mean(xf, dims=[1], correction=0, keepdim=True)
     y = fd.ops.mul(fd.ops.sub(xf, mean), fd.ops.rsqrt(fd.ops.add(var, 1e-5)))
-    y = fd.ops.mul(y, fd.ops.broadcast_in_dim(fd.ops.cast(w, DataType.Float), shape=x.shape(), broadcast_dims=[1]))
-    y = fd.ops.add(y, fd.ops.broadcast_in_dim(fd.ops.cast(b, DataType.Float), shape=x.shape(), broadcast_dims=[1]))
+    y = fd.ops.mul(
+        y,
+        fd.ops.broadcast_in_dim(
+            fd.ops.cast(w, DataType.Float), shape=x.shape(), broadcast_dims=[1]
+        ),
+    )
+    y = fd.ops.add(
+        y,
+        fd.ops.broadcast_in_dim(
+            fd.ops.cast(b, DataType.Float), shape=x.shape(), broadcast_dims=[1]
+        ),
+    )
     fd.add_output(fd.ops.cast(y, dtype))
 
 
@@ -33,15 +43,24 @@ def rmsnorm(fd: FusionDefinition, dtype: DataType = DataType.BFloat16) -> None:
     xf = fd.ops.cast(x, DataType.Float)
     ms = fd.ops.mean(fd.ops.mul(xf, xf), dims=[1], keepdim=True)
     y = fd.ops.mul(xf, fd.ops.rsqrt(fd.ops.add(ms, 1e-6)))
-    y = fd.ops.mul(y, fd.ops.broadcast_in_dim(fd.ops.cast(w, DataType.Float), shape=x.shape(), broadcast_dims=[1]))
+    y = fd.ops.mul(
+        y,
+        fd.ops.broadcast_in_dim(
+            fd.ops.cast(w, DataType.Float), shape=x.shape(), broadcast_dims=[1]
+        ),
+    )
     fd.add_output(fd.ops.cast(y, dtype))
 
 
 def bias_gelu(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
     x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
     b = fd.define_tensor(shape=[-1], dtype=dtype)
-    y = fd.ops.add(fd.ops.cast(x, DataType.Float),
-                   fd.ops.broadcast_in_dim(fd.ops.cast(b, DataType.Float), shape=x.shape(), broadcast_dims=[1]))
+    y = fd.ops.add(
+        fd.ops.cast(x, DataType.Float),
+        fd.ops.broadcast_in_dim(
+            fd.ops.cast(b, DataType.Float), shape=x.shape(), broadcast_dims=[1]
+        ),
+    )
     fd.add_output(fd.ops.cast(fd.ops.gelu(y), dtype))
 
 
@@ -65,8 +84,10 @@ def shared_costly_values(fd: FusionDefinition, dtype: DataType = DataType.Float)
     xf = fd.ops.cast(x, DataType.Float)
     e = fd.ops.exp(fd.ops.sub(xf, fd.ops.max(xf, dims=[1], keepdim=True)))
     t = fd.ops.tanh(xf)
-    y = fd.ops.add(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)),
-                   fd.ops.mul(t, fd.ops.sum(t, dims=[1], keepdim=True)))
+    y = fd.ops.add(
+        fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)),
+        fd.ops.mul(t, fd.ops.sum(t, dims=[1], keepdim=True)),
+    )
     fd.add_output(fd.ops.cast(y, dtype))
 
 
@@ -76,7 +97,9 @@ def build(define, dtype: DataType) -> FusionDefinition:  # noqa: ANN001
     return fd
 
 
-def inputs_for(fd: FusionDefinition, rows: int, cols: int, rng: np.random.Generator) -> list[np.ndarray]:
+def inputs_for(
+    fd: FusionDefinition, rows: int, cols: int, rng: np.random.Generator
+) -> list[np.ndarray]:
     out = []
     for vid in fd.fusion.inputs:
         t = fd.fusion.values[vid]
@@ -85,5 +108,12 @@ def inputs_for(fd: FusionDefinition, rows: int, cols: int, rng: np.random.Genera
     return out
 
 
-ZOO = {"softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm, "bias_gelu": bias_gelu,
-       "row_sum": row_sum, "col_sum": col_sum, "transpose2d": transpose2d}
+ZOO = {
+    "softmax": softmax,
+    "layernorm": layernorm,
+    "rmsnorm": rmsnorm,
+    "bias_gelu": bias_gelu,
+    "row_sum": row_sum,
+    "col_sum": col_sum,
+    "transpose2d": transpose2d,
+}

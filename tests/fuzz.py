@@ -30,17 +30,68 @@ MAX_NUMEL = 1 << 15  # small: the sanitizer slows kernels 10-100x
 
 # Continuous unary ops, each with the transform that keeps its argument in its domain.
 SMOOTH_UNARY = {
-    "neg": None, "abs": None, "exp": "small", "exp2": "small", "expm1": "small", "sin": None,
-    "cos": None, "tanh": None, "sigmoid": None, "silu": None, "gelu": None, "erf": None,
-    "erfc": None, "relu": None, "log": "positive", "log2": "positive", "log1p": "positive",
-    "sqrt": "positive", "rsqrt": "positive", "reciprocal": "positive", "tan": "small",
+    "neg": None,
+    "abs": None,
+    "exp": "small",
+    "exp2": "small",
+    "expm1": "small",
+    "sin": None,
+    "cos": None,
+    "tanh": None,
+    "sigmoid": None,
+    "silu": None,
+    "gelu": None,
+    "erf": None,
+    "erfc": None,
+    "relu": None,
+    "log": "positive",
+    "log2": "positive",
+    "log1p": "positive",
+    "sqrt": "positive",
+    "rsqrt": "positive",
+    "reciprocal": "positive",
+    "tan": "small",
 }
 # Ops with jumps: applied to inputs only (exact values), never to computed ones.
-JUMPY_UNARY = ("floor", "ceil", "round", "trunc", "sign", "isnan", "isinf", "isfinite", "logical_not", "signbit")
+JUMPY_UNARY = (
+    "floor",
+    "ceil",
+    "round",
+    "trunc",
+    "sign",
+    "isnan",
+    "isinf",
+    "isfinite",
+    "logical_not",
+    "signbit",
+)
 SMOOTH_BINARY = ("add", "sub", "mul", "maximum", "minimum", "div", "truediv", "pow", "atan2")
-JUMPY_BINARY = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "fmod", "nextafter")
-INTEGER_BINARY = ("bitwise_and", "bitwise_or", "bitwise_xor", "remainder", "fmod", "add", "mul", "div", "gcd",
-                  "bitwise_left_shift", "bitwise_right_shift", "logical_right_shift")
+JUMPY_BINARY = (
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "logical_and",
+    "logical_or",
+    "fmod",
+    "nextafter",
+)
+INTEGER_BINARY = (
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "remainder",
+    "fmod",
+    "add",
+    "mul",
+    "div",
+    "gcd",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "logical_right_shift",
+)
 REDUCTIONS = ("sum", "max", "min", "mean", "var", "var_mean", "prod")
 
 
@@ -62,7 +113,9 @@ class FuzzCase:
 
     def __repr__(self) -> str:
         shapes = [list(x.shape) for x in self.inputs]
-        return f"FuzzCase(seed={self.seed}, inputs={shapes}, layouts={self.layouts}, ops={self.ops})"
+        return (
+            f"FuzzCase(seed={self.seed}, inputs={shapes}, layouts={self.layouts}, ops={self.ops})"
+        )
 
 
 def _numel(shape: tuple[int, ...]) -> int:
@@ -90,7 +143,9 @@ class _Builder:
                 return s
 
     # -- inputs ------------------------------------------------------------------------
-    def host_array(self, shape: tuple[int, ...], dtype: DataType, index_below: int | None = None) -> np.ndarray:
+    def host_array(
+        self, shape: tuple[int, ...], dtype: DataType, index_below: int | None = None
+    ) -> np.ndarray:
         """An input laid out as one of: contiguous, an offset view (misaligned for vectors),
         a permuted view (non-contiguous), a strided view (every other element). With
         `index_below`, integers in [0, index_below): an index tensor."""
@@ -119,7 +174,9 @@ class _Builder:
         self.layouts.append(layout)
         return array
 
-    def new_input(self, shape: tuple[int, ...], dtype: DataType, index_below: int | None = None) -> _Value:
+    def new_input(
+        self, shape: tuple[int, ...], dtype: DataType, index_below: int | None = None
+    ) -> _Value:
         array = self.host_array(shape, dtype, index_below)
         self.inputs.append(array)
         t = self.fd.from_array(array)
@@ -155,13 +212,37 @@ class _Builder:
         return v
 
     def same_shape(self, v: _Value, floating: bool = True) -> _Value | None:
-        options = [u for u in self.pool if u.shape == v.shape and (u.dtype.is_floating or not floating)]
+        options = [
+            u for u in self.pool if u.shape == v.shape and (u.dtype.is_floating or not floating)
+        ]
         return self.pick(options) if options else None
 
     def step(self) -> None:
-        kind = self.pick(["unary", "unary", "binary", "binary", "jumpy", "where", "cast", "reduce",
-                          "normalize", "view", "view", "slice", "pad", "cat", "cat", "set", "create",
-                          "scalar", "integer", "clamp", "gather"])
+        kind = self.pick(
+            [
+                "unary",
+                "unary",
+                "binary",
+                "binary",
+                "jumpy",
+                "where",
+                "cast",
+                "reduce",
+                "normalize",
+                "view",
+                "view",
+                "slice",
+                "pad",
+                "cat",
+                "cat",
+                "set",
+                "create",
+                "scalar",
+                "integer",
+                "clamp",
+                "gather",
+            ]
+        )
         getattr(self, f"step_{kind}")()
 
     def step_unary(self) -> None:
@@ -177,7 +258,11 @@ class _Builder:
             rhs = self.op("add", self.op("abs", u.tensor), 0.5)
             t = self.op(name, v.tensor, rhs)
         elif name == "pow":
-            t = self.op("pow", self.op("add", self.op("abs", v.tensor), 0.5), self.op("mul", self.op("tanh", u.tensor), 2.0))
+            t = self.op(
+                "pow",
+                self.op("add", self.op("abs", v.tensor), 0.5),
+                self.op("mul", self.op("tanh", u.tensor), 2.0),
+            )
         else:
             t = self.op(name, v.tensor, u.tensor)
         self.push(t, v.shape)
@@ -197,7 +282,9 @@ class _Builder:
                 t = self.op("fmod", v.tensor, self.op("add", self.op("abs", u.tensor), 0.5))
             elif name == "nextafter":  # float and double steps only
                 wide = self.pick([DataType.Float, DataType.Double])
-                t = self.op("nextafter", self.op("cast", v.tensor, wide), self.op("cast", u.tensor, wide))
+                t = self.op(
+                    "nextafter", self.op("cast", v.tensor, wide), self.op("cast", u.tensor, wide)
+                )
             else:
                 t = self.op(name, v.tensor, u.tensor)
         self.push(t, v.shape)
@@ -219,19 +306,30 @@ class _Builder:
         target = self.pick(FLOATS + (DataType.Int32, DataType.Int, DataType.Bool))
         if not target.is_floating and not v.exact:
             target = self.pick(FLOATS)  # rounding a computed value to an integer may differ by one
-        self.push(self.op("cast", v.tensor, target), v.shape, v.exact and target.is_floating and (
-            target.itemsize >= v.dtype.itemsize) and v.dtype.is_floating)
+        self.push(
+            self.op("cast", v.tensor, target),
+            v.shape,
+            v.exact
+            and target.is_floating
+            and (target.itemsize >= v.dtype.itemsize)
+            and v.dtype.is_floating,
+        )
 
     def step_reduce(self) -> None:
         v = self.float_value()
         if not v.shape:
             return self.step_unary()
         rank = len(v.shape)
-        dims = sorted({int(d) for d in self.rng.integers(0, rank, int(self.rng.integers(1, rank + 1)))})
+        dims = sorted(
+            {int(d) for d in self.rng.integers(0, rank, int(self.rng.integers(1, rank + 1)))}
+        )
         name = self.pick(REDUCTIONS)
         keep = bool(self.rng.random() < 0.5)
-        reduced = tuple(1 if d in dims else e for d, e in enumerate(v.shape)) if keep else tuple(
-            e for d, e in enumerate(v.shape) if d not in dims)
+        reduced = (
+            tuple(1 if d in dims else e for d, e in enumerate(v.shape))
+            if keep
+            else tuple(e for d, e in enumerate(v.shape) if d not in dims)
+        )
         count = math.prod(v.shape[d] for d in dims)
         if name in ("max", "min") and count == 0:
             name = "sum"
@@ -260,26 +358,49 @@ class _Builder:
         dim = int(self.rng.integers(0, len(v.shape)))
         name = self.pick(["max", "sum", "mean"])
         r = self.op(name, v.tensor, dims=[dim], keepdim=True)
-        b = self.op("broadcast_in_dim", r, shape=list(v.shape), broadcast_dims=list(range(len(v.shape))))
+        b = self.op(
+            "broadcast_in_dim", r, shape=list(v.shape), broadcast_dims=list(range(len(v.shape)))
+        )
         y = self.op("sub", v.tensor, b)
         if name == "max":
             e = self.op("exp", y)
             s = self.op("sum", e, dims=[dim], keepdim=True)
-            y = self.op("div", e, self.op("broadcast_in_dim", s, shape=list(v.shape), broadcast_dims=list(range(len(v.shape)))))
+            y = self.op(
+                "div",
+                e,
+                self.op(
+                    "broadcast_in_dim",
+                    s,
+                    shape=list(v.shape),
+                    broadcast_dims=list(range(len(v.shape))),
+                ),
+            )
         self.push(y, v.shape)
 
     def step_view(self) -> None:
         v = self.pick(self.pool)
         rank = len(v.shape)
-        kind = self.pick(["permute", "reshape", "squeeze", "unsqueeze", "broadcast_in_dim", "expand", "broadcast"])
+        kind = self.pick(
+            [
+                "permute",
+                "reshape",
+                "squeeze",
+                "unsqueeze",
+                "broadcast_in_dim",
+                "expand",
+                "broadcast",
+            ]
+        )
         if kind == "permute" and rank > 1:
             perm = [int(p) for p in self.rng.permutation(rank)]
-            self.push(self.op("permute", v.tensor, dims=perm), tuple(v.shape[p] for p in perm), v.exact)
+            self.push(
+                self.op("permute", v.tensor, dims=perm), tuple(v.shape[p] for p in perm), v.exact
+            )
             return
         if kind == "reshape" and rank >= 1:
             if rank > 1 and self.rng.random() < 0.5:
                 d = int(self.rng.integers(0, rank - 1))
-                new = (*v.shape[:d], v.shape[d] * v.shape[d + 1], *v.shape[d + 2:])
+                new = (*v.shape[:d], v.shape[d] * v.shape[d + 1], *v.shape[d + 2 :])
             else:
                 n = _numel(v.shape)
                 divisors = [k for k in range(1, n + 1) if n % k == 0] if n else [0]
@@ -305,7 +426,9 @@ class _Builder:
             if kind == "expand":
                 t = self.op("expand", v.tensor, shape=list(new))
             else:
-                t = self.op("broadcast_in_dim", v.tensor, shape=list(new), broadcast_dims=list(range(rank)))
+                t = self.op(
+                    "broadcast_in_dim", v.tensor, shape=list(new), broadcast_dims=list(range(rank))
+                )
             self.push(t, new, v.exact)
             return
         if kind == "broadcast" and rank < 4:
@@ -333,7 +456,11 @@ class _Builder:
             ends.append(b)
             strides.append(s)
             new.append(-(-(b - a) // s))
-        self.push(self.op("slice", v.tensor, start_indices=starts, end_indices=ends, strides=strides), tuple(new), v.exact)
+        self.push(
+            self.op("slice", v.tensor, start_indices=starts, end_indices=ends, strides=strides),
+            tuple(new),
+            v.exact,
+        )
 
     def step_pad(self) -> None:
         v = self.pick(self.pool)
@@ -344,7 +471,9 @@ class _Builder:
         for k in range(dims):
             d = len(v.shape) - 1 - k
             left = int(self.rng.integers(-min(v.shape[d], 3), 5))
-            right = int(self.rng.integers(-min(v.shape[d] + left, 3) if v.shape[d] + left > 0 else 0, 5))
+            right = int(
+                self.rng.integers(-min(v.shape[d] + left, 3) if v.shape[d] + left > 0 else 0, 5)
+            )
             if v.shape[d] + left + right < 0:
                 left = right = 0
             widths += [left, right]
@@ -364,7 +493,9 @@ class _Builder:
         e = v.shape[dim]
         pieces = []
         if e >= 2 and self.rng.random() < 0.6:
-            cuts = sorted({int(c) for c in self.rng.integers(0, e + 1, int(self.rng.integers(1, 3)))} | {0, e})
+            cuts = sorted(
+                {int(c) for c in self.rng.integers(0, e + 1, int(self.rng.integers(1, 3)))} | {0, e}
+            )
             for a, b in zip(cuts, cuts[1:]):
                 starts = [0] * len(v.shape)
                 ends = list(v.shape)
@@ -377,12 +508,17 @@ class _Builder:
             pieces = [pieces[k] for k in order]
         else:
             for _ in range(int(self.rng.integers(2, 4))):
-                others = [u for u in self.pool if len(u.shape) == len(v.shape) and u.dtype is v.dtype and all(
-                    a == b for k, (a, b) in enumerate(zip(u.shape, v.shape)) if k != dim)]
+                others = [
+                    u
+                    for u in self.pool
+                    if len(u.shape) == len(v.shape)
+                    and u.dtype is v.dtype
+                    and all(a == b for k, (a, b) in enumerate(zip(u.shape, v.shape)) if k != dim)
+                ]
                 u = self.pick(others)
                 pieces.append((u.tensor, u.shape[dim]))
         total = sum(n for _, n in pieces)
-        new = (*v.shape[:dim], total, *v.shape[dim + 1:])
+        new = (*v.shape[:dim], total, *v.shape[dim + 1 :])
         if _numel(new) > MAX_NUMEL:
             return None
         self.push(self.op("cat", [p for p, _ in pieces], dim=dim), new, v.exact)
@@ -400,18 +536,26 @@ class _Builder:
             return None
         name = self.pick(["index_select", "index_select", "gather", "take_along_axis"])
         if name == "index_select":
-            index_shape = tuple(int(self.pick((1, 2, 3, 5, 8, 17))) for _ in range(int(self.rng.integers(1, 3))))
-            out = (*v.shape[:dim], *index_shape, *v.shape[dim + 1:])
+            index_shape = tuple(
+                int(self.pick((1, 2, 3, 5, 8, 17))) for _ in range(int(self.rng.integers(1, 3)))
+            )
+            out = (*v.shape[:dim], *index_shape, *v.shape[dim + 1 :])
         else:
             index_shape = tuple(
-                int(self.pick((1, 2, 3, 5, 9))) if k == dim else
-                (n if name == "take_along_axis" else int(self.rng.integers(min(n, 1), n + 1)))
-                for k, n in enumerate(v.shape))
+                int(self.pick((1, 2, 3, 5, 9)))
+                if k == dim
+                else (n if name == "take_along_axis" else int(self.rng.integers(min(n, 1), n + 1)))
+                for k, n in enumerate(v.shape)
+            )
             out = index_shape
         if _numel(out) > MAX_NUMEL:
             return None
         dtype = self.pick([DataType.Int, DataType.Int32])
-        computed = [u for u in self.pool if u.shape == index_shape and u.dtype in (DataType.Int, DataType.Int32)]
+        computed = [
+            u
+            for u in self.pool
+            if u.shape == index_shape and u.dtype in (DataType.Int, DataType.Int32)
+        ]
         if computed and self.rng.random() < 0.5:
             index = self.op("remainder", self.op("abs", self.pick(computed).tensor), e)
         else:
@@ -431,13 +575,28 @@ class _Builder:
             # Random numbers from a seed and offset of the definition's own (reproducible).
             name = self.pick(["uniform", "normal"])
             dtype = self.pick([DataType.Float, DataType.Double, DataType.BFloat16])
-            seed, offset = (int(self.rng.integers(-2**40, 2**40)) for _ in range(2))
-            t = self.op(name, -1.5, 2.0, list(v.shape), dtype=dtype, rng_seed=seed, rng_offset=offset)
-            self.push(self.op("mul", t, self.op("cast", v.tensor, dtype)) if v.dtype.is_floating else t, v.shape)
+            seed, offset = (int(self.rng.integers(-(2**40), 2**40)) for _ in range(2))
+            t = self.op(
+                name, -1.5, 2.0, list(v.shape), dtype=dtype, rng_seed=seed, rng_offset=offset
+            )
+            self.push(
+                self.op("mul", t, self.op("cast", v.tensor, dtype)) if v.dtype.is_floating else t,
+                v.shape,
+            )
         elif roll < 0.65:
             fill = float(self.pick((0.0, 1.0, -2.5)))
-            t = self.op("full", list(v.shape), self.fd.define_scalar(fill, dtype=DataType.Double), DataType.Float)
-            self.push(self.op("add", t, self.op("cast", v.tensor, DataType.Float)) if v.dtype.is_floating else t, v.shape)
+            t = self.op(
+                "full",
+                list(v.shape),
+                self.fd.define_scalar(fill, dtype=DataType.Double),
+                DataType.Float,
+            )
+            self.push(
+                self.op("add", t, self.op("cast", v.tensor, DataType.Float))
+                if v.dtype.is_floating
+                else t,
+                v.shape,
+            )
         else:
             d = len(v.shape) - 1
             n = v.shape[d]
@@ -504,12 +663,14 @@ def fuzz_case(seed: int, max_steps: int = 10) -> FuzzCase:
                 b.new_input(shape, dtype)
                 for _ in range(int(b.rng.integers(0, 3))):
                     other = tuple(1 if b.rng.random() < 0.2 else e for e in shape)
-                    b.new_input(other if b.rng.random() < 0.3 else shape,
-                                dtype if b.rng.random() < 0.7 else b.pick(FLOATS))
+                    b.new_input(
+                        other if b.rng.random() < 0.3 else shape,
+                        dtype if b.rng.random() < 0.7 else b.pick(FLOATS),
+                    )
                 for _ in range(int(b.rng.integers(1, max_steps + 1))):
                     b.step()
-                computed = [v for v in b.pool[len(b.inputs):]]
-                outs = computed[-int(b.rng.integers(1, 3)):] if computed else [b.pool[-1]]
+                computed = [v for v in b.pool[len(b.inputs) :]]
+                outs = computed[-int(b.rng.integers(1, 3)) :] if computed else [b.pool[-1]]
                 for v in outs:
                     b.fd.add_output(v.tensor)
         except TunefuseError:
@@ -533,8 +694,12 @@ def rotary_embedding(fd: FusionDefinition, seq: int, heads: int, dim: int, dtype
     x1 = fd.ops.slice(xf, [0, 0, 0], [seq, heads, dim // 2])
     x2 = fd.ops.slice(xf, [0, 0, dim // 2], [seq, heads, dim])
     rotated = fd.ops.cat([fd.ops.neg(x2), x1], dim=2)
-    c = fd.ops.broadcast_in_dim(fd.ops.cast(cos, DataType.Float), shape=[seq, heads, dim], broadcast_dims=[0, 2])
-    s = fd.ops.broadcast_in_dim(fd.ops.cast(sin, DataType.Float), shape=[seq, heads, dim], broadcast_dims=[0, 2])
+    c = fd.ops.broadcast_in_dim(
+        fd.ops.cast(cos, DataType.Float), shape=[seq, heads, dim], broadcast_dims=[0, 2]
+    )
+    s = fd.ops.broadcast_in_dim(
+        fd.ops.cast(sin, DataType.Float), shape=[seq, heads, dim], broadcast_dims=[0, 2]
+    )
     fd.add_output(fd.ops.cast(fd.ops.add(fd.ops.mul(xf, c), fd.ops.mul(rotated, s)), dtype))
 
 
@@ -544,27 +709,46 @@ def named_cases() -> list[FuzzCase]:
     cat/pad patterns at the edges of buffers: empty pieces, negative pads, cat on dim 0."""
     cases = []
     rng = np.random.default_rng(7)
-    for seq, heads, dim, dtype in [(8192 // 64, 32, 128, DataType.BFloat16), (1, 1, 2, DataType.Float),
-                                   (3, 5, 66, DataType.Half), (17, 2, 10, DataType.BFloat16), (2, 3, 128, DataType.Float)]:
+    for seq, heads, dim, dtype in [
+        (8192 // 64, 32, 128, DataType.BFloat16),
+        (1, 1, 2, DataType.Float),
+        (3, 5, 66, DataType.Half),
+        (17, 2, 10, DataType.BFloat16),
+        (2, 3, 128, DataType.Float),
+    ]:
         fd = FusionDefinition()
         with fd:
             rotary_embedding(fd, seq, heads, dim, dtype)
-        inputs = [rng.uniform(-1, 1, s).astype(dtype.numpy) for s in [(seq, heads, dim), (seq, dim), (seq, dim)]]
+        inputs = [
+            rng.uniform(-1, 1, s).astype(dtype.numpy)
+            for s in [(seq, heads, dim), (seq, dim), (seq, dim)]
+        ]
         cases.append(FuzzCase(-1, fd, inputs, ["rotary_embedding"], ["contiguous"] * 3))
     for widths in ([3, 5], [-2, 4], [4, -3], [0, 8, 2, 0], [-1, -1, 1, 1]):
         fd = FusionDefinition()
         with fd:
             x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
             fd.add_output(fd.ops.pad(x, widths, 2.0))
-        cases.append(FuzzCase(-1, fd, [rng.uniform(-1, 1, (5, 12)).astype(np.float32)], ["pad"], ["contiguous"]))
+        cases.append(
+            FuzzCase(
+                -1, fd, [rng.uniform(-1, 1, (5, 12)).astype(np.float32)], ["pad"], ["contiguous"]
+            )
+        )
     for sizes, dim in (([0, 4, 4], 1), ([4, 0], 1), ([8, 8], 0), ([3, 1, 12], 1), ([16, 16], 1)):
         fd = FusionDefinition()
         shapes = [(6, n) if dim == 1 else (n, 6) for n in sizes]
         with fd:
             ts = [fd.define_tensor(shape=[-1, -1], dtype=DataType.Half) for _ in sizes]
             fd.add_output(fd.ops.cat(ts, dim=dim))
-        cases.append(FuzzCase(-1, fd, [rng.uniform(-1, 1, s).astype(np.float16) for s in shapes], ["cat"],
-                              ["contiguous"] * len(sizes)))
+        cases.append(
+            FuzzCase(
+                -1,
+                fd,
+                [rng.uniform(-1, 1, s).astype(np.float16) for s in shapes],
+                ["cat"],
+                ["contiguous"] * len(sizes),
+            )
+        )
     return cases
 
 
@@ -593,7 +777,11 @@ def large_cases() -> list[LargeCase]:
 
     def cat_expect(inputs: list[np.ndarray], index: tuple[int, ...]) -> float:
         r, c = index
-        return float(-inputs[0][r, c + half]) if c < cols - half else float(inputs[0][r, c - (cols - half)])
+        return (
+            float(-inputs[0][r, c + half])
+            if c < cols - half
+            else float(inputs[0][r, c - (cols - half)])
+        )
 
     fd_pad = FusionDefinition()
     with fd_pad:
@@ -606,10 +794,24 @@ def large_cases() -> list[LargeCase]:
         return float(np.float16(float(inputs[0][i - 5]) * 2.0)) if 5 <= i < n + 5 else 1.0
 
     return [
-        LargeCase("cat of halves, 2 x (2**30 + 24) half", fd, lambda torch, device: [
-            torch.rand((rows, cols), dtype=torch.float16, device=f"cuda:{device}") * 2 - 1], cat_expect, (rows, cols)),
-        LargeCase("pad of 2**31 + 3 half", fd_pad, lambda torch, device: [
-            torch.rand(n, dtype=torch.float16, device=f"cuda:{device}") * 2 - 1], pad_expect, (n + 12,)),
+        LargeCase(
+            "cat of halves, 2 x (2**30 + 24) half",
+            fd,
+            lambda torch, device: [
+                torch.rand((rows, cols), dtype=torch.float16, device=f"cuda:{device}") * 2 - 1
+            ],
+            cat_expect,
+            (rows, cols),
+        ),
+        LargeCase(
+            "pad of 2**31 + 3 half",
+            fd_pad,
+            lambda torch, device: [
+                torch.rand(n, dtype=torch.float16, device=f"cuda:{device}") * 2 - 1
+            ],
+            pad_expect,
+            (n + 12,),
+        ),
     ]
 
 
@@ -620,7 +822,9 @@ def ops_covered(cases: list[FuzzCase]) -> set[str]:
 # The ops the corpus must reach (every op of the op table a fusion can write).
 # rng_state is no frontend op: uniform/normal make it when given no seed (the fuzzer gives one,
 # so that a fusion's GPU run and its reference draw the same numbers).
-EVERY_OP = {k.value for k in OpKind if not k.is_input and k not in (OpKind.CONSTANT, OpKind.RNG_STATE)}
+EVERY_OP = {
+    k.value for k in OpKind if not k.is_input and k not in (OpKind.CONSTANT, OpKind.RNG_STATE)
+}
 ELEMENTWISE_OPS = {k.value for k in ELEMENTWISE}
 
 
@@ -634,14 +838,18 @@ def random_params(segment, device, seed: int):  # noqa: ANN001, ANN201
     default = sched.default_params(segment, device)
     rng = np.random.default_rng([seed & 0xFFFFFFFF, int(segment.kernel_key[:8], 16)])
     for _ in range(50):
-        point = {name: dist.choices[int(rng.integers(len(dist.choices)))] for name, dist in space.items()}
+        point = {
+            name: dist.choices[int(rng.integers(len(dist.choices)))] for name, dist in space.items()
+        }
         params = with_values(default, point)
         if "split" in point and rng.random() < 0.5:
             # Any split, not only the search space's powers of two: uneven shares, shares of
             # a lane or two, and more shares than elements (empty ones) must all be right.
             from tunefuse.schedulers.reduction import MAX_SPLIT, sizes
 
-            params = with_values(params, {"split": int(rng.integers(2, min(MAX_SPLIT, 2 * sizes(segment)[1] + 3)))})
+            params = with_values(
+                params, {"split": int(rng.integers(2, min(MAX_SPLIT, 2 * sizes(segment)[1] + 3)))}
+            )
         if params != default and sched.is_valid(segment, device, params) is None:
             return params
     return None

@@ -68,9 +68,13 @@ def torch_input(torch, array: np.ndarray, layout: str, device: int):  # noqa: AN
     lead = 1 if layout == "offset" else 0
     flat = np.zeros(span + lead, dtype=array.dtype)
     if array.size:
-        view = np.lib.stride_tricks.as_strided(flat[lead:], array.shape, tuple(s * array.itemsize for s in info.strides))
+        view = np.lib.stride_tricks.as_strided(
+            flat[lead:], array.shape, tuple(s * array.itemsize for s in info.strides)
+        )
         view[...] = array
-    bits = flat.view(np.int16) if info.dtype is DataType.BFloat16 else flat  # torch reads no ml_dtypes
+    bits = (
+        flat.view(np.int16) if info.dtype is DataType.BFloat16 else flat
+    )  # torch reads no ml_dtypes
     base = torch.from_numpy(bits).to(f"cuda:{device}").view(torch_dtype(info.dtype))
     return torch.as_strided(base, info.shape, info.strides, lead)
 
@@ -83,8 +87,13 @@ def to_host(t) -> np.ndarray:  # noqa: ANN001
     return t.cpu().numpy()
 
 
-def run_corpus(seed: int, count: int, variants: tuple[str, ...] = ("default", "random"), device: int = 0,
-               verbose: bool = True) -> dict:
+def run_corpus(
+    seed: int,
+    count: int,
+    variants: tuple[str, ...] = ("default", "random"),
+    device: int = 0,
+    verbose: bool = True,
+) -> dict:
     import torch
 
     from tunefuse import reference
@@ -100,10 +109,19 @@ def run_corpus(seed: int, count: int, variants: tuple[str, ...] = ("default", "r
             for source, name in _sources(case, rt.info, variant):
                 jobs[name] = (source, name, rt.info.arch)
     with concurrent.futures.ProcessPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
-        precompiled = {name: cubin for name, cubin in pool.map(_compile, jobs.values(), chunksize=8) if cubin}
+        precompiled = {
+            name: cubin for name, cubin in pool.map(_compile, jobs.values(), chunksize=8) if cubin
+        }
     compile_s = time.monotonic() - start
-    summary = {"fusions": len(cases), "runs": 0, "kernel_launches": 0, "distinct_kernels": set(),
-               "mismatches": 0, "errors": 0, "compile_s": round(compile_s, 1)}
+    summary = {
+        "fusions": len(cases),
+        "runs": 0,
+        "kernel_launches": 0,
+        "distinct_kernels": set(),
+        "mismatches": 0,
+        "errors": 0,
+        "compile_s": round(compile_s, 1),
+    }
     for case in cases:
         want = reference.run(case.fd.fusion, case.inputs)
         for variant in variants:
@@ -111,8 +129,13 @@ def run_corpus(seed: int, count: int, variants: tuple[str, ...] = ("default", "r
             if variant == "random":
                 chooser = lambda seg, dev, s=case.seed: random_params(seg, dev, s)  # noqa: E731
             try:
-                inputs = [torch_input(torch, x, layout, device) for x, layout in zip(case.inputs, case.layouts)]
-                executor = Executor(case.fd.fusion, params_source=chooser, precompiled=precompiled, device=device)
+                inputs = [
+                    torch_input(torch, x, layout, device)
+                    for x, layout in zip(case.inputs, case.layouts)
+                ]
+                executor = Executor(
+                    case.fd.fusion, params_source=chooser, precompiled=precompiled, device=device
+                )
                 got = executor.run(inputs)
                 torch.cuda.synchronize(device)
             except Exception as e:  # noqa: BLE001 - counted and reported, the corpus goes on
@@ -146,7 +169,11 @@ def _loosest_tolerance(fusion) -> tuple[float, float]:  # noqa: ANN001
     expf and NumPy's) carries that float's rounding, not a double's."""
     from tunefuse.ir import TensorType
 
-    tolerances = [v.dtype.tolerance for v in fusion.values if isinstance(v, TensorType) and v.dtype.is_floating]
+    tolerances = [
+        v.dtype.tolerance
+        for v in fusion.values
+        if isinstance(v, TensorType) and v.dtype.is_floating
+    ]
     return max(tolerances, default=(0.0, 0.0))
 
 
@@ -154,8 +181,15 @@ def _agree(got: np.ndarray, want: np.ndarray, loosest: tuple[float, float] = (0.
     from tunefuse.dtypes import from_any_dtype
 
     rtol, atol = (max(a, b) for a, b in zip(from_any_dtype(want.dtype).tolerance, loosest))
-    return got.shape == want.shape and bool(np.allclose(
-        got.astype(np.float64), want.astype(np.float64), rtol=10 * rtol, atol=10 * atol, equal_nan=True))
+    return got.shape == want.shape and bool(
+        np.allclose(
+            got.astype(np.float64),
+            want.astype(np.float64),
+            rtol=10 * rtol,
+            atol=10 * atol,
+            equal_nan=True,
+        )
+    )
 
 
 def run_large(device: int = 0, samples: int = 2000, verbose: bool = True) -> dict:
@@ -192,7 +226,9 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=500)
     parser.add_argument("--device", type=int, default=0)
     parser.add_argument("--variants", default="default,random")
-    parser.add_argument("--large", action="store_true", help="also the fusions of more than 2**31 elements")
+    parser.add_argument(
+        "--large", action="store_true", help="also the fusions of more than 2**31 elements"
+    )
     args = parser.parse_args()
     summary = run_corpus(args.seed, args.count, tuple(args.variants.split(",")), args.device)
     if args.large:

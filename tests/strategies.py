@@ -34,7 +34,11 @@ def fusions(draw, max_ops: int = 8, dtypes=(DataType.Float,)):
             pool.append((t, shape))
             inputs.append(rng.uniform(0.1, 2.0, size=shape).astype(dtype.numpy))
         for _ in range(draw(st.integers(1, max_ops))):
-            kind = draw(st.sampled_from(["unary", "binary", "binary", "scalar", "reduce", "permute", "reshape", "cast"]))
+            kind = draw(
+                st.sampled_from(
+                    ["unary", "binary", "binary", "scalar", "reduce", "permute", "reshape", "cast"]
+                )
+            )
             t, s = pool[draw(st.integers(0, len(pool) - 1))]
             if kind == "unary":
                 pool.append((getattr(fd.ops, draw(st.sampled_from(UNARY)))(fd.ops.abs(t)), s))
@@ -50,8 +54,11 @@ def fusions(draw, max_ops: int = 8, dtypes=(DataType.Float,)):
                 op = draw(st.sampled_from(["sum", "max", "mean"]))
                 r = getattr(fd.ops, op)(t, dims=[dim], keepdim=True)
                 b = fd.ops.broadcast_in_dim(r, shape=list(s), broadcast_dims=list(range(len(s))))
-                pool.append((b, s) if all(isinstance(x, int) for x in s) and not any(
-                    e == -1 for e in s) else (r, tuple(1 if d == dim else x for d, x in enumerate(s))))
+                pool.append(
+                    (b, s)
+                    if all(isinstance(x, int) for x in s) and not any(e == -1 for e in s)
+                    else (r, tuple(1 if d == dim else x for d, x in enumerate(s)))
+                )
             elif kind == "permute" and len(s) > 1:
                 perm = draw(st.permutations(range(len(s))))
                 pool.append((fd.ops.permute(t, dims=list(perm)), tuple(s[d] for d in perm)))

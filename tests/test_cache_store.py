@@ -46,14 +46,23 @@ def fusion_row(store):
 
 def record(kernel="k" * 64, shape="1024", env=ENV, cubin=b"\x7fELF-cubin", **kw):
     code_key = hashlib.sha256(cubin + env.key.encode() + shape.encode()).hexdigest()
-    defaults = dict(scheduler="pointwise", params={"block_size": 256, "vector": 4, "unroll": 1, "blocks_per_sm": 8},
-                    code_key=code_key, kernel_name="tf_pointwise_x", median_us=10.0, spread_us=0.2,
-                    default_us=12.0, trials=40)
+    defaults = dict(
+        scheduler="pointwise",
+        params={"block_size": 256, "vector": 4, "unroll": 1, "blocks_per_sm": 8},
+        code_key=code_key,
+        kernel_name="tf_pointwise_x",
+        median_us=10.0,
+        spread_us=0.2,
+        default_us=12.0,
+        trials=40,
+    )
     defaults.update(kw)
     return TunedRecord(kernel, shape, env, **defaults), cubin
 
 
-KERNEL_SOURCE = 'extern "C" __global__ void tf_pointwise_x(float* p) {{ p[threadIdx.x] = {value}.0f; }}\n'
+KERNEL_SOURCE = (
+    'extern "C" __global__ void tf_pointwise_x(float* p) {{ p[threadIdx.x] = {value}.0f; }}\n'
+)
 
 
 def real_record(shape="1024", value=1, env=ENV, **kw):
@@ -64,7 +73,13 @@ def real_record(shape="1024", value=1, env=ENV, **kw):
     source = KERNEL_SOURCE.format(value=value)
     cubin = compile_kernel(source, "tf_pointwise_x", "sm_90").cubin
     kw.setdefault("kernel", "ab" * 32)  # a kernel key is a sha256, as a segment's is
-    rec, _ = record(shape=shape, env=env, cubin=cubin, code_key=source_key(source, "sm_90", COMPILE_OPTIONS), **kw)
+    rec, _ = record(
+        shape=shape,
+        env=env,
+        cubin=cubin,
+        code_key=source_key(source, "sm_90", COMPILE_OPTIONS),
+        **kw,
+    )
     return rec, cubin, source
 
 
@@ -129,7 +144,11 @@ def test_a_corrupted_binary_is_detected_quarantined_and_never_loaded(store):
     other, other_cubin = record(shape="2048", cubin=b"\x7fELF-other")
     store.put_record(other, other_cubin, "sm_90", "13.5")
     with store.engine.begin() as c:
-        c.execute(sa.update(BinaryRow).where(BinaryRow.code_key == other.code_key).values(cubin=b"\x7fELF-bad"))
+        c.execute(
+            sa.update(BinaryRow)
+            .where(BinaryRow.code_key == other.code_key)
+            .values(cubin=b"\x7fELF-bad")
+        )
     assert store.verify() == [other.code_key]
     assert store.verify() == []
 
@@ -150,8 +169,11 @@ def test_prune_dry_run_lists_exactly_what_prune_deletes(store):
     for r, c in ((old, c1), (stale, c2), (fresh, c3)):
         store.put_record(r, c, "sm_90", "13.5")
     with store.engine.begin() as c:
-        c.execute(sa.update(RecordRow).where(RecordRow.shape_key == "1").values(
-            tuned_at=dt.datetime(2020, 1, 1), last_used_at=dt.datetime(2020, 1, 1)))
+        c.execute(
+            sa.update(RecordRow)
+            .where(RecordRow.shape_key == "1")
+            .values(tuned_at=dt.datetime(2020, 1, 1), last_used_at=dt.datetime(2020, 1, 1))
+        )
     plan = store.prune(older_than=dt.timedelta(days=30), stale_env=ENV, dry_run=True)
     assert sorted(r["shape_key"] for r in plan["records"]) == ["1", "2"]
     assert len(store.records()) == 3  # a dry run deletes nothing
@@ -166,8 +188,11 @@ def test_prune_by_size_cap_drops_least_recently_used(store):
         rec, cubin = record(shape=str(k), cubin=bytes([k]) * 100)
         store.put_record(rec, cubin, "sm_90", "13.5")
         with store.engine.begin() as c:
-            c.execute(sa.update(RecordRow).where(RecordRow.shape_key == str(k)).values(
-                last_used_at=dt.datetime(2025, 1, 1 + k)))
+            c.execute(
+                sa.update(RecordRow)
+                .where(RecordRow.shape_key == str(k))
+                .values(last_used_at=dt.datetime(2025, 1, 1 + k))
+            )
     result = store.prune(max_bytes=250)
     assert [r["shape_key"] for r in result["records"]] == ["0", "1"]
     assert store.stats().binary_bytes <= 250
@@ -178,8 +203,11 @@ def test_prune_refuses_negative_arguments(store):
 
     rec, cubin = record(shape="1")
     store.put_record(rec, cubin, "sm_90", "13.5")
-    for kwargs in (dict(older_than=dt.timedelta(days=-5)), dict(unused_for=dt.timedelta(seconds=-1)),
-                   dict(max_bytes=-1)):
+    for kwargs in (
+        dict(older_than=dt.timedelta(days=-5)),
+        dict(unused_for=dt.timedelta(seconds=-1)),
+        dict(max_bytes=-1),
+    ):
         with pytest.raises(CacheError, match="must not be negative"):
             store.prune(**kwargs)
     assert len(store.records()) == 1
@@ -195,7 +223,11 @@ def test_prune_keeps_a_record_used_after_its_plan(store):
     plan = store.plan_prune(unused_for=dt.timedelta(days=30))
     assert [r["shape_key"] for r in plan.result["records"]] == ["1"]
     with store.engine.begin() as c:
-        c.execute(sa.update(RecordRow).values(last_used_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)))
+        c.execute(
+            sa.update(RecordRow).values(
+                last_used_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+            )
+        )
     store.apply_prune(plan)
     assert len(store.records()) == 1 and store.get_binary(rec.code_key) is not None
 
@@ -243,7 +275,9 @@ def test_export_import_round_trip_and_tampering_refused(store, tmp_path):
     assert fresh.import_(path) == 3
     assert fresh.lookup(rec.kernel_key, rec.shape_key, ENV).params == rec.params
     assert fresh.lookup(rec.kernel_key, rec.shape_key, ENV).history == HISTORY
-    assert fresh.get_binary(rec.code_key)[0] == cubin  # compiled again here: NVRTC gives the same bytes
+    assert (
+        fresh.get_binary(rec.code_key)[0] == cubin
+    )  # compiled again here: NVRTC gives the same bytes
     assert fresh.get_source(rec.code_key) == source
     lines = path.read_text().splitlines()
     binary = json.loads(lines[2])
@@ -255,7 +289,9 @@ def test_export_import_round_trip_and_tampering_refused(store, tmp_path):
         empty.import_(tampered)
     assert empty.records() == [] and empty.stats().binaries == 0  # nothing half-imported
     bad = tmp_path / "bad.jsonl"
-    bad.write_text('{"format": "tunefuse.cache.v1"}\n{"kind": "fusion", "fusion_id": "x", "canonical_json": "{}"}\n')
+    bad.write_text(
+        '{"format": "tunefuse.cache.v1"}\n{"kind": "fusion", "fusion_id": "x", "canonical_json": "{}"}\n'
+    )
     with pytest.raises(CacheError, match=":2: invalid fusion"):
         empty.import_(bad)
     doc = json.loads(lines[3])
@@ -282,7 +318,9 @@ def test_a_planted_binary_is_never_what_an_import_stores(store, tmp_path):
     rec, cubin, _, lines = _export_lines(store, tmp_path)
     binary = json.loads(lines[2])
     planted = b"\x7fELF" + b"planted code" * 50
-    binary.update(cubin=base64.b64encode(planted).decode(), sha256=hashlib.sha256(planted).hexdigest())
+    binary.update(
+        cubin=base64.b64encode(planted).decode(), sha256=hashlib.sha256(planted).hexdigest()
+    )
     path = tmp_path / "planted.jsonl"
     path.write_text("\n".join([lines[0], lines[1], json.dumps(binary), lines[3]]) + "\n")
     fresh = CacheStore.open(f"sqlite:///{tmp_path / 'fresh.sqlite'}")
@@ -290,13 +328,16 @@ def test_a_planted_binary_is_never_what_an_import_stores(store, tmp_path):
     assert fresh.get_binary(rec.code_key)[0] == cubin != planted
 
 
-@pytest.mark.parametrize("change, refusal", [
-    (dict(code_key="ab" * 32), "code key is not the hash of its source"),
-    (dict(source="// another kernel"), "code key is not the hash of its source"),
-    (dict(source=None), "has no source"),
-    (dict(arch="sm_90; rm -rf"), "arch"),
-    (dict(kernel_name="x" * 300), "kernel_name is 300 characters"),
-])
+@pytest.mark.parametrize(
+    "change, refusal",
+    [
+        (dict(code_key="ab" * 32), "code key is not the hash of its source"),
+        (dict(source="// another kernel"), "code key is not the hash of its source"),
+        (dict(source=None), "has no source"),
+        (dict(arch="sm_90; rm -rf"), "arch"),
+        (dict(kernel_name="x" * 300), "kernel_name is 300 characters"),
+    ],
+)
 def test_import_refuses_a_binary_not_bound_to_its_key(store, tmp_path, change, refusal):
     _, _, _, lines = _export_lines(store, tmp_path)
     binary = json.loads(lines[2])
@@ -318,23 +359,38 @@ def test_a_binary_of_another_nvrtc_is_imported_quarantined(store, tmp_path):
     binary.update(nvrtc_version="12.0", code_key=key)
     record_line.update(code_key=key)
     path = tmp_path / "old.jsonl"
-    path.write_text("\n".join([lines[0], lines[1], json.dumps(binary), json.dumps(record_line)]) + "\n")
+    path.write_text(
+        "\n".join([lines[0], lines[1], json.dumps(binary), json.dumps(record_line)]) + "\n"
+    )
     fresh = CacheStore.open(f"sqlite:///{tmp_path / 'fresh.sqlite'}")
     assert fresh.import_(path) == 3
     assert fresh.get_binary(key) is None and fresh.stats().quarantined >= 1
 
 
-@pytest.mark.parametrize("change, refusal", [
-    (dict(params={"block_size": 256, "vector": "4"}), "do not fit the pointwise scheduler"),
-    (dict(params={"block_size": 256, "vector": None}), "do not fit"),
-    (dict(shape_key="abc"), "shape_key 'abc' is not well formed"),
-    (dict(median_us="fast"), "median_us must be a finite number"),
-    (dict(median_us=float("nan")), "median_us must be a finite number"),
-    (dict(trials=-3), "trials must be a whole number"),
-    (dict(scheduler="quantum"), "scheduler 'quantum' is none of"),
-    (dict(env={"compute_capability": "9.0", "device_name": "x" * 5000, "nvrtc_version": "13.5",
-               "driver_version": "1", "codegen_version": "1"}), "device_name is 5000 characters"),
-])
+@pytest.mark.parametrize(
+    "change, refusal",
+    [
+        (dict(params={"block_size": 256, "vector": "4"}), "do not fit the pointwise scheduler"),
+        (dict(params={"block_size": 256, "vector": None}), "do not fit"),
+        (dict(shape_key="abc"), "shape_key 'abc' is not well formed"),
+        (dict(median_us="fast"), "median_us must be a finite number"),
+        (dict(median_us=float("nan")), "median_us must be a finite number"),
+        (dict(trials=-3), "trials must be a whole number"),
+        (dict(scheduler="quantum"), "scheduler 'quantum' is none of"),
+        (
+            dict(
+                env={
+                    "compute_capability": "9.0",
+                    "device_name": "x" * 5000,
+                    "nvrtc_version": "13.5",
+                    "driver_version": "1",
+                    "codegen_version": "1",
+                }
+            ),
+            "device_name is 5000 characters",
+        ),
+    ],
+)
 def test_import_refuses_a_malformed_record_by_name(store, tmp_path, change, refusal):
     _, _, _, lines = _export_lines(store, tmp_path)
     doc = json.loads(lines[3])
@@ -366,12 +422,25 @@ def test_a_malformed_row_is_skipped_never_fatal(store):
     bad_type, _, _ = put_real(store, shape="128x64", value=3)
     bad_shape, _, _ = put_real(store, shape="32x32", value=4)
     with store.engine.begin() as c:
-        c.execute(sa.update(RecordRow).where(RecordRow.shape_key == "64x128").values(params_json="{not json"))
-        c.execute(sa.update(RecordRow).where(RecordRow.shape_key == "128x64").values(
-            params_json=json.dumps({"block_size": 256, "vector": "4"})))
-        c.execute(sa.update(RecordRow).where(RecordRow.shape_key == "32x32").values(shape_key="abc"))
+        c.execute(
+            sa.update(RecordRow)
+            .where(RecordRow.shape_key == "64x128")
+            .values(params_json="{not json")
+        )
+        c.execute(
+            sa.update(RecordRow)
+            .where(RecordRow.shape_key == "128x64")
+            .values(params_json=json.dumps({"block_size": 256, "vector": "4"}))
+        )
+        c.execute(
+            sa.update(RecordRow).where(RecordRow.shape_key == "32x32").values(shape_key="abc")
+        )
     records, _ = store.plan_lookup([good.kernel_key], ENV)
-    assert sorted(r.shape_key for r in records) == ["128x64", "64x64", "abc"]  # the non-JSON row skipped
+    assert sorted(r.shape_key for r in records) == [
+        "128x64",
+        "64x64",
+        "abc",
+    ]  # the non-JSON row skipped
     from cache_db.store import nearest_record
 
     assert nearest_record([r for r in records if r.shape_key == "abc"], "64x64") is None
@@ -379,7 +448,9 @@ def test_a_malformed_row_is_skipped_never_fatal(store):
     assert len(store.records()) == 3
     why = {m["id"]: m["why"] for m in store.malformed_records()}
     assert len(why) == 3 and any("does not read back" in w for w in why.values())
-    assert any("do not fit" in w for w in why.values()) and any("not extents" in w for w in why.values())
+    assert any("do not fit" in w for w in why.values()) and any(
+        "not extents" in w for w in why.values()
+    )
 
 
 def _writer(url: str, worker: int, n: int, queue) -> None:  # noqa: ANN001
@@ -438,11 +509,16 @@ def test_a_plans_reads_and_its_one_write(store):
     store.put_record(other, other_cubin, "sm_90", "13.5")
     found = store.records_of_kernels(["k" * 64, "m" * 64, "z" * 64], ENV)
     assert [(r.kernel_key, r.shape_key) for r in found] == [("k" * 64, "64x64")]  # env isolation
-    assert store.get_binaries([rec.code_key, "missing"], ENV) == {rec.code_key: (cubin, "tf_pointwise_x")}
-    store.note_plan(ENV, fusion=(fid, "ignored: already stored", None),
-                    binaries=[("new" * 10, b"\x7fELF-new", "tf_new", "sm_90", "13.5", "// tf_new")],
-                    hits=[("k" * 64, "64x64")],
-                    jobs=[(fid, 0, "j" * 64, "4", "[]"), (fid, 1, "j" * 64, "5", "[]")])
+    assert store.get_binaries([rec.code_key, "missing"], ENV) == {
+        rec.code_key: (cubin, "tf_pointwise_x")
+    }
+    store.note_plan(
+        ENV,
+        fusion=(fid, "ignored: already stored", None),
+        binaries=[("new" * 10, b"\x7fELF-new", "tf_new", "sm_90", "13.5", "// tf_new")],
+        hits=[("k" * 64, "64x64")],
+        jobs=[(fid, 0, "j" * 64, "4", "[]"), (fid, 1, "j" * 64, "5", "[]")],
+    )
     store.note_plan(ENV, jobs=[(fid, 0, "j" * 64, "4", "[]")])
     assert store.get_binaries(["new" * 10], ENV)["new" * 10][1] == "tf_new"
     assert store.get_source("new" * 10) == "// tf_new" and store.get_source(rec.code_key) is None
@@ -450,10 +526,15 @@ def test_a_plans_reads_and_its_one_write(store):
     jobs = {j.shape_key: j.priority for j in store.jobs()}
     assert jobs == {"4": 2, "5": 1}
     records, queued = store.plan_lookup(["k" * 64, "j" * 64], ENV)
-    assert [r.shape_key for r in records] == ["64x64"] and queued == {("j" * 64, "4"), ("j" * 64, "5")}
+    assert [r.shape_key for r in records] == ["64x64"] and queued == {
+        ("j" * 64, "4"),
+        ("j" * 64, "5"),
+    }
     assert store.plan_lookup(["j" * 64], OTHER_ENV) == ([], set())  # jobs are per env too
     with store.engine.begin() as c:
-        c.execute(sa.update(BinaryRow).where(BinaryRow.code_key == rec.code_key).values(cubin=b"bad"))
+        c.execute(
+            sa.update(BinaryRow).where(BinaryRow.code_key == rec.code_key).values(cubin=b"bad")
+        )
     assert store.get_binaries([rec.code_key], ENV) == {}  # a corrupt binary is never handed out
     assert store.lookup(rec.kernel_key, rec.shape_key, ENV) is None
 
@@ -498,19 +579,34 @@ def test_counts_kept_for_later_are_written_at_process_exit(tmp_path):
     store = CacheStore.open(url)
     rec, cubin = record(shape="64x64")
     store.put_record(rec, cubin, "sm_90", "13.5")
-    env = json.dumps([ENV.compute_capability, ENV.device_name, ENV.nvrtc_version, ENV.driver_version,
-                      ENV.codegen_version])
-    code = ("import json, sys; from cache_db.store import CacheStore, Env; "
-            f"s = CacheStore.open({url!r}); s.count_later(Env(*json.loads(sys.argv[1])), "
-            "hits=[('k' * 64, '64x64')] * 2)")
-    out = subprocess.run([sys.executable, "-c", code, env], capture_output=True, text=True, timeout=120)
+    env = json.dumps(
+        [
+            ENV.compute_capability,
+            ENV.device_name,
+            ENV.nvrtc_version,
+            ENV.driver_version,
+            ENV.codegen_version,
+        ]
+    )
+    code = (
+        "import json, sys; from cache_db.store import CacheStore, Env; "
+        f"s = CacheStore.open({url!r}); s.count_later(Env(*json.loads(sys.argv[1])), "
+        "hits=[('k' * 64, '64x64')] * 2)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code, env], capture_output=True, text=True, timeout=120
+    )
     assert out.returncode == 0, out.stderr
     assert store.lookup("k" * 64, "64x64", ENV).hits == 2
     store.close()
 
 
-@given(st.lists(st.sampled_from(list("abz09_-./ ~+=") + ["é", "dir/"]), min_size=1, max_size=30).map("".join),
-       st.booleans())
+@given(
+    st.lists(st.sampled_from(list("abz09_-./ ~+=") + ["é", "dir/"]), min_size=1, max_size=30).map(
+        "".join
+    ),
+    st.booleans(),
+)
 @settings(max_examples=200, deadline=None)
 def test_a_sqlite_url_reads_as_sqlalchemy_reads_it(path, absolute):
     from cache_db.store import _parse_url
@@ -538,13 +634,20 @@ def test_a_read_only_cache_serves_lookups_and_keeps_nothing(tmp_path):
     assert [r.shape_key for r in records] == ["64x64"]
     assert store.get_binaries([rec.code_key], ENV) == {rec.code_key: (cubin, "tf_pointwise_x")}
     assert store.get_launch_plan("p" * 64) == '{"kernels": []}'
-    store.note_plan(ENV, hits=[(rec.kernel_key, "64x64")], jobs=[(fid, 0, "j" * 64, "4", "[]")],
-                    binaries=[("new" * 10, b"x", "tf_new", "sm_90", "13.5", None)])
+    store.note_plan(
+        ENV,
+        hits=[(rec.kernel_key, "64x64")],
+        jobs=[(fid, 0, "j" * 64, "4", "[]")],
+        binaries=[("new" * 10, b"x", "tf_new", "sm_90", "13.5", None)],
+    )
     store.count_later(ENV, hits=[(rec.kernel_key, "64x64")])
     store.flush_counts()
     store.quarantine_binary(rec.code_key)
-    for write in (lambda: store.put_record(rec, cubin, "sm_90", "13.5"), store.vacuum,
-                  lambda: store.enqueue(fid, 0, "j" * 64, "4", ENV, "[]")):
+    for write in (
+        lambda: store.put_record(rec, cubin, "sm_90", "13.5"),
+        store.vacuum,
+        lambda: store.enqueue(fid, 0, "j" * 64, "4", ENV, "[]"),
+    ):
         with pytest.raises(CacheError, match="read-only"):
             write()
     with pytest.raises(sa.exc.OperationalError, match="readonly"):  # not even by hand

@@ -31,7 +31,9 @@ def _open_and_write(url: str, worker: int, start, results) -> None:  # noqa: ANN
 def _race(url: str) -> list[str]:
     ctx = multiprocessing.get_context("fork")
     start, results = ctx.Event(), ctx.Queue()
-    procs = [ctx.Process(target=_open_and_write, args=(url, k, start, results)) for k in range(PROCESSES)]
+    procs = [
+        ctx.Process(target=_open_and_write, args=(url, k, start, results)) for k in range(PROCESSES)
+    ]
     for p in procs:
         p.start()
     start.set()
@@ -99,22 +101,51 @@ def fill_at_scale(store: CacheStore) -> None:
     binaries, records = [], []
     for k in range(BINARIES_AT_SCALE):
         cubin = k.to_bytes(4, "little") * (CUBIN_BYTES // 4)
-        binaries.append(dict(code_key=f"{k:064x}", sha256=hashlib.sha256(cubin).hexdigest(), cubin=cubin,
-                             size=len(cubin), kernel_name="tf_k", arch="sm_90", nvrtc_version="13.5",
-                             quarantined=False, created_at=now, last_used_at=now, source=None))
-    env = dict(env_key=ENV.key, compute_capability=ENV.compute_capability, device_name=ENV.device_name,
-               nvrtc_version=ENV.nvrtc_version, driver_version=ENV.driver_version,
-               codegen_version=ENV.codegen_version)
+        binaries.append(
+            dict(
+                code_key=f"{k:064x}",
+                sha256=hashlib.sha256(cubin).hexdigest(),
+                cubin=cubin,
+                size=len(cubin),
+                kernel_name="tf_k",
+                arch="sm_90",
+                nvrtc_version="13.5",
+                quarantined=False,
+                created_at=now,
+                last_used_at=now,
+                source=None,
+            )
+        )
+    env = dict(
+        env_key=ENV.key,
+        compute_capability=ENV.compute_capability,
+        device_name=ENV.device_name,
+        nvrtc_version=ENV.nvrtc_version,
+        driver_version=ENV.driver_version,
+        codegen_version=ENV.codegen_version,
+    )
     for k in range(RECORDS_AT_SCALE):
-        records.append(dict(kernel_key=f"{k % 997:064x}", shape_key=f"{k}x64", scheduler="pointwise",
-                            params_json='{"block_size": 256, "vector": 4, "unroll": 1, "blocks_per_sm": 8}',
-                            code_key=f"{k:064x}", median_us=1.0, trials=40, hits=0, quarantined=False,
-                            tuned_at=long_ago if k % 2 else now, last_used_at=now, **env))
+        records.append(
+            dict(
+                kernel_key=f"{k % 997:064x}",
+                shape_key=f"{k}x64",
+                scheduler="pointwise",
+                params_json='{"block_size": 256, "vector": 4, "unroll": 1, "blocks_per_sm": 8}',
+                code_key=f"{k:064x}",
+                median_us=1.0,
+                trials=40,
+                hits=0,
+                quarantined=False,
+                tuned_at=long_ago if k % 2 else now,
+                last_used_at=now,
+                **env,
+            )
+        )
     with store.writer() as s, s.begin():
         for i in range(0, len(binaries), 500):
-            s.execute(sa.insert(BinaryRow), binaries[i:i + 500])
+            s.execute(sa.insert(BinaryRow), binaries[i : i + 500])
         for i in range(0, len(records), 500):
-            s.execute(sa.insert(RecordRow), records[i:i + 500])
+            s.execute(sa.insert(RecordRow), records[i : i + 500])
 
 
 def _write_beside(url: str, stop, results) -> None:  # noqa: ANN001
@@ -149,12 +180,17 @@ def _prune_at_scale(url: str) -> dict:
     writer = ctx.Process(target=_write_beside, args=(url, stop, results))
     writer.start()
     statements: list[str] = []
-    sa.event.listen(store.engine, "before_cursor_execute",
-                    lambda conn, cursor, sql, *rest: statements.append(sql))
+    sa.event.listen(
+        store.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, sql, *rest: statements.append(sql),
+    )
     timings = {}
     try:
         started = time.monotonic()
-        dry = CliRunner().invoke(app, ["cache", "prune", "--cache", url, "--older-than", "30", "--dry-run", "--json"])
+        dry = CliRunner().invoke(
+            app, ["cache", "prune", "--cache", url, "--older-than", "30", "--dry-run", "--json"]
+        )
         timings["dry_run_cli_s"] = time.monotonic() - started
         assert dry.exit_code == 0, dry.output
         started = time.monotonic()
@@ -167,11 +203,15 @@ def _prune_at_scale(url: str) -> dict:
         writer.join(timeout=30)
     planned = json.loads(dry.output)
     assert len(planned["records"]) == RECORDS_AT_SCALE // 2
-    assert len(planned["binaries"]) == RECORDS_AT_SCALE // 2  # theirs; binaries no record needed stay
+    assert (
+        len(planned["binaries"]) == RECORDS_AT_SCALE // 2
+    )  # theirs; binaries no record needed stay
     assert failures == []  # the writer was never refused
     assert not [s for s in statements if "cubin" in s.lower()]  # no binary body was read
     shapes = {r.shape_key for r in store.records()}
-    assert set(stored) <= shapes and len(shapes) == RECORDS_AT_SCALE - RECORDS_AT_SCALE // 2 + len(stored)
+    assert set(stored) <= shapes and len(shapes) == RECORDS_AT_SCALE - RECORDS_AT_SCALE // 2 + len(
+        stored
+    )
     timings["writes_beside"] = len(stored)
     store.close()
     store.engine.dispose()
@@ -271,8 +311,10 @@ def _queue_under_kills(url: str, tmp_path) -> None:
     assert kills >= 5 and reclaimed >= 1
     assert queue.claim(store, "late", dt.timedelta(seconds=1)) is None
     store.close()
-    print(f"queue under kills ({url.split(':')[0]}): {QUEUE_JOBS} jobs, {kills} workers SIGKILLed, "
-          f"{reclaimed} jobs claimed again after a kill, {len(finished)} completions logged, none twice")
+    print(
+        f"queue under kills ({url.split(':')[0]}): {QUEUE_JOBS} jobs, {kills} workers SIGKILLed, "
+        f"{reclaimed} jobs claimed again after a kill, {len(finished)} completions logged, none twice"
+    )
 
 
 def test_queue_with_workers_killed_mid_job_sqlite(tmp_path):

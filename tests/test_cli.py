@@ -9,14 +9,25 @@ runner = CliRunner()
 
 
 def test_explain_prints_each_plan():
-    result = runner.invoke(app, ["explain", str(ROOT / "examples" / "seed_fusions.py"), "--only", "transpose_with_views"])
+    result = runner.invoke(
+        app,
+        ["explain", str(ROOT / "examples" / "seed_fusions.py"), "--only", "transpose_with_views"],
+    )
     assert result.exit_code == 0, result.output
     assert "transpose" in result.output and "kernel_key" in result.output
 
 
 def test_explain_json():
-    result = runner.invoke(app, ["explain", str(ROOT / "examples" / "seed_fusions.py"), "--json",
-                                 "--only", "reshape_2_10_40"])
+    result = runner.invoke(
+        app,
+        [
+            "explain",
+            str(ROOT / "examples" / "seed_fusions.py"),
+            "--json",
+            "--only",
+            "reshape_2_10_40",
+        ],
+    )
     assert result.exit_code == 0, result.output
     (doc,) = json.loads(result.output)  # one document: a list, a fusion an item
     assert doc["num_kernels"] == 1 and doc["segments"][0]["scheduler"] == "pointwise"
@@ -27,7 +38,9 @@ def test_explain_json():
 def test_explain_bad_file_is_a_clear_error(tmp_path):
     result = runner.invoke(app, ["explain", str(tmp_path / "missing.py")])
     assert result.exit_code == 2 and "does not exist" in result.output
-    result = runner.invoke(app, ["explain", str(ROOT / "examples" / "seed_fusions.py"), "--only", "nope"])
+    result = runner.invoke(
+        app, ["explain", str(ROOT / "examples" / "seed_fusions.py"), "--only", "nope"]
+    )
     assert result.exit_code == 2 and "no fusion named 'nope'" in result.output
 
 
@@ -51,7 +64,11 @@ def filled(tmp_path):
     for k, env in enumerate([ENV, ENV, OTHER_ENV]):
         put_real(store, shape=str(k), value=k, env=env, fusion_id=fid)
     with store.engine.begin() as c:
-        c.execute(sa.update(RecordRow).where(RecordRow.shape_key == "0").values(tuned_at=dt.datetime(2020, 1, 1)))
+        c.execute(
+            sa.update(RecordRow)
+            .where(RecordRow.shape_key == "0")
+            .values(tuned_at=dt.datetime(2020, 1, 1))
+        )
     store.enqueue(fid, 0, "q" * 64, "8x8", ENV, "[]")
     return url, store
 
@@ -86,8 +103,17 @@ def test_prune_dry_run_deletes_nothing_and_yes_deletes_exactly_that(filled):
     assert run("cache", "prune", "--cache", url).exit_code == 2  # nothing said: refused
 
 
-@pytest.mark.parametrize("args", [("--older-than", "-5"), ("--unused-for", "-1"), ("--max-bytes", "-1"),
-                                  ("--older-than", "nan"), ("--older-than", "inf"), ("--unused-for", "1e300")])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("--older-than", "-5"),
+        ("--unused-for", "-1"),
+        ("--max-bytes", "-1"),
+        ("--older-than", "nan"),
+        ("--older-than", "inf"),
+        ("--unused-for", "1e300"),
+    ],
+)
 def test_prune_refuses_nonsense_before_touching_anything(filled, args):
     url, store = filled
     for extra in ((), ("--dry-run",)):
@@ -130,7 +156,10 @@ def test_jobs_ls_show_retry_cancel(filled):
     (job,) = json.loads(run("jobs", "ls", "--cache", url, "--json").output)
     assert job["state"] == "queued"
     assert run("jobs", "cancel", job["id"], "--cache", url).exit_code == 0
-    assert json.loads(run("jobs", "show", job["id"], "--cache", url, "--json").output)["state"] == "cancelled"
+    assert (
+        json.loads(run("jobs", "show", job["id"], "--cache", url, "--json").output)["state"]
+        == "cancelled"
+    )
     assert run("jobs", "retry", job["id"], "--cache", url).exit_code == 0
     assert store.jobs()[0].state == "queued"
     again = run("jobs", "retry", job["id"], "--cache", url)
@@ -144,7 +173,9 @@ def test_doctor_reports_the_cache(filled):
     url, _ = filled
     result = run("doctor", "--cache", url, "--quick")
     assert "cache" in result.output and "revision 0004" in result.output
-    assert "1 queued tuning jobs wait for `tunefuse daemon`" in result.output  # a note, not a failure
+    assert (
+        "1 queued tuning jobs wait for `tunefuse daemon`" in result.output
+    )  # a note, not a failure
     assert "FAIL daemon" not in result.output
 
 
@@ -155,7 +186,9 @@ def test_doctor_tells_live_stopped_and_silent_daemon_workers(filled):
     url, store = filled
     queue.report_worker(store, "gpu-host:10:0", "gpu-host", 10, 0, "busy", job_id=3, jobs_done=4)
     queue.report_worker(store, "gpu-host:11:1", "gpu-host", 11, 1, "stopped", jobs_done=9)
-    result = run("doctor", "--cache", url, "--quick")  # (no driver on a CPU machine: exit 1 for that)
+    result = run(
+        "doctor", "--cache", url, "--quick"
+    )  # (no driver on a CPU machine: exit 1 for that)
     assert "FAIL daemon worker" not in result.output
     assert "ok   daemon worker: gpu-host:10:0 (GPU 0), 4 jobs done: tuning job 3" in result.output
     assert "gpu-host:11:1 (GPU 1), 9 jobs done: stopped" in result.output
@@ -165,17 +198,27 @@ def test_doctor_tells_live_stopped_and_silent_daemon_workers(filled):
     queue.report_worker(store, f"{here}:12:0", here, 12, 0, "busy", job_id=5, jobs_done=1)
     hour_ago = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(hours=1)
     with store.engine.begin() as c:  # both busy workers went silent an hour ago
-        c.execute(sa.update(WorkerRow).where(WorkerRow.state == "busy").values(last_seen_at=hour_ago))
+        c.execute(
+            sa.update(WorkerRow).where(WorkerRow.state == "busy").values(last_seen_at=hour_ago)
+        )
     result = run("doctor", "--cache", url, "--quick")
     assert result.exit_code == 1
-    assert f"FAIL daemon worker: {here}:12:0" in result.output and f"restart `tunefuse daemon` on {here}" in result.output
+    assert (
+        f"FAIL daemon worker: {here}:12:0" in result.output
+        and f"restart `tunefuse daemon` on {here}" in result.output
+    )
     # The health check judges its own host: another host's silent worker is a note.
-    assert "FAIL daemon worker: gpu-host:10:0" not in result.output and "not this host" in result.output
+    assert (
+        "FAIL daemon worker: gpu-host:10:0" not in result.output
+        and "not this host" in result.output
+    )
     with store.engine.begin() as c:  # three days on: gone for good, not a failure forever
         c.execute(sa.update(WorkerRow).values(last_seen_at=hour_ago - dt.timedelta(days=3)))
     result = run("doctor", "--cache", url, "--quick")
     assert "FAIL daemon worker" not in result.output and "forgotten" in result.output
-    assert queue.forget_workers(store) == 3 and queue.workers(store) == []  # what a daemon's start does
+    assert (
+        queue.forget_workers(store) == 3 and queue.workers(store) == []
+    )  # what a daemon's start does
 
 
 def test_cache_show_prints_source_and_history_and_plots_them(filled, tmp_path):
@@ -184,7 +227,9 @@ def test_cache_show_prints_source_and_history_and_plots_them(filled, tmp_path):
     url, store = filled
     fid = fusion_row(store)
     rec, cubin = record(shape="77", cubin=b"plotted" * 9, fusion_id=fid, history=HISTORY)
-    store.put_record(rec, cubin, "sm_90", "13.5", source='extern "C" __global__ void tf_pointwise_x() {}')
+    store.put_record(
+        rec, cubin, "sm_90", "13.5", source='extern "C" __global__ void tf_pointwise_x() {}'
+    )
     rid = store.lookup(rec.kernel_key, "77", ENV).id
     doc = json.loads(run("cache", "show", rid, "--cache", url, "--json").output)
     assert doc["source"].startswith('extern "C"') and doc["history"] == [list(h) for h in HISTORY]
@@ -203,7 +248,13 @@ def test_cache_show_prints_source_and_history_and_plots_them(filled, tmp_path):
 
 
 def test_jobs_enqueue_without_a_gpu_says_why(tmp_path):
-    result = run("jobs", "enqueue", ROOT / "examples" / "seed_fusions.py", "--cache", f"sqlite:///{tmp_path / 'q.sqlite'}")
+    result = run(
+        "jobs",
+        "enqueue",
+        ROOT / "examples" / "seed_fusions.py",
+        "--cache",
+        f"sqlite:///{tmp_path / 'q.sqlite'}",
+    )
     from tunefuse.runtime.device import device_count
 
     if device_count():
@@ -215,7 +266,7 @@ def test_jobs_enqueue_without_a_gpu_says_why(tmp_path):
 # -- no tracebacks: every failure is one line that names it --------------------------------
 
 BROKEN_SYNTAX = "def broken(:\n    pass\n"
-BAD_SHAPE = '''
+BAD_SHAPE = """
 from tunefuse import FusionDefinition, DataType
 from tunefuse.fusion_file import FusionCase
 
@@ -226,7 +277,7 @@ def define(fd):
 
 
 FUSIONS = [FusionCase("bad_reshape", define, lambda rng: [])]
-'''
+"""
 
 
 def _one_line_error(result, code: int, *words: str) -> None:
@@ -254,7 +305,9 @@ def test_tune_and_daemon_without_a_gpu_fail_in_one_line(tmp_path):
     seeds = ROOT / "examples" / "seed_fusions.py"
     _one_line_error(run("tune", seeds, "--only", "reshape_2_10_40", "--cache", url), 1, "CUDA")
     _one_line_error(run("daemon", "--cache", url, "--idle-exit", "1"), 1, "no usable CUDA GPU")
-    _one_line_error(run("daemon", "--cache", url, "--devices", "0", "--idle-exit", "1"), 1, "no usable CUDA GPU")
+    _one_line_error(
+        run("daemon", "--cache", url, "--devices", "0", "--idle-exit", "1"), 1, "no usable CUDA GPU"
+    )
 
 
 def test_import_of_bytes_that_are_not_an_export_is_one_line(filled, tmp_path):
@@ -278,6 +331,7 @@ def test_verbose_shows_the_traceback(tmp_path):
 
 # -- --json: one document on stdout, whatever happens ---------------------------------------
 
+
 def _json_error(result, code: int, *words: str) -> dict:
     assert result.exit_code == code, result.output
     doc = json.loads(result.stdout)
@@ -290,7 +344,9 @@ def test_json_errors_are_json(filled, tmp_path):
     _json_error(run("cache", "ls", "--cache", url, "--sort", "bogus", "--json"), 2, "--sort")
     _json_error(run("jobs", "ls", "--cache", url, "--state", "bogus", "--json"), 2, "--state")
     _json_error(run("cache", "show", 999, "--cache", url, "--json"), 1, "no record 999")
-    _json_error(run("cache", "prune", "--cache", url, "--older-than", "-5", "--json"), 2, "--older-than")
+    _json_error(
+        run("cache", "prune", "--cache", url, "--older-than", "-5", "--json"), 2, "--older-than"
+    )
     bad = tmp_path / "bad.py"
     bad.write_text(BAD_SHAPE)
     _json_error(run("explain", bad, "--json"), 1, "bad_reshape")
@@ -307,8 +363,10 @@ def test_json_usage_errors_from_the_parser_are_json(filled, capsys, monkeypatch)
     from cli.main import main
 
     url, _ = filled
-    for args in (["cache", "ls", "--cache", url, "--json", "--bogus"],
-                 ["cache", "prune", "--cache", url, "--json", "--older-than", "soon"]):
+    for args in (
+        ["cache", "ls", "--cache", url, "--json", "--bogus"],
+        ["cache", "prune", "--cache", url, "--json", "--older-than", "soon"],
+    ):
         monkeypatch.setattr(sys, "argv", ["tunefuse", *args])
         with pytest.raises(SystemExit) as exit_:
             main()
@@ -351,6 +409,7 @@ def test_cache_ls_marks_quarantined_binaries(filled):
 
 # -- a cache this process cannot write ------------------------------------------------------
 
+
 def test_a_read_only_cache_is_read_and_writes_are_refused_by_name(filled, monkeypatch):
     """Opened read-only (here: as if the file were not writable; root ignores permissions),
     the reading commands work and the writing ones say why they cannot, leaving it as it was."""
@@ -361,7 +420,9 @@ def test_a_read_only_cache_is_read_and_writes_are_refused_by_name(filled, monkey
     assert len(json.loads(run("cache", "ls", "--cache", url, "--json").output)) == 3
     assert json.loads(run("cache", "stats", "--cache", url, "--json").output)["records"] == 3
     assert "read-only here" in run("doctor", "--cache", url, "--quick").output
-    _one_line_error(run("cache", "prune", "--cache", url, "--older-than", "0", "--yes"), 1, "read-only")
+    _one_line_error(
+        run("cache", "prune", "--cache", url, "--older-than", "0", "--yes"), 1, "read-only"
+    )
     _one_line_error(run("cache", "vacuum", "--cache", url), 1, "read-only")
     (job,) = json.loads(run("jobs", "ls", "--cache", url, "--json").output)
     _one_line_error(run("jobs", "cancel", job["id"], "--cache", url), 1, "read-only")
@@ -377,12 +438,20 @@ def test_a_write_waiting_on_another_process_says_so(filled, tmp_path):
     import time
 
     url, store = filled
-    path = url[len("sqlite:///"):]
-    holder = subprocess.Popen([sys.executable, "-c", (
-        "import sqlite3, sys, time\n"
-        f"c = sqlite3.connect({path!r}, isolation_level=None)\n"
-        "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(3); c.execute('COMMIT')\n")],
-        stdout=subprocess.PIPE, text=True)
+    path = url[len("sqlite:///") :]
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sqlite3, sys, time\n"
+                f"c = sqlite3.connect({path!r}, isolation_level=None)\n"
+                "c.execute('BEGIN IMMEDIATE'); print('held', flush=True); time.sleep(3); c.execute('COMMIT')\n"
+            ),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert holder.stdout.readline().strip() == "held"
         started = time.monotonic()
@@ -391,5 +460,8 @@ def test_a_write_waiting_on_another_process_says_so(filled, tmp_path):
     finally:
         holder.wait(timeout=30)
     assert result.exit_code == 0, result.output
-    assert "waiting for the write lock on" in result.output and "another process holds it" in result.output
+    assert (
+        "waiting for the write lock on" in result.output
+        and "another process holds it" in result.output
+    )
     assert waited >= 1.5 and sorted(r.shape_key for r in store.records()) == ["1", "2"]

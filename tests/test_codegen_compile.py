@@ -101,9 +101,16 @@ def test_every_op_compiles():
             for op, rule in ELEMENTWISE.items():
                 if rule.result in (ResultType.INTEGRAL, ResultType.INTEGER) and dtype.is_floating:
                     continue
-                if op.value == "nextafter" and dtype is DataType.Half:  # float and double steps only
+                if (
+                    op.value == "nextafter" and dtype is DataType.Half
+                ):  # float and double steps only
                     continue
-                args = {1: (x,), 2: (x, y), 3: (c, x, y) if op.value == "where" else (x, y, x), 4: (x, y, x, 2)}[rule.arity]
+                args = {
+                    1: (x,),
+                    2: (x, y),
+                    3: (c, x, y) if op.value == "where" else (x, y, x),
+                    4: (x, y, x, 2),
+                }[rule.arity]
                 fd.add_output(getattr(fd.ops, op.value)(*args))
         plan = fd.plan([np.ones(8, dtype.numpy), np.ones(8, dtype.numpy)])
         assert compile_plan(plan, "sm_90") == [SchedulerKind.POINTWISE]
@@ -114,7 +121,14 @@ def test_pad_cat_iota_and_index_math_compile():
         x = fd.define_tensor(shape=[-1, -1])
         p = fd.ops.pad(x, [1, 2], 9.0)
         c = fd.ops.cat([p, fd.ops.full([2, 8], 0.5, DataType.Float)], dim=0)
-        fd.add_output(fd.ops.add(c, fd.ops.broadcast_in_dim(fd.ops.iota(8, 0.0, 1.0, DataType.Float), shape=[5, 8], broadcast_dims=[1])))
+        fd.add_output(
+            fd.ops.add(
+                c,
+                fd.ops.broadcast_in_dim(
+                    fd.ops.iota(8, 0.0, 1.0, DataType.Float), shape=[5, 8], broadcast_dims=[1]
+                ),
+            )
+        )
         fd.add_output(fd.ops.reshape(fd.ops.permute(x, dims=[1, 0]), new_shape=[-1]))
     plan = fd.plan([np.zeros((3, 5), np.float32)])
     compile_plan(plan, "sm_90")
@@ -134,15 +148,24 @@ def test_compile_time_per_kernel_is_small():
     plan = fd.plan(inputs_for(fd, 64, 96, np.random.default_rng(0)))
     seg = plan.segments[0]
     device = PROFILES["sm_90"]
-    params = dataclasses.replace(scheduler_for(seg.scheduler).default_params(seg, device), blocks_per_sm=7)
+    params = dataclasses.replace(
+        scheduler_for(seg.scheduler).default_params(seg, device), blocks_per_sm=7
+    )
     ks = generate(seg, params, device, {b.id: b.dtype for b in plan.buffers})
     start = time.perf_counter()
     compile_kernel(ks.source, ks.name, "sm_90")
     assert time.perf_counter() - start < 2.0
 
 
-@given(fusions(max_ops=6, dtypes=(DataType.Float, DataType.BFloat16, DataType.Half)), st.randoms(use_true_random=False))
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(
+    fusions(max_ops=6, dtypes=(DataType.Float, DataType.BFloat16, DataType.Half)),
+    st.randoms(use_true_random=False),
+)
+@settings(
+    max_examples=15,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 def test_random_fusions_compile_at_random_valid_params(case, rnd):
     """Any fusion's kernels, at any valid point of their scheduler's space, compile (a
     session's fuzzing of this ran 600 fusions and 3,337 points clean)."""
@@ -168,7 +191,10 @@ def test_a_cached_row_computes_each_costly_value_once(arch):
     computed in both passes (nothing to keep it in). GPU: tests/test_gpu_execute.py checks the
     values against the reference."""
     device = PROFILES[arch]
-    for define, costly in [(ZOO["softmax"], ["tf_exp("]), (shared_costly_values, ["tf_exp(", "tf_tanh("])]:
+    for define, costly in [
+        (ZOO["softmax"], ["tf_exp("]),
+        (shared_costly_values, ["tf_exp(", "tf_tanh("]),
+    ]:
         fd = build(define, DataType.BFloat16)
         plan = fd.plan(inputs_for(fd, 64, 4096, np.random.default_rng(0)))
         (seg,) = plan.segments
@@ -176,7 +202,13 @@ def test_a_cached_row_computes_each_costly_value_once(arch):
         sched = scheduler_for(seg.scheduler)
         cached = sched.default_params(seg, device)
         assert cached.cache_row
-        for params, once in [(cached, True), (with_values(cached, {"cache_row": False, "elements_per_thread": cached.vector}), False)]:
+        for params, once in [
+            (cached, True),
+            (
+                with_values(cached, {"cache_row": False, "elements_per_thread": cached.vector}),
+                False,
+            ),
+        ]:
             assert sched.is_valid(seg, device, params) is None
             ks = generate(seg, params, device, dtypes)
             body = ks.source.split("end of preamble", 1)[1]
@@ -204,7 +236,9 @@ def test_vectors_of_outputs_compile(case, arch):
     for vector in (v for v in (2, 4, 8) if widest % v == 0):
         for threads_r, inner in ((1, False), (32, False), (4, True)):
             rows = 256 // threads_r if not inner else 8
-            p = dataclasses.replace(base, vector=vector, threads_r=threads_r, inner=inner, rows_per_block=rows, split=1)
+            p = dataclasses.replace(
+                base, vector=vector, threads_r=threads_r, inner=inner, rows_per_block=rows, split=1
+            )
             assert reduction.is_valid(seg, device, p) is None
             ks = generate(seg, p, device, dtypes)
             assert "TfVec<" in ks.source and "acc0_v[" in ks.source

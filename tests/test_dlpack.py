@@ -30,8 +30,15 @@ def test_capsule_describes_the_view_and_its_consumer_releases_it():
     before = len(dlpack._LIVE)
     capsule = array.__dlpack__(stream=None, max_version=(1, 0))
     t = read_capsule(capsule).dl_tensor
-    assert t.data == FakeBuffer.handle + 2 * 2 and (t.device.device_type, t.device.device_id) == (2, 1)
-    assert t.ndim == 2 and [t.shape[k] for k in range(2)] == [3, 4] and [t.strides[k] for k in range(2)] == [1, 3]
+    assert t.data == FakeBuffer.handle + 2 * 2 and (t.device.device_type, t.device.device_id) == (
+        2,
+        1,
+    )
+    assert (
+        t.ndim == 2
+        and [t.shape[k] for k in range(2)] == [3, 4]
+        and [t.strides[k] for k in range(2)] == [1, 3]
+    )
     assert (t.dtype.code, t.dtype.bits, t.dtype.lanes) == (4, 16, 1) and t.byte_offset == 0
     assert len(dlpack._LIVE) == before + 1
     # What a consumer does: rename the capsule, own the tensor, call its deleter when done.

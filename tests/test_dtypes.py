@@ -6,8 +6,13 @@ from tunefuse.dtypes import from_any_dtype, promote_types, python_scalar_dtype
 from tunefuse.errors import DefinitionError
 
 F, D, H, B, I, I32, BO = (
-    DataType.Float, DataType.Double, DataType.Half, DataType.BFloat16, DataType.Int,
-    DataType.Int32, DataType.Bool,
+    DataType.Float,
+    DataType.Double,
+    DataType.Half,
+    DataType.BFloat16,
+    DataType.Int,
+    DataType.Int32,
+    DataType.Bool,
 )
 
 
@@ -34,7 +39,11 @@ def test_numpy_and_torch_names():
     assert from_any_dtype(np.float16) is H
     assert from_any_dtype(DataType.BFloat16.numpy) is B
     assert from_any_dtype("torch.bfloat16") is B
-    assert python_scalar_dtype(0.5) is D and python_scalar_dtype(2) is I and python_scalar_dtype(True) is BO
+    assert (
+        python_scalar_dtype(0.5) is D
+        and python_scalar_dtype(2) is I
+        and python_scalar_dtype(True) is BO
+    )
     with pytest.raises(DefinitionError, match="complex"):
         from_any_dtype(np.complex64)
     with pytest.raises(DefinitionError, match="unknown dtype 'float8'"):

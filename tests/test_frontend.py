@@ -32,7 +32,11 @@ def test_from_array_reads_layout():
     attrs = fd.fusion.nodes[0].attrs
     assert attrs.shape == (-1, 1, -1) and attrs.dtype is DataType.Half
     assert attrs.contiguity == (True, None, True)
-    assert attrs.stride_order == (0, 2, 1)  # the size-1 dim sits just outside its row-major neighbour
+    assert attrs.stride_order == (
+        0,
+        2,
+        1,
+    )  # the size-1 dim sits just outside its row-major neighbour
 
 
 def test_type_promotion_and_half_compute():
@@ -46,8 +50,14 @@ def test_type_promotion_and_half_compute():
         fd.add_output(fd.ops.lt(h, i))
         fd.add_output(fd.ops.sum(i, dims=[0]))  # int sum -> Int
     dtypes = [out_type(fd, k).dtype for k in range(6)]
-    assert dtypes == [DataType.Half, DataType.Half, DataType.Int32, DataType.Float,
-                      DataType.Bool, DataType.Int]
+    assert dtypes == [
+        DataType.Half,
+        DataType.Half,
+        DataType.Int32,
+        DataType.Float,
+        DataType.Bool,
+        DataType.Int,
+    ]
 
 
 def test_reductions_dims_keepdim_and_var_mean():
@@ -70,9 +80,16 @@ def test_reductions_dims_keepdim_and_var_mean():
         (lambda fd, a, b: fd.ops.permute(a, dims=[0, 0]), "not a permutation"),
         (lambda fd, a, b: fd.ops.reshape(a, new_shape=[-1, -1]), "only one dim may be -1"),
         (lambda fd, a, b: fd.ops.reshape(a, new_shape=[7, 7]), "cannot reshape \\[3, 4\\]"),
-        (lambda fd, a, b: fd.ops.squeeze(a, dims=[0]), "cannot squeeze dim 0 of T0: its extent is 3"),
-        (lambda fd, a, b: fd.ops.add(a, fd.ops.broadcast_in_dim(b, shape=[3, 5], broadcast_dims=[1])),
-         "dim 0 of T1 has extent 4, which cannot broadcast to extent 5"),
+        (
+            lambda fd, a, b: fd.ops.squeeze(a, dims=[0]),
+            "cannot squeeze dim 0 of T0: its extent is 3",
+        ),
+        (
+            lambda fd, a, b: fd.ops.add(
+                a, fd.ops.broadcast_in_dim(b, shape=[3, 5], broadcast_dims=[1])
+            ),
+            "dim 0 of T1 has extent 4, which cannot broadcast to extent 5",
+        ),
         (lambda fd, a, b: fd.ops.bitwise_and(a, a), "bitwise_and: needs integral"),
         (lambda fd, a, b: fd.ops.where(a, a, a), "condition T0 must be Bool"),
         (lambda fd, a, b: fd.ops.mean(fd.ops.cast(a, DataType.Int), dims=[0]), "floating-point"),
@@ -187,8 +204,9 @@ def test_legacy_and_current_nvfuser_names():
 
     fs = Fusion()
     with LegacyFD(fs) as fd:
-        t0 = fd.define_tensor(symbolic_sizes=[-1, -1, -1], contiguous=[True, True, True],
-                              dtype=LegacyDataType.Float)
+        t0 = fd.define_tensor(
+            symbolic_sizes=[-1, -1, -1], contiguous=[True, True, True], dtype=LegacyDataType.Float
+        )
         t1 = fd.ops.view(t0, original_shape=[768, 128, 64], new_shape=[64, 12, 128, 64])
         t2 = fd.permute(t1, [0, 2, 1, 3])
         fd.add_output(fd.ops.set(t2))

@@ -34,8 +34,15 @@ def agree(got: np.ndarray, want: np.ndarray) -> bool:
     from tunefuse.dtypes import from_any_dtype
 
     rtol, atol = from_any_dtype(want.dtype).tolerance
-    return got.shape == want.shape and bool(np.allclose(
-        got.astype(np.float64), want.astype(np.float64), rtol=10 * rtol, atol=10 * atol, equal_nan=True))
+    return got.shape == want.shape and bool(
+        np.allclose(
+            got.astype(np.float64),
+            want.astype(np.float64),
+            rtol=10 * rtol,
+            atol=10 * atol,
+            equal_nan=True,
+        )
+    )
 
 
 def test_the_corpus_is_deterministic_and_reaches_every_op():
@@ -46,7 +53,9 @@ def test_the_corpus_is_deterministic_and_reaches_every_op():
     assert all(np.array_equal(a, b) for a, b in zip(again.inputs, cases[5].inputs))
     layouts = {layout for c in cases for layout in c.layouts}
     assert layouts == {"contiguous", "offset", "permuted", "strided"}
-    assert any(0 in x.shape for c in cases for x in c.inputs) or any(1 in x.shape for c in cases for x in c.inputs)
+    assert any(0 in x.shape for c in cases for x in c.inputs) or any(
+        1 in x.shape for c in cases for x in c.inputs
+    )
 
 
 def test_every_fuzzed_plan_agrees_with_the_reference_and_stays_in_bounds():
@@ -75,7 +84,10 @@ def _sources(case):  # noqa: ANN001, ANN202
         device = PROFILES[arch]
         for seg in plan.segments:
             sched = scheduler_for(seg.scheduler)
-            for params in (sched.default_params(seg, device), random_params(seg, device, case.seed)):
+            for params in (
+                sched.default_params(seg, device),
+                random_params(seg, device, case.seed),
+            ):
                 if params is not None:
                     assert sched.is_valid(seg, device, params) is None
                     yield arch, generate(seg, params, device, dtypes)
@@ -91,6 +103,7 @@ def test_every_fuzzed_kernel_compiles_for_sm80_and_sm90():
 
 
 # -- the guarded-load pass -----------------------------------------------------------------
+
 
 def _rope_plan(dim: int = 128, dtype: DataType = DataType.BFloat16):
     from fuzz import rotary_embedding
@@ -163,7 +176,9 @@ def test_the_interpreter_refuses_a_load_out_of_bounds():
 
     plan = _rope_plan(dim=8, dtype=DataType.Float)
     seg = plan.segments[0]
-    bad = replace(seg, loads=tuple(replace(ld, offset=add(ld.offset, const(-3))) for ld in seg.loads))
+    bad = replace(
+        seg, loads=tuple(replace(ld, offset=add(ld.offset, const(-3))) for ld in seg.loads)
+    )
     inputs = [np.ones(s, np.float32) for s in [(16, 4, 8), (16, 8), (16, 8)]]
     with pytest.raises(LoadOutOfBounds, match="reads outside"):
         run_plan(replace(plan, segments=(bad,)), inputs)

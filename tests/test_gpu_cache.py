@@ -34,7 +34,9 @@ print(json.dumps({{"compiles": STATS.count, "sums": sums, "restored": restored}}
 def run_child(url: str) -> dict:
     code = CHILD.format(root=str(ROOT), seeds=str(ROOT / "examples" / "seed_fusions.py"))
     env = dict(os.environ, TUNEFUSE_CACHE_URL=url)
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -46,12 +48,16 @@ def test_second_process_runs_the_seeds_with_zero_nvrtc_compiles(tmp_path):
     assert first["compiles"] > 0
     assert second["compiles"] == 0
     assert second["sums"] == first["sums"]
-    assert first["restored"] == 0 and second["restored"] == len(first["sums"])  # no planning, no codegen
+    assert first["restored"] == 0 and second["restored"] == len(
+        first["sums"]
+    )  # no planning, no codegen
     from cache_db.store import CacheStore
 
     store = CacheStore.open(url)
     jobs = store.jobs()
-    assert jobs and len({(j.kernel_key, j.shape_key) for j in jobs}) == len(jobs)  # never duplicated
+    assert jobs and len({(j.kernel_key, j.shape_key) for j in jobs}) == len(
+        jobs
+    )  # never duplicated
     assert max(j.priority for j in jobs) >= 2  # the second process counted its hits
 
 
@@ -74,11 +80,25 @@ def test_a_kept_launch_plan_gives_way_to_a_tuned_record(tmp_path):
     row = rows[0]
     kernel = json.loads(row.plan_json)["kernels"][0]
     assert kernel["chosen"] == "default"
-    store.put_record(TunedRecord(kernel["kernel_key"], kernel["shape_key"], runtime(0).env, kernel["scheduler"],
-                                 kernel["params"], kernel["code_key"], kernel["kernel_name"], median_us=1.0,
-                                 fusion_id=row.fusion_id))
-    ran_it = sum(1 for r in rows for k in json.loads(r.plan_json)["kernels"]
-                 if (k["kernel_key"], k["shape_key"]) == (kernel["kernel_key"], kernel["shape_key"]))
+    store.put_record(
+        TunedRecord(
+            kernel["kernel_key"],
+            kernel["shape_key"],
+            runtime(0).env,
+            kernel["scheduler"],
+            kernel["params"],
+            kernel["code_key"],
+            kernel["kernel_name"],
+            median_us=1.0,
+            fusion_id=row.fusion_id,
+        )
+    )
+    ran_it = sum(
+        1
+        for r in rows
+        for k in json.loads(r.plan_json)["kernels"]
+        if (k["kernel_key"], k["shape_key"]) == (kernel["kernel_key"], kernel["shape_key"])
+    )
     third = run_child(url)
     assert third["compiles"] == 0 and third["sums"] == first["sums"]
     assert third["restored"] == cases - ran_it  # the plans running that kernel are made again

@@ -20,7 +20,9 @@ def test_tune_and_enqueue_a_fusion_file(tmp_path, monkeypatch):
     assert result.exit_code == 0, result.output
     queued = json.loads(result.output.strip().splitlines()[0])
     assert queued and any(q["new"] for q in queued)
-    result = runner.invoke(app, ["tune", seeds, "--only", "reshape_2_10_40", "--trials", "4", "--cache", url, "--json"])
+    result = runner.invoke(
+        app, ["tune", seeds, "--only", "reshape_2_10_40", "--trials", "4", "--cache", url, "--json"]
+    )
     assert result.exit_code == 0, result.output
     (row,) = json.loads(result.output.strip().splitlines()[-1])
     assert row["stored"] and row["best_us"] <= row["default_us"]

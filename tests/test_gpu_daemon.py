@@ -28,8 +28,14 @@ def queue_seed_jobs(tmp_path):  # noqa: ANN001, ANN201
     from cache_db.store import CacheStore
 
     url = f"sqlite:///{tmp_path / 'cache.sqlite'}"
-    env = dict(os.environ, TUNEFUSE_CACHE_URL=url, TUNEFUSE_STUDIES=str(tmp_path),
-               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]))
+    env = dict(
+        os.environ,
+        TUNEFUSE_CACHE_URL=url,
+        TUNEFUSE_STUDIES=str(tmp_path),
+        PYTHONPATH=os.pathsep.join(
+            [str(ROOT), str(ROOT / "tests"), os.environ.get("PYTHONPATH", "")]
+        ),
+    )
     code = QUEUE.format(root=str(ROOT), seeds=str(ROOT / "examples" / "seed_fusions.py"))
     subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=600)
     store = CacheStore.open(url)
@@ -41,13 +47,32 @@ def queue_seed_jobs(tmp_path):  # noqa: ANN001, ANN201
 def drain_with_daemon(env: dict, store, devices: str, trials: int):  # noqa: ANN001, ANN201
     """Run `tunefuse daemon` on `devices` until the queue is idle; check it exited 0 and
     left every job done. Returns (jobs, its JSON log events)."""
-    out = subprocess.run([sys.executable, "-m", "cli", "daemon", "--devices", devices, "--trials", str(trials),
-                          "--idle-exit", "5", "--job-timeout", "120"],
-                         env=env, capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cli",
+            "daemon",
+            "--devices",
+            devices,
+            "--trials",
+            str(trials),
+            "--idle-exit",
+            "5",
+            "--job-timeout",
+            "120",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     jobs = store.jobs()
     assert {j.state for j in jobs} == {"done"}, [(j.state, j.error) for j in jobs]
-    events = [json.loads(line) for line in (out.stdout + out.stderr).splitlines() if line.startswith("{")]
+    events = [
+        json.loads(line) for line in (out.stdout + out.stderr).splitlines() if line.startswith("{")
+    ]
     return jobs, events
 
 

@@ -1,6 +1,5 @@
 """GPU: kernels compute what the reference computes (run with `pytest -m gpu` on a GPU)."""
 
-
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -15,8 +14,13 @@ from tunefuse.fusion_file import load_fusion_file
 pytestmark = pytest.mark.gpu
 
 TOL = {
-    DataType.Double: (1e-9, 1e-9), DataType.Float: (2e-5, 2e-5), DataType.Half: (2e-3, 2e-3),
-    DataType.BFloat16: (2e-2, 2e-2), DataType.Int: (0, 0), DataType.Int32: (0, 0), DataType.Bool: (0, 0),
+    DataType.Double: (1e-9, 1e-9),
+    DataType.Float: (2e-5, 2e-5),
+    DataType.Half: (2e-3, 2e-3),
+    DataType.BFloat16: (2e-2, 2e-2),
+    DataType.Int: (0, 0),
+    DataType.Int32: (0, 0),
+    DataType.Bool: (0, 0),
 }
 
 
@@ -60,8 +64,13 @@ def check(fd, inputs, tol_scale=1.0, at_least=DataType.Double):
         assert g.shape == e.shape and g.dtype == e.dtype
         dtype = next(d for d in DataType if d.numpy == e.dtype)
         rtol, atol = max(TOL[dtype], TOL[at_least])
-        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64),
-                                   rtol=rtol * tol_scale, atol=atol * tol_scale, equal_nan=True)
+        np.testing.assert_allclose(
+            g.astype(np.float64),
+            e.astype(np.float64),
+            rtol=rtol * tol_scale,
+            atol=atol * tol_scale,
+            equal_nan=True,
+        )
 
 
 @pytest.mark.parametrize("op", sorted(o.value for o in ELEMENTWISE))
@@ -70,30 +79,51 @@ def test_every_elementwise_op(op, rng):
 
     kind = OpKind(op)
     rule = ELEMENTWISE[kind]
-    dtype = DataType.Int32 if rule.result in (ResultType.INTEGRAL, ResultType.INTEGER) else DataType.Float
+    dtype = (
+        DataType.Int32
+        if rule.result in (ResultType.INTEGRAL, ResultType.INTEGER)
+        else DataType.Float
+    )
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
         y = fd.define_tensor(shape=[-1, -1], dtype=dtype)
-        args = {1: (x,), 2: (x, y), 3: ((fd.ops.gt(x, y), x, y) if op == "where" else (x, y, x)), 4: (x, y, x, 0.5)}[rule.arity]
+        args = {
+            1: (x,),
+            2: (x, y),
+            3: ((fd.ops.gt(x, y), x, y) if op == "where" else (x, y, x)),
+            4: (x, y, x, 0.5),
+        }[rule.arity]
         fd.add_output(getattr(fd.ops, op)(*args))
     if dtype.is_integral:
-        a, b = rng.integers(-50, 50, (2, 33, 17)).astype(np.int32)  # shifts by amounts outside [0, 32) too
+        a, b = rng.integers(-50, 50, (2, 33, 17)).astype(
+            np.int32
+        )  # shifts by amounts outside [0, 32) too
     else:
         a, b = rng.uniform(0.1, 3.0, (2, 33, 17)).astype(np.float32)
     check(fd, [a, b], tol_scale=10)
 
 
-@pytest.mark.parametrize("dtype", [DataType.Float, DataType.Half, DataType.BFloat16, DataType.Double], ids=lambda d: d.value)
+@pytest.mark.parametrize(
+    "dtype",
+    [DataType.Float, DataType.Half, DataType.BFloat16, DataType.Double],
+    ids=lambda d: d.value,
+)
 @pytest.mark.parametrize("name", sorted(ZOO))
 @pytest.mark.parametrize("rows, cols", [(64, 96), (7, 1000), (1000, 3), (1, 1), (300, 4096)])
 def test_every_scheduler(name, dtype, rows, cols, rng):
     fd = build(ZOO[name], dtype)
     compute = DataType.Float if name not in ("row_sum", "col_sum", "transpose2d") else dtype
-    check(fd, inputs_for(fd, rows, cols, rng), tol_scale=10 if name in ("row_sum", "col_sum") else 2,
-          at_least=compute)
+    check(
+        fd,
+        inputs_for(fd, rows, cols, rng),
+        tol_scale=10 if name in ("row_sum", "col_sum") else 2,
+        at_least=compute,
+    )
 
 
-@pytest.mark.parametrize("name", [c.name for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")])
+@pytest.mark.parametrize(
+    "name", [c.name for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")]
+)
 def test_seed_fusions(name, rng):
     case = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}[name]
     check(case.build(), case.example_inputs(rng))
@@ -122,7 +152,9 @@ def test_own_device_arrays_and_cupy(rng):
     x = rng.standard_normal((33, 65)).astype(np.float32)
     (out,) = fd.execute([cupy.asarray(x)])
     assert isinstance(out, cupy.ndarray)
-    np.testing.assert_allclose(cupy.asnumpy(out), reference.run(fd.fusion, [x])[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        cupy.asnumpy(out), reference.run(fd.fusion, [x])[0], rtol=1e-5, atol=1e-6
+    )
 
 
 def test_own_device_arrays_go_to_torch_through_dlpack(rng):
@@ -142,7 +174,9 @@ def test_own_device_arrays_go_to_torch_through_dlpack(rng):
     assert isinstance(out, DeviceArray)
     shared = torch.from_dlpack(out)
     assert shared.shape == (33, 65) and shared.data_ptr() == out.data_ptr
-    np.testing.assert_allclose(shared.cpu().numpy(), reference.run(fd.fusion, [x])[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        shared.cpu().numpy(), reference.run(fd.fusion, [x])[0], rtol=1e-5, atol=1e-6
+    )
     shared.zero_()
     torch.cuda.synchronize()
     assert not out.numpy().any()  # one memory, two names
@@ -176,7 +210,7 @@ def test_int64_indexing(rng):
     plan = fd.plan([a])
     assert plan.segments[0].index_type == "int64"
     (out,) = fd.execute([a])
-    torch.testing.assert_close(out, -a[2**31 - 8: 2**31 + 8])
+    torch.testing.assert_close(out, -a[2**31 - 8 : 2**31 + 8])
     del a
 
 
@@ -222,7 +256,11 @@ def test_views_only_run_no_kernel_and_alias_the_input():
 
 
 @given(fusions(max_ops=6))
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 def test_random_fusions(case):
     fd, inputs = case
     check(fd, inputs, tol_scale=20)
@@ -248,10 +286,20 @@ def test_static_shape_kernels(name, rows, cols, rng):
 
     fd = build(ZOO[name], DataType.Float)
     inputs = inputs_for(fd, rows, cols, rng)
-    executor = Executor(fd.fusion, params_source=lambda seg, device: static_shape_params(
-        seg, scheduler_for(seg.scheduler).default_params(seg, device)))
+    executor = Executor(
+        fd.fusion,
+        params_source=lambda seg, device: static_shape_params(
+            seg, scheduler_for(seg.scheduler).default_params(seg, device)
+        ),
+    )
     got = executor.run(to_device(inputs))
-    launched = [r.launch.params for exe in executor.plans.values() for r in exe.recipes if r.launch.numel]
-    assert launched and all(p.get("static_shape") or p.get("pointwise", {}).get("static_shape") for p in launched)
+    launched = [
+        r.launch.params for exe in executor.plans.values() for r in exe.recipes if r.launch.numel
+    ]
+    assert launched and all(
+        p.get("static_shape") or p.get("pointwise", {}).get("static_shape") for p in launched
+    )
     for g, e in zip(got, reference.run(fd.fusion, inputs)):
-        np.testing.assert_allclose(to_host(g).astype(np.float64), e.astype(np.float64), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(
+            to_host(g).astype(np.float64), e.astype(np.float64), rtol=1e-4, atol=1e-4
+        )

@@ -42,7 +42,9 @@ def test_rotary_embedding_on_device_1(torch, rng):
         rotary_embedding(fd, 64, 8, 128, DataType.Float)
     host = [rng.uniform(-1, 1, s).astype(np.float32) for s in [(64, 8, 128), (64, 128), (64, 128)]]
     (out,) = fd.execute([torch.from_numpy(x).to("cuda:1") for x in host])
-    np.testing.assert_allclose(out.cpu().numpy(), reference.run(fd.fusion, host)[0], rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(
+        out.cpu().numpy(), reference.run(fd.fusion, host)[0], rtol=1e-5, atol=1e-5
+    )
 
 
 def test_cupy_and_host_inputs_on_device_1(torch, rng):

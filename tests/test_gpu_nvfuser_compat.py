@@ -14,8 +14,12 @@ pytestmark = pytest.mark.gpu
 def _expanded_fusion():
     """[a, b, c] (the middle dim expanded) times [a, b, c], summed over the expanded dim."""
     with FusionDefinition() as fd:
-        x = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, None, True], dtype=DataType.Float)
-        y = fd.define_tensor(shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.Float)
+        x = fd.define_tensor(
+            shape=[-1, -1, -1], contiguity=[True, None, True], dtype=DataType.Float
+        )
+        y = fd.define_tensor(
+            shape=[-1, -1, -1], contiguity=[True, True, True], dtype=DataType.Float
+        )
         p = fd.ops.mul(x, y)
         fd.add_output(p)
         fd.add_output(fd.ops.sum(p, dims=[1]))
@@ -131,6 +135,7 @@ def test_stride_ordered_outputs_come_back_in_that_layout(rng):
 
 # -- answers nvFuser's tests caught wrong ----------------------------------------------------
 
+
 def test_an_output_written_in_place_and_returned_is_that_input():
     """nvFuser's returning_aliased_outputs: every returned T4 (and T0) is the input itself."""
     torch = torch_or_skip()
@@ -182,16 +187,20 @@ def test_integer_div_truncates_and_truediv_divides():
         fd.add_output(fd.ops.truediv(a, b))
         fd.add_output(fd.ops.div(fd.ops.cast(a, DataType.Int32), fd.ops.cast(b, DataType.Int32)))
     a = torch.randint(-1000, 1000, (1024,), device="cuda")
-    b = torch.randint(1, 50, (1024,), device="cuda") * (torch.randint(0, 2, (1024,), device="cuda") * 2 - 1)
+    b = torch.randint(1, 50, (1024,), device="cuda") * (
+        torch.randint(0, 2, (1024,), device="cuda") * 2 - 1
+    )
     quotient, true, quotient32 = fd.execute([a, b])
     assert quotient.dtype == torch.int64 and quotient32.dtype == torch.int32
     torch.testing.assert_close(quotient, torch.div(a, b, rounding_mode="trunc"), rtol=0, atol=0)
-    torch.testing.assert_close(quotient32, torch.div(a, b, rounding_mode="trunc").int(), rtol=0, atol=0)
+    torch.testing.assert_close(
+        quotient32, torch.div(a, b, rounding_mode="trunc").int(), rtol=0, atol=0
+    )
     torch.testing.assert_close(true, torch.true_divide(a, b).float())
-    edge_a = torch.tensor([7, -7, -2**63, 5], device="cuda")
+    edge_a = torch.tensor([7, -7, -(2**63), 5], device="cuda")
     edge_b = torch.tensor([0, 0, -1, -1], device="cuda")
     got = fd.execute([edge_a, edge_b])[0].cpu().tolist()
-    assert got == [0, 0, -2**63, -5]
+    assert got == [0, 0, -(2**63), -5]
 
 
 def test_writing_in_place_into_an_expanded_input_is_refused():
@@ -227,9 +236,13 @@ def test_signbit_and_nextafter_match_torch():
         t0, t1 = fd.from_pytorch(x), fd.from_pytorch(y)
         fd.add_output(fd.ops.where(fd.ops.signbit(t0), fd.ops.neg(fd.ops.abs(t1)), fd.ops.abs(t1)))
         fd.add_output(fd.ops.nextafter(t0, t1))
-        fd.add_output(fd.ops.nextafter(fd.ops.cast(t0, DataType.Double), fd.ops.cast(t1, DataType.Double)))
+        fd.add_output(
+            fd.ops.nextafter(fd.ops.cast(t0, DataType.Double), fd.ops.cast(t1, DataType.Double))
+        )
     a, b, c = fd.execute([x, y])
-    torch.testing.assert_close(a, torch.where(torch.signbit(x), -torch.abs(y), torch.abs(y)), rtol=0, atol=0)
+    torch.testing.assert_close(
+        a, torch.where(torch.signbit(x), -torch.abs(y), torch.abs(y)), rtol=0, atol=0
+    )
     torch.testing.assert_close(b, torch.nextafter(x, y), rtol=0, atol=0)
     torch.testing.assert_close(c, torch.nextafter(x.double(), y.double()), rtol=0, atol=0)
 

@@ -37,8 +37,10 @@ def _scaled_bias_sum0(fd, dtype):
     s = fd.define_tensor(shape=[-1], dtype=dtype)
     b = fd.define_tensor(shape=[-1], dtype=dtype)
     c = fd.define_tensor(shape=[-1], dtype=DataType.Float)
-    y = fd.ops.add(fd.ops.mul(x, fd.ops.broadcast_in_dim(s, [x.shape()[0], x.shape()[1]], [0])),
-                   fd.ops.broadcast_in_dim(b, [x.shape()[0], x.shape()[1]], [1]))
+    y = fd.ops.add(
+        fd.ops.mul(x, fd.ops.broadcast_in_dim(s, [x.shape()[0], x.shape()[1]], [0])),
+        fd.ops.broadcast_in_dim(b, [x.shape()[0], x.shape()[1]], [1]),
+    )
     fd.add_output(fd.ops.add(fd.ops.sum(fd.ops.cast(y, DataType.Float), dims=[0]), c))
 
 
@@ -64,8 +66,12 @@ def case_inputs(build, dtype, shape, rng):
     if build is not _scaled_bias_sum0:
         return [x]
     rows, cols = shape
-    return [x, rng.standard_normal(rows).astype(dtype.numpy), rng.standard_normal(cols).astype(dtype.numpy),
-            rng.standard_normal(cols).astype(np.float32)]
+    return [
+        x,
+        rng.standard_normal(rows).astype(dtype.numpy),
+        rng.standard_normal(cols).astype(dtype.numpy),
+        rng.standard_normal(cols).astype(np.float32),
+    ]
 
 
 CASES = [
@@ -101,7 +107,9 @@ def test_a_vector_of_outputs_a_lane_agrees_with_the_reference(case, vector, thre
         assert g.shape == e.shape and g.dtype == e.dtype
         out_dtype = next(d for d in DataType if d.numpy == e.dtype)
         rtol, atol = max(TOL[out_dtype], TOL[dtype])
-        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4)
+        np.testing.assert_allclose(
+            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
+        )
 
 
 def test_the_default_takes_vectors_of_outputs_where_the_outputs_fill_the_gpu(rng):
@@ -113,4 +121,6 @@ def test_the_default_takes_vectors_of_outputs_where_the_outputs_fill_the_gpu(rng
     got, launched = run_with_reduction_params(fd, inputs)
     assert launched[0].params["vector"] == 8
     (expected,) = reference.run(fd.fusion, inputs)
-    np.testing.assert_allclose(got[0].astype(np.float64), expected.astype(np.float64), rtol=2e-2, atol=2e-2)
+    np.testing.assert_allclose(
+        got[0].astype(np.float64), expected.astype(np.float64), rtol=2e-2, atol=2e-2
+    )

@@ -31,7 +31,9 @@ def test_draws_match_the_reference(op, dtype, shape, rng):
             np.testing.assert_array_equal(g, w)
         else:  # logf/cosf against NumPy's: a few ulp
             tol = {DataType.Double: 1e-12, DataType.Float: 1e-5}.get(dtype, 1e-2)
-            np.testing.assert_allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol * 4)
+            np.testing.assert_allclose(
+                g.astype(np.float64), w.astype(np.float64), rtol=tol, atol=tol * 4
+            )
 
 
 @pytest.mark.parametrize("op", ["uniform", "normal"])
@@ -77,8 +79,16 @@ def test_nvfusers_uniform_and_normal_statistics():
     x = torch.randn(64, 128, 1024, device="cuda")
     with FusionDefinition() as fd:
         t0 = fd.from_pytorch(x)
-        fd.add_output(fd.ops.uniform(fd.define_scalar(1.8), fd.define_scalar(1223.5), t0.shape(), dtype=DataType.Float))
-        fd.add_output(fd.ops.normal(fd.define_scalar(3.7), fd.define_scalar(2.5), t0.shape(), dtype=DataType.Double))
+        fd.add_output(
+            fd.ops.uniform(
+                fd.define_scalar(1.8), fd.define_scalar(1223.5), t0.shape(), dtype=DataType.Float
+            )
+        )
+        fd.add_output(
+            fd.ops.normal(
+                fd.define_scalar(3.7), fd.define_scalar(2.5), t0.shape(), dtype=DataType.Double
+            )
+        )
     u, n = fd.execute([x])
     assert u.shape == x.shape and n.dtype == torch.float64
     assert 1.8 <= u.min().item() and u.max().item() < 1223.5
@@ -91,16 +101,26 @@ def test_dropout_keeps_each_element_with_its_probability(rng):
     torch = torch_or_skip()
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
-        u = fd.ops.uniform(0.0, 1.0, x.shape(), dtype=DataType.Float, rng_seed=fd.define_scalar(DataType.Int),
-                           rng_offset=fd.define_scalar(DataType.Int))
+        u = fd.ops.uniform(
+            0.0,
+            1.0,
+            x.shape(),
+            dtype=DataType.Float,
+            rng_seed=fd.define_scalar(DataType.Int),
+            rng_offset=fd.define_scalar(DataType.Int),
+        )
         keep = fd.ops.lt(u, 0.9)
-        y = fd.ops.mul(fd.ops.mul(fd.ops.cast(x, DataType.Float), fd.ops.cast(keep, DataType.Float)), 1 / 0.9)
+        y = fd.ops.mul(
+            fd.ops.mul(fd.ops.cast(x, DataType.Float), fd.ops.cast(keep, DataType.Float)), 1 / 0.9
+        )
         fd.add_output(fd.ops.cast(y, DataType.BFloat16))
         fd.add_output(keep)
     host = rng.standard_normal((2048, 4096)).astype(np.float32)
     x = torch.from_numpy(host).cuda().bfloat16()
     out, keep = fd.execute([x, 1234, 0])
     assert abs(keep.float().mean().item() - 0.9) < 2e-3
-    want_out, want_keep = reference.run(fd, [x.cpu().float().numpy().astype(DataType.BFloat16.numpy), 1234, 0])
+    want_out, want_keep = reference.run(
+        fd, [x.cpu().float().numpy().astype(DataType.BFloat16.numpy), 1234, 0]
+    )
     np.testing.assert_array_equal(to_host(keep), want_keep)
     np.testing.assert_array_equal(to_host(out).astype(np.float32), want_out.astype(np.float32))

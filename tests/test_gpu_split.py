@@ -104,7 +104,9 @@ def test_split_reductions_agree_with_the_reference(case, split, rng):
         assert g.shape == e.shape and g.dtype == e.dtype
         out_dtype = next(d for d in DataType if d.numpy == e.dtype)
         rtol, atol = max(TOL[out_dtype], TOL[dtype])
-        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4)
+        np.testing.assert_allclose(
+            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
+        )
 
 
 def test_the_default_splits_a_reduction_with_few_outputs_and_is_deterministic(rng):
@@ -123,21 +125,29 @@ def test_the_default_splits_a_reduction_with_few_outputs_and_is_deterministic(rn
         np.testing.assert_allclose(g, e, rtol=1e-4, atol=1e-5)
 
 
-@pytest.mark.parametrize("build,dtype,shape", [(_row_stats, DataType.Float, (1001, 37)),
-                                               (_row_var_mean, DataType.BFloat16, (777, 64))])
+@pytest.mark.parametrize(
+    "build,dtype,shape",
+    [(_row_stats, DataType.Float, (1001, 37)), (_row_var_mean, DataType.BFloat16, (777, 64))],
+)
 @pytest.mark.parametrize("threads_r", [1, 2, 4, 8, 16])
 @pytest.mark.parametrize("rows_per_block", [1, "a warp", "256 threads"])
 @pytest.mark.parametrize("split", [None, 3])
-def test_rows_reduced_by_lane_groups_smaller_than_a_warp(build, dtype, shape, threads_r, rows_per_block, split, rng):
+def test_rows_reduced_by_lane_groups_smaller_than_a_warp(
+    build, dtype, shape, threads_r, rows_per_block, split, rng
+):
     """Fewer than 32 lanes a row: the lanes combine by shuffles inside their group (a block of
     fewer than 32 threads masks the lanes it has), alone and as the split's second reduce."""
     with FusionDefinition() as fd:
         build(fd, dtype)
     inputs = _inputs(dtype, shape, rng)
     rows = {1: 1, "a warp": 32 // threads_r, "256 threads": 256 // threads_r}[rows_per_block]
-    got, launched = run_with_reduction_params(fd, inputs, split, threads_r=threads_r, rows_per_block=rows, inner=True)
+    got, launched = run_with_reduction_params(
+        fd, inputs, split, threads_r=threads_r, rows_per_block=rows, inner=True
+    )
     assert all(k.params["threads_r"] == threads_r for k in launched)
     for g, e in zip(got, reference.run(fd.fusion, inputs)):
         out_dtype = next(d for d in DataType if d.numpy == e.dtype)
         rtol, atol = max(TOL[out_dtype], TOL[dtype])
-        np.testing.assert_allclose(g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4)
+        np.testing.assert_allclose(
+            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
+        )

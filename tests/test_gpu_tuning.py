@@ -30,17 +30,24 @@ def test_tuning_stores_a_checked_winner_used_by_a_new_process(name, tmp_path, mo
     store = CacheStore.open(url)
     (record,) = store.records()
     assert record.params == seg.params and record.median_us == seg.best_us
-    code = (f"import sys, json, numpy as np; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]\n"
-            "from fusion_zoo import ZOO, build, inputs_for\n"
-            "from tunefuse import DataType, reference\n"
-            "from tunefuse.compiler import STATS\n"
-            f"fd = build(ZOO[{name!r}], DataType.Float)\n"
-            "xs = inputs_for(fd, 2048, 1024, np.random.default_rng(0))\n"
-            "out = fd.execute(xs)[0]\n"
-            "ok = np.allclose(out, reference.run(fd.fusion, xs)[0], rtol=1e-3, atol=1e-3)\n"
-            "print(json.dumps({'compiles': STATS.count, 'ok': bool(ok)}))\n")
-    result = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, TUNEFUSE_CACHE_URL=url),
-                            capture_output=True, text=True, timeout=300)
+    code = (
+        f"import sys, json, numpy as np; sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]\n"
+        "from fusion_zoo import ZOO, build, inputs_for\n"
+        "from tunefuse import DataType, reference\n"
+        "from tunefuse.compiler import STATS\n"
+        f"fd = build(ZOO[{name!r}], DataType.Float)\n"
+        "xs = inputs_for(fd, 2048, 1024, np.random.default_rng(0))\n"
+        "out = fd.execute(xs)[0]\n"
+        "ok = np.allclose(out, reference.run(fd.fusion, xs)[0], rtol=1e-3, atol=1e-3)\n"
+        "print(json.dumps({'compiles': STATS.count, 'ok': bool(ok)}))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env=dict(os.environ, TUNEFUSE_CACHE_URL=url),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert result.returncode == 0, result.stderr[-2000:]
     answer = json.loads(result.stdout.strip().splitlines()[-1])
     assert answer == {"compiles": 0, "ok": True}

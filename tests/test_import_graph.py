@@ -26,7 +26,10 @@ def _type_checking_only(tree: ast.Module) -> set[int]:
     """ids of the import nodes inside `if TYPE_CHECKING:` blocks."""
     skipped: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, ast.If) and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING":
+        if (
+            isinstance(node, ast.If)
+            and getattr(node.test, "id", getattr(node.test, "attr", None)) == "TYPE_CHECKING"
+        ):
             skipped.update(id(n) for stmt in node.body for n in ast.walk(stmt))
     return skipped
 
@@ -47,7 +50,9 @@ def imports_of(name: str, path: pathlib.Path, modules: dict[str, pathlib.Path]) 
                 source = ".".join(base + ([node.module] if node.module else []))
             else:
                 source = node.module or ""
-            submodules = {f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in modules}
+            submodules = {
+                f"{source}.{a.name}" for a in node.names if f"{source}.{a.name}" in modules
+            }
             found.update(submodules)
             if len(submodules) < len(node.names) and source in modules:
                 found.add(source)

@@ -68,8 +68,16 @@ def take_along_computed(fd, dtype):  # noqa: ANN001, ANN201
 
 
 CASES = {
-    "index_select_rows": (index_select_rows, lambda n, m: [(n, m), (m // 2 + 1,)], {1: (0, 0, np.int64)}),
-    "index_select_columns": (index_select_columns, lambda n, m: [(3, n, m), (7,)], {1: (0, 2, np.int32)}),
+    "index_select_rows": (
+        index_select_rows,
+        lambda n, m: [(n, m), (m // 2 + 1,)],
+        {1: (0, 0, np.int64)},
+    ),
+    "index_select_columns": (
+        index_select_columns,
+        lambda n, m: [(3, n, m), (7,)],
+        {1: (0, 2, np.int32)},
+    ),
     "embedding": (embedding, lambda n, m: [(5, 3), (n, m)], {0: (1, 0, np.int64)}),
     "embedding_max_norm": (embedding_max_norm, lambda n, m: [(17,), (n, m)], {0: (1, 0, np.int64)}),
     "gather_rows_sum": (gather_rows_sum, lambda n, m: [(n, m), (n, 5)], {1: (0, 1, np.int64)}),
@@ -85,8 +93,14 @@ def build(name: str, dtype: DataType = DataType.Float) -> FusionDefinition:
     return fd
 
 
-def case_inputs(name: str, n: int, m: int, rng: np.random.Generator, dtype: DataType = DataType.Float,
-                out_of_range: bool = False) -> list:
+def case_inputs(
+    name: str,
+    n: int,
+    m: int,
+    rng: np.random.Generator,
+    dtype: DataType = DataType.Float,
+    out_of_range: bool = False,
+) -> list:
     """Inputs for a case: tables standard normal, indices inside their table (one index
     equal to the extent when `out_of_range`), max_norm 1 and norm_type 2 for the embedding;
     take_along_computed's index is any integer (the fusion brings it in range)."""
@@ -165,7 +179,9 @@ def test_an_out_of_range_index_is_a_named_error(name, rng):
 def test_negative_indices_are_out_of_range(rng):
     fd = build("index_select_rows")
     with pytest.raises(IndexOutOfRangeError, match="-1 where the extent is 4"):
-        reference.run(fd.fusion, [rng.standard_normal((4, 3)).astype(np.float32), np.array([0, -1])])
+        reference.run(
+            fd.fusion, [rng.standard_normal((4, 3)).astype(np.float32), np.array([0, -1])]
+        )
 
 
 def test_bad_definitions_name_what_is_wrong():
@@ -197,11 +213,16 @@ def test_a_kernel_never_gathers_from_what_it_stores(rng):
 
 
 def test_schedulers_indexing_lands_in(rng):
-    kinds = {name: {s.scheduler for s in build(name).plan(case_inputs(name, 8, 64, rng)).segments}
-             for name in CASES}
+    kinds = {
+        name: {s.scheduler for s in build(name).plan(case_inputs(name, 8, 64, rng)).segments}
+        for name in CASES
+    }
     assert kinds["embedding"] == {SchedulerKind.POINTWISE}
     assert kinds["embedding_max_norm"] == {SchedulerKind.NORMALIZATION}
-    assert SchedulerKind.REDUCTION in kinds["gather_rows_sum"] or SchedulerKind.NORMALIZATION in kinds["gather_rows_sum"]
+    assert (
+        SchedulerKind.REDUCTION in kinds["gather_rows_sum"]
+        or SchedulerKind.NORMALIZATION in kinds["gather_rows_sum"]
+    )
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -215,8 +236,11 @@ def test_printed_and_json_definitions_round_trip(name, rng):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-@pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16, DataType.Half, DataType.Double],
-                         ids=lambda d: d.value)
+@pytest.mark.parametrize(
+    "dtype",
+    [DataType.Float, DataType.BFloat16, DataType.Half, DataType.Double],
+    ids=lambda d: d.value,
+)
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_indexing_kernels_compile(name, dtype, arch, rng):
     fd = build(name, dtype)

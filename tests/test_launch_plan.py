@@ -33,7 +33,11 @@ def launch_plan_for(fd, inputs):
     for seg in plan.segments:
         params = scheduler_for(seg.scheduler).default_params(seg, H100)
         src = generate(seg, params, H100, dtypes)
-        kernels.append(kernel_launch(seg, src, params, "default", source_key(src.source, "sm_90", COMPILE_OPTIONS)))
+        kernels.append(
+            kernel_launch(
+                seg, src, params, "default", source_key(src.source, "sm_90", COMPILE_OPTIONS)
+            )
+        )
     return plan, LaunchPlan.of(plan, kernels)
 
 
@@ -59,8 +63,9 @@ def test_a_launch_plan_reads_back_exactly(name, fd, inputs):
     assert back.to_json() == text
     assert [k.kernel_key for k in back.kernels] == [s.kernel_key for s in plan.segments]
     for k in back.kernels:  # every argument is static or filled per call, exactly once
-        assert sorted([p for p, _ in k.pointer_slots] + [p for p, _, _ in k.scalar_slots]) == \
-            [p for p, a in enumerate(k.static_args) if a is None]
+        assert sorted([p for p, _ in k.pointer_slots] + [p for p, _, _ in k.scalar_slots]) == [
+            p for p, a in enumerate(k.static_args) if a is None
+        ]
         template = k.arg_template()
         assert all(a is None or type(a) in (np.int32, np.int64) for a in template)
 
@@ -75,23 +80,34 @@ def _set_first_kernel(doc, **fields):
     doc["kernels"][0].update(fields)
 
 
-@pytest.mark.parametrize("edit,message", [
-    (lambda d: d.update(format=0), "format"),
-    (lambda d: d["buffers"][0].__setitem__(0, 5), "buffer ids"),
-    (lambda d: d["buffers"][0].__setitem__(1, "scratch"), "not a launch plan"),
-    (lambda d: d["outputs"][0].__setitem__(2, 99), "buffer 99 out of range"),
-    (lambda d: d.update(host_nodes=[10_000]), "host node index"),
-    (lambda d: _set_first_kernel(d, chosen="source"), "chosen by 'source'"),
-    (lambda d: _set_first_kernel(d, static_args=[["i32", 1]] * len(d["kernels"][0]["static_args"])),
-     "argument slots"),
-    (lambda d: _set_first_kernel(d, static_args=[["i16", 1] if a else a for a in d["kernels"][0]["static_args"]]),
-     "index type"),
-    (lambda d: _set_first_kernel(d, grid=[1, 1]), "launch dimensions"),
-    (lambda d: _set_first_kernel(d, params=[1, 2]), "params must be an object"),
-    (lambda d: _set_first_kernel(d, numel="many"), "expected an integer"),
-    (lambda d: d.update(fixed_scalars=[[1, ["complex", "1j"]]]), "host scalar"),
-    (lambda d: d.pop("kernels"), "not a launch plan"),
-])
+@pytest.mark.parametrize(
+    "edit,message",
+    [
+        (lambda d: d.update(format=0), "format"),
+        (lambda d: d["buffers"][0].__setitem__(0, 5), "buffer ids"),
+        (lambda d: d["buffers"][0].__setitem__(1, "scratch"), "not a launch plan"),
+        (lambda d: d["outputs"][0].__setitem__(2, 99), "buffer 99 out of range"),
+        (lambda d: d.update(host_nodes=[10_000]), "host node index"),
+        (lambda d: _set_first_kernel(d, chosen="source"), "chosen by 'source'"),
+        (
+            lambda d: _set_first_kernel(
+                d, static_args=[["i32", 1]] * len(d["kernels"][0]["static_args"])
+            ),
+            "argument slots",
+        ),
+        (
+            lambda d: _set_first_kernel(
+                d, static_args=[["i16", 1] if a else a for a in d["kernels"][0]["static_args"]]
+            ),
+            "index type",
+        ),
+        (lambda d: _set_first_kernel(d, grid=[1, 1]), "launch dimensions"),
+        (lambda d: _set_first_kernel(d, params=[1, 2]), "params must be an object"),
+        (lambda d: _set_first_kernel(d, numel="many"), "expected an integer"),
+        (lambda d: d.update(fixed_scalars=[[1, ["complex", "1j"]]]), "host scalar"),
+        (lambda d: d.pop("kernels"), "not a launch plan"),
+    ],
+)
 def test_a_damaged_launch_plan_is_refused_by_name(edit, message):
     name, fd, inputs = next(c for c in CASES if c[0] == "layernorm-float")
     _, lp = launch_plan_for(fd, inputs)
@@ -119,7 +135,12 @@ def test_the_key_is_everything_that_decides_the_plan():
     assert key([a.copy() for a in x]) == base  # other data, same signature
     assert key(inputs_for(fd, 64, 256, rng)) != base  # shape
     sig = bind_inputs(fd.fusion, x, fi).signature
-    for change in (dict(alignment=4), dict(strides=(1, 64)), dict(device=Device.CUDA), dict(dtype=DataType.Half)):
+    for change in (
+        dict(alignment=4),
+        dict(strides=(1, 64)),
+        dict(device=Device.CUDA),
+        dict(dtype=DataType.Half),
+    ):
         other = (dataclasses.replace(sig[0], **change),) + sig[1:]
         assert launch_plan_key(fd.fusion.fusion_id, other, (), ENV.key) != base, change
     assert key(x, env=OTHER_ENV) != base
@@ -133,9 +154,13 @@ def test_new_default_heuristics_plan_again(monkeypatch):
     import tunefuse.schedulers
 
     fd = build(ZOO["row_sum"], DataType.Float)
-    sig = bind_inputs(fd.fusion, inputs_for(fd, 64, 128, np.random.default_rng(0)), FusionInputs(fd.fusion)).signature
+    sig = bind_inputs(
+        fd.fusion, inputs_for(fd, 64, 128, np.random.default_rng(0)), FusionInputs(fd.fusion)
+    ).signature
     base = launch_plan_key(fd.fusion.fusion_id, sig, (), ENV.key)
-    monkeypatch.setattr(tunefuse.schedulers, "HEURISTICS_VERSION", tunefuse.schedulers.HEURISTICS_VERSION + 1)
+    monkeypatch.setattr(
+        tunefuse.schedulers, "HEURISTICS_VERSION", tunefuse.schedulers.HEURISTICS_VERSION + 1
+    )
     assert launch_plan_key(fd.fusion.fusion_id, sig, (), ENV.key) != base
 
 
@@ -155,8 +180,11 @@ def test_the_store_keeps_one_launch_plan_a_key_and_prunes_them(store):
 
 def test_a_launch_plan_goes_with_a_binary_it_names(store):
     fid = fusion_row(store)
-    store.note_plan(ENV, binaries=[("c" * 64, b"\x7fELF-c", "tf_c", "sm_90", "13.5", None)],
-                    launch_plan=("p" * 64, fid, json.dumps({"code_key": "c" * 64})))
+    store.note_plan(
+        ENV,
+        binaries=[("c" * 64, b"\x7fELF-c", "tf_c", "sm_90", "13.5", None)],
+        launch_plan=("p" * 64, fid, json.dumps({"code_key": "c" * 64})),
+    )
     store.note_plan(ENV, launch_plan=("r" * 64, fid, json.dumps({"code_key": "d" * 64})))
     done = store.prune(max_bytes=0)
     assert done["binaries"] == ["c" * 64] and done["launch_plans"] == 1
@@ -171,7 +199,9 @@ def test_a_kept_plan_and_its_checks_are_read_on_one_connection(store):
     store.put_record(rec, cubin, "sm_90", "13.5")
     other, other_cubin = record(shape="64x64", env=OTHER_ENV, cubin=b"\x7fELF-other")
     store.put_record(other, other_cubin, "sm_90", "13.5")
-    store.note_plan(ENV, jobs=[(fid, 0, "j" * 64, "4", "[]")], launch_plan=("p" * 64, fid, "the plan"))
+    store.note_plan(
+        ENV, jobs=[(fid, 0, "j" * 64, "4", "[]")], launch_plan=("p" * 64, fid, "the plan")
+    )
 
     def keys_of(text):
         assert text == "the plan"
@@ -183,16 +213,26 @@ def test_a_kept_plan_and_its_checks_are_read_on_one_connection(store):
     assert queued == {("j" * 64, "4")}
     assert binaries == {rec.code_key: (cubin, "tf_pointwise_x")}
     assert store.launch_plan_reads("missing", ENV, keys_of) is None
-    assert store.launch_plan_reads("p" * 64, ENV, lambda text: None) is None  # unreadable: re-planned
+    assert (
+        store.launch_plan_reads("p" * 64, ENV, lambda text: None) is None
+    )  # unreadable: re-planned
     assert store.launch_plan_reads("p" * 64, ENV, lambda text: ([], []))[1:] == ({}, set(), {})
     with store.engine.begin() as c:
-        c.execute(sa.update(BinaryRow).where(BinaryRow.code_key == rec.code_key).values(cubin=b"bad"))
-    assert store.launch_plan_reads("p" * 64, ENV, keys_of)[3] == {}  # a corrupt binary is never handed out
+        c.execute(
+            sa.update(BinaryRow).where(BinaryRow.code_key == rec.code_key).values(cubin=b"bad")
+        )
+    assert (
+        store.launch_plan_reads("p" * 64, ENV, keys_of)[3] == {}
+    )  # a corrupt binary is never handed out
     assert store.lookup(rec.kernel_key, rec.shape_key, ENV) is None  # and its record is quarantined
 
 
 @given(fusions(max_ops=8, dtypes=(DataType.Float, DataType.BFloat16, DataType.Half)))
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=40,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 def test_any_fusions_launch_plan_reads_back_exactly(case):
     fd, inputs = case
     _, lp = launch_plan_for(fd, inputs)

@@ -71,7 +71,9 @@ def test_validate_compares_within_the_dtype_tolerance_and_names_the_worst_elemen
     compare(close, expected)
     off = [expected[0].copy(), expected[1].copy()]
     off[0][2, 1] += 0.5
-    with pytest.raises(AssertionError, match=r"output 0 \(float \[3, 4\]\).*1 of 12.*worst at \[2, 1\]"):
+    with pytest.raises(
+        AssertionError, match=r"output 0 \(float \[3, 4\]\).*1 of 12.*worst at \[2, 1\]"
+    ):
         compare(off, expected)
     ints = [expected[0], expected[1] + np.array([0, 0, 0, 1, 0])]
     with pytest.raises(AssertionError, match=r"output 1 \(int64 \[5\]\).*worst at \[3\]"):
@@ -116,7 +118,9 @@ def _reshape_max_subtract():
         t17 = fd.ops.broadcast_in_dim(t12, shape=v16, broadcast_dims=[0, 1])
         t22 = fd.ops.broadcast_in_dim(t17, shape=v9, broadcast_dims=[0, 1, 2])
         fd.add_output(fd.ops.sum(fd.ops.sub(t10, t22), axes=[2], dtype=DataType.Null))
-        fd.add_output(fd.ops.full(shape=t0.shape(), fill_value=fd.define_scalar(2.5), dtype=DataType.Float))
+        fd.add_output(
+            fd.ops.full(shape=t0.shape(), fill_value=fd.define_scalar(2.5), dtype=DataType.Float)
+        )
     return fd
 
 
@@ -143,7 +147,9 @@ def test_a_vector_input_is_a_shape_given_at_run_time(rng):
     (again,) = reference.run(fd, [x, tuple([4] + [2] * 8 + [4])])
     assert again.shape == (4, 2, 2, 2, 2, 2, 2, 2, 4)
     assert fd.plan([x, new_shape]).segments
-    with pytest.raises(InputMismatchError, match=r"define_vector\(10\): pass a list or tuple of 10 ints"):
+    with pytest.raises(
+        InputMismatchError, match=r"define_vector\(10\): pass a list or tuple of 10 ints"
+    ):
         fd.plan([x, [2, 2]])
 
 
@@ -185,7 +191,9 @@ def test_a_cpu_scalar_tensor_is_a_scalar_input(rng):
     assert got.dtype == ml_dtypes.bfloat16
     np.testing.assert_array_equal(got.astype(np.float32), 2 * x.astype(np.float32))
     assert reference.run(fd, [x, 2.0])[0].dtype == ml_dtypes.bfloat16
-    with pytest.raises(InputMismatchError, match="a float scalar or a 0-dim CPU tensor, got an array of shape"):
+    with pytest.raises(
+        InputMismatchError, match="a float scalar or a 0-dim CPU tensor, got an array of shape"
+    ):
         reference.run(fd, [x, np.ones(3, dtype=np.float32)])
     from tunefuse.errors import DefinitionError
 
@@ -227,7 +235,9 @@ def test_outputs_take_the_stride_order_they_are_given(rng):
 def test_a_stride_order_must_be_a_permutation():
     from tunefuse.errors import DefinitionError
 
-    with pytest.raises(DefinitionError, match=r"stride_order \[0, 0\] of T1 is not a permutation of 0..1"):
+    with pytest.raises(
+        DefinitionError, match=r"stride_order \[0, 0\] of T1 is not a permutation of 0..1"
+    ):
         with FusionDefinition() as fd:
             t = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
             fd.add_output(fd.ops.neg(t), stride_order=[0, 0])
@@ -245,7 +255,9 @@ def test_slice_bounds_follow_nvfusers_normalization(rng):
     with FusionDefinition() as fd:
         t = fd.define_tensor(shape=[5, 7], dtype=DataType.Float)
         one = fd.define_scalar(1, dtype=DataType.Int)
-        fd.add_output(fd.ops.slice(t, start_indices=[one, -3], end_indices=[100, -1], strides=[1, 1]))
+        fd.add_output(
+            fd.ops.slice(t, start_indices=[one, -3], end_indices=[100, -1], strides=[1, 1])
+        )
         fd.add_output(fd.ops.slice(t, [0, 5], [5, 2]))
         fd.add_output(fd.ops.slice(t, [-100, 0], [5, 7], [2, 3]))
     x = rng.standard_normal((5, 7)).astype(np.float32)
@@ -257,7 +269,9 @@ def test_slice_bounds_follow_nvfusers_normalization(rng):
         with FusionDefinition() as fd:
             t = fd.define_tensor(shape=[5, 7], dtype=DataType.Float)
             fd.ops.slice(t, [0, -3], [5, 7], manual_normalization=1)
-    with pytest.raises(DefinitionError, match="counts from an extent known only when the fusion runs"):
+    with pytest.raises(
+        DefinitionError, match="counts from an extent known only when the fusion runs"
+    ):
         with FusionDefinition() as fd:
             fd.ops.slice(fd.define_tensor(shape=[-1], dtype=DataType.Float), [-2], [4])
     with pytest.raises(DefinitionError, match="must be a constant integer"):
@@ -320,6 +334,7 @@ def test_nvfusers_layout_helpers_and_static_sizes():
 
 # -- ops nvFuser has that tunefuse puts together from its own, and those it refuses -----------
 
+
 def test_composite_ops_mean_what_torch_means(rng):
     """triu (any diagonal), select (a negative constant from a static extent), shape, and
     welford's (mean, var_sum, n)."""
@@ -341,8 +356,18 @@ def test_composite_ops_mean_what_torch_means(rng):
     x = rng.standard_normal((3, 4, 6)).astype(np.float32)
     m = rng.random((5, 3)) < 0.5
     outs = reference.run(fd, [x, m, 1])
-    want = [np.triu(x, 0), np.triu(x, 2), np.triu(x, -1), np.triu(x, 1), np.triu(m), x[:, 1], x[:, :, 4],
-            x.mean((0, 2)), x.var((0, 2)), np.full(4, 18)]
+    want = [
+        np.triu(x, 0),
+        np.triu(x, 2),
+        np.triu(x, -1),
+        np.triu(x, 1),
+        np.triu(m),
+        x[:, 1],
+        x[:, :, 4],
+        x.mean((0, 2)),
+        x.var((0, 2)),
+        np.full(4, 18),
+    ]
     for got, w in zip(outs, want, strict=True):
         np.testing.assert_allclose(got, w, rtol=1e-5, atol=1e-6)
     assert outs[-1].dtype == np.int64 and outs[4].dtype == np.bool_
@@ -355,14 +380,28 @@ def test_composite_ops_mean_what_torch_means(rng):
 def test_ops_and_dtypes_tunefuse_declines_are_refused_by_name():
     with FusionDefinition() as fd:
         t = fd.define_tensor(shape=[-1, -1])
-        for name in ("cumsum", "cumprod", "cummax", "cummin", "scatter", "linear", "matmul", "real", "imag"):
-            with pytest.raises(DefinitionError, match=f"fd.ops.{name} is not supported by tunefuse"):
+        for name in (
+            "cumsum",
+            "cumprod",
+            "cummax",
+            "cummin",
+            "scatter",
+            "linear",
+            "matmul",
+            "real",
+            "imag",
+        ):
+            with pytest.raises(
+                DefinitionError, match=f"fd.ops.{name} is not supported by tunefuse"
+            ):
                 getattr(fd.ops, name)(t, 0)
         with pytest.raises(AttributeError, match="no op 'no_such_op'"):
             fd.ops.no_such_op(t)
         assert not hasattr(fd.ops, "cumsum") and hasattr(fd.ops, "triu")
         for dtype in ("ComplexFloat", "ComplexDouble", "Float8_e4m3fn", "Float8_e5m2"):
-            with pytest.raises(DefinitionError, match=f"DataType.{dtype} is not supported by tunefuse"):
+            with pytest.raises(
+                DefinitionError, match=f"DataType.{dtype} is not supported by tunefuse"
+            ):
                 fd.define_tensor(shape=[-1], dtype=getattr(DataType, dtype))
             with pytest.raises(DefinitionError, match=f"DataType.{dtype} is not supported"):
                 fd.ops.cast(t, getattr(DataType, dtype))

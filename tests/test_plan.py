@@ -22,7 +22,8 @@ def assert_plan_matches_reference(fd, inputs, out=None):
     expected = reference.run(fd.fusion, inputs, include_aliased=True)
     returned = [o for o in fd.fusion.outputs if o.alias_input is None]
     order = [k for k, o in enumerate(fd.fusion.outputs) if o.alias_input is None] + [
-        k for k, o in enumerate(fd.fusion.outputs) if o.alias_input is not None]
+        k for k, o in enumerate(fd.fusion.outputs) if o.alias_input is not None
+    ]
     got = run_via_plan(fd.fusion, inputs, out)
     assert len(got) == len(expected)
     for k, g in zip(order, got):
@@ -32,6 +33,7 @@ def assert_plan_matches_reference(fd, inputs, out=None):
 
 
 # -- the seeds -------------------------------------------------------------------------------
+
 
 def test_seed_gelu_with_bookend_views_is_one_pointwise_kernel(rng):
     fd = SEEDS["gelu_with_views"].build()
@@ -70,14 +72,23 @@ def test_each_view_placement_of_the_sequential_study_is_one_kernel(name):
     assert plan.segments[0].extents == (8192 * 3072,)
 
 
-@pytest.mark.parametrize("name", ["transpose_with_views", "reshape_2_10_40", "sequential_views_ABC",
-                                  "sequential_views_B", "sequential_views_"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "transpose_with_views",
+        "reshape_2_10_40",
+        "sequential_views_ABC",
+        "sequential_views_B",
+        "sequential_views_",
+    ],
+)
 def test_seed_plans_compute_exactly_the_reference(name, rng):
     case = SEEDS[name]
     assert_plan_matches_reference(case.build(), case.example_inputs(rng))
 
 
 # -- views only, in place, preallocated ---------------------------------------------------------
+
 
 def test_a_fusion_of_views_only_runs_no_kernel(rng):
     with FusionDefinition() as fd:
@@ -161,10 +172,14 @@ def _issue_2664(example: int, n: int) -> FusionDefinition:
 
 def issue_2664_inputs(example: int, n: int, rng) -> list:
     if example == 4:
-        return [rng.standard_normal((n, 1), dtype=np.float32), rng.standard_normal((n, 128), dtype=np.float32)]
+        return [
+            rng.standard_normal((n, 1), dtype=np.float32),
+            rng.standard_normal((n, 128), dtype=np.float32),
+        ]
     scalars = 2 if example == 3 else 1
-    return [rng.standard_normal(n, dtype=np.float32)] + [np.array(rng.standard_normal(), dtype=np.float32)
-                                                          for _ in range(scalars)]
+    return [rng.standard_normal(n, dtype=np.float32)] + [
+        np.array(rng.standard_normal(), dtype=np.float32) for _ in range(scalars)
+    ]
 
 
 @pytest.mark.parametrize("example", [1, 2, 3, 4])
@@ -176,15 +191,21 @@ def test_an_input_written_in_place_is_written_after_every_read_of_it(example, rn
     fd = _issue_2664(example, n)
     inputs = issue_2664_inputs(example, n, rng)
     plan = fd.plan(inputs)
-    written = {plan.buffers[st.buffer].value for seg in plan.segments for st in seg.stores
-               if plan.buffers[st.buffer].kind is BufferKind.INPUT}
+    written = {
+        plan.buffers[st.buffer].value
+        for seg in plan.segments
+        for st in seg.stores
+        if plan.buffers[st.buffer].kind is BufferKind.INPUT
+    }
     for seg in plan.segments:
         for st in seg.stores:
             if plan.buffers[st.buffer].kind is BufferKind.INPUT:
                 assert "after every read" in seg.why and not seg.values  # a copy kernel
-                later = plan.segments[plan.segments.index(seg) + 1:]
+                later = plan.segments[plan.segments.index(seg) + 1 :]
                 assert not any(st.buffer in s.read_buffers for s in later)
-    assert written == {fd.fusion.inputs[k] for k in ((0,) if example == 4 else (1, 2) if example == 3 else (1,))}
+    assert written == {
+        fd.fusion.inputs[k] for k in ((0,) if example == 4 else (1, 2) if example == 3 else (1,))
+    }
     assert_plan_matches_reference(fd, inputs)
 
 
@@ -253,6 +274,7 @@ def test_preallocated_outputs_are_checked_and_written(rng):
 
 # -- normalization, reductions ----------------------------------------------------------------
 
+
 def softmax(fd):
     x = fd.define_tensor(shape=[-1, -1])
     m = fd.ops.max(x, dims=[1], keepdim=True)
@@ -276,18 +298,26 @@ def rmsnorm(fd):
     xf = fd.ops.cast(x, DataType.Float)
     ms = fd.ops.mean(fd.ops.mul(xf, xf), dims=[1], keepdim=True)
     y = fd.ops.mul(xf, fd.ops.rsqrt(fd.ops.add(ms, 1e-6)))
-    y = fd.ops.mul(y, fd.ops.broadcast_in_dim(fd.ops.cast(w, DataType.Float), shape=x.shape(), broadcast_dims=[1]))
+    y = fd.ops.mul(
+        y,
+        fd.ops.broadcast_in_dim(
+            fd.ops.cast(w, DataType.Float), shape=x.shape(), broadcast_dims=[1]
+        ),
+    )
     fd.add_output(fd.ops.cast(y, DataType.BFloat16))
 
 
-@pytest.mark.parametrize("define, dtype", [(softmax, np.float32), (layernorm, np.float32),
-                                           (rmsnorm, DataType.BFloat16.numpy)])
+@pytest.mark.parametrize(
+    "define, dtype",
+    [(softmax, np.float32), (layernorm, np.float32), (rmsnorm, DataType.BFloat16.numpy)],
+)
 def test_normalizations_are_one_persistent_kernel(define, dtype, rng):
     with FusionDefinition() as fd:
         define(fd)
     n_tensors = len([v for v in fd.fusion.inputs])
     inputs = [rng.standard_normal((16, 40)).astype(dtype)] + [
-        rng.standard_normal(40).astype(dtype) for _ in range(n_tensors - 1)]
+        rng.standard_normal(40).astype(dtype) for _ in range(n_tensors - 1)
+    ]
     plan = fd.plan(inputs)
     assert [s.scheduler for s in plan.segments] == [SchedulerKind.NORMALIZATION]
     assert_plan_matches_reference(fd, inputs)
@@ -332,8 +362,14 @@ def test_pad_cat_iota_full_inside_kernels(rng):
         x = fd.define_tensor(shape=[-1, -1])
         p = fd.ops.pad(x, [1, 2], 9.0)
         c = fd.ops.cat([p, fd.ops.full([2, 8], 0.5, DataType.Float)], dim=0)
-        fd.add_output(fd.ops.add(c, fd.ops.broadcast_in_dim(fd.ops.iota(8, 0.0, 1.0, DataType.Float),
-                                                             shape=[5, 8], broadcast_dims=[1])))
+        fd.add_output(
+            fd.ops.add(
+                c,
+                fd.ops.broadcast_in_dim(
+                    fd.ops.iota(8, 0.0, 1.0, DataType.Float), shape=[5, 8], broadcast_dims=[1]
+                ),
+            )
+        )
     x = rng.standard_normal((3, 5), dtype=np.float32)
     assert fd.plan([x]).num_kernels == 1
     assert_plan_matches_reference(fd, [x])
@@ -350,18 +386,23 @@ def test_index_type_is_int64_only_when_needed():
     # A transposed view of 2**31 + elements would need int64 offsets; check the rule directly.
     from tunefuse.segment import _index_type
     from tunefuse.indexing import Var, var, scale
+
     big = scale(var(Var(0, 2**20)), 2**12)
     assert _index_type((2**20,), [], [type("S", (), {"offset": big})()], {}) == "int64"
 
 
 # -- signatures and concretization ----------------------------------------------------------
 
+
 def test_input_checks_name_input_dim_declared_and_given():
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, 1, 8], contiguity=[True, None, True])
         fd.add_output(fd.ops.neg(x))
     f = fd.fusion
-    with pytest.raises(InputMismatchError, match="input 0 \\(T0\\): dim 1 is declared broadcast \\(size 1\\), got size 3"):
+    with pytest.raises(
+        InputMismatchError,
+        match="input 0 \\(T0\\): dim 1 is declared broadcast \\(size 1\\), got size 3",
+    ):
         bind_inputs(f, [np.zeros((2, 3, 8), np.float32)])
     with pytest.raises(InputMismatchError, match="dim 2 declared size 8, got 9"):
         bind_inputs(f, [np.zeros((2, 1, 9), np.float32)])
@@ -369,7 +410,9 @@ def test_input_checks_name_input_dim_declared_and_given():
         bind_inputs(f, [np.zeros((2, 8), np.float32)])
     with pytest.raises(InputMismatchError, match="declared dtype float, got half"):
         bind_inputs(f, [np.zeros((2, 1, 8), np.float16)])
-    with pytest.raises(InputMismatchError, match="dim 0 is declared contiguous but its stride is 16"):
+    with pytest.raises(
+        InputMismatchError, match="dim 0 is declared contiguous but its stride is 16"
+    ):
         bind_inputs(f, [np.zeros((2, 1, 16), np.float32)[:, :, :8]])
     with pytest.raises(InputMismatchError, match="declared stride order"):
         bind_inputs(f, [np.zeros((8, 1, 2), np.float32).transpose(2, 1, 0)])
@@ -437,7 +480,11 @@ def test_plan_prints_what_runs_and_why():
 
 
 @given(fusions(max_ops=6))
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
 def test_random_fusions_plan_equals_reference(case):
     fd, inputs = case
     assert_plan_matches_reference(fd, inputs)
@@ -463,7 +510,9 @@ def test_an_output_that_is_no_strided_view_of_an_earlier_outputs_root_is_compute
     own buffer and kernel, T8 stays a stride-0 view of the sum."""
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[2, 2], contiguity=[True, True])
-        wide = fd.ops.broadcast_in_dim(fd.ops.sum(x, dims=[0], keepdim=True), shape=[2, 2], broadcast_dims=[0, 1])
+        wide = fd.ops.broadcast_in_dim(
+            fd.ops.sum(x, dims=[0], keepdim=True), shape=[2, 2], broadcast_dims=[0, 1]
+        )
         fd.add_output(wide)
         fd.add_output(fd.ops.reshape(wide, new_shape=[4]))
     x = rng.standard_normal((2, 2), dtype=np.float32)
@@ -473,8 +522,15 @@ def test_an_output_that_is_no_strided_view_of_an_earlier_outputs_root_is_compute
 
 
 @pytest.mark.parametrize("op", ["sum", "max", "min", "prod", "mean"])
-@pytest.mark.parametrize("shape,dims,keepdim", [((4096, 1), [1], False), ((1, 4096), [0], True),
-                                                ((64, 1, 32), [1], False), ((1, 8, 1), [0, 2], False)])
+@pytest.mark.parametrize(
+    "shape,dims,keepdim",
+    [
+        ((4096, 1), [1], False),
+        ((1, 4096), [0], True),
+        ((64, 1, 32), [1], False),
+        ((1, 8, 1), [0, 2], False),
+    ],
+)
 def test_a_reduction_over_extent_one_dims_is_pointwise(op, shape, dims, keepdim, rng):
     """It reduces nothing: the element itself, cast, with the pointwise scheduler's wide loads."""
     with FusionDefinition() as fd:

@@ -26,7 +26,10 @@ def random_fusion(op: str, dtype: DataType, seeded: bool = True) -> FusionDefini
         x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
         kw = {}
         if seeded:
-            kw = {"rng_seed": fd.define_scalar(DataType.Int), "rng_offset": fd.define_scalar(DataType.Int)}
+            kw = {
+                "rng_seed": fd.define_scalar(DataType.Int),
+                "rng_offset": fd.define_scalar(DataType.Int),
+            }
         t = getattr(fd.ops, op)(-1.5, 2.0, x.shape(), dtype=dtype, **kw)
         fd.add_output(t)
         fd.add_output(fd.ops.mul(x, fd.ops.cast(t, DataType.Float)))
@@ -122,10 +125,19 @@ def test_two_unseeded_draws_in_one_fusion_differ():
 @pytest.mark.parametrize(
     "build, message",
     [
-        (lambda fd, x: fd.ops.uniform(0.0, 1.0, [2], rng_seed=1), "rng_seed and rng_offset together"),
-        (lambda fd, x: fd.ops.normal(0.0, 1.0, [2], dtype=DataType.Int), "dtype int64 is not floating"),
+        (
+            lambda fd, x: fd.ops.uniform(0.0, 1.0, [2], rng_seed=1),
+            "rng_seed and rng_offset together",
+        ),
+        (
+            lambda fd, x: fd.ops.normal(0.0, 1.0, [2], dtype=DataType.Int),
+            "dtype int64 is not floating",
+        ),
         (lambda fd, x: fd.ops.uniform(True, 1.0, [2]), "must be a number, got bool"),
-        (lambda fd, x: fd.ops.uniform(0.0, 1.0, [2], rng_seed=1.5, rng_offset=0), "must be an integer scalar"),
+        (
+            lambda fd, x: fd.ops.uniform(0.0, 1.0, [2], rng_seed=1.5, rng_offset=0),
+            "must be an integer scalar",
+        ),
         (lambda fd, x: fd.ops.uniform(0.0, 1.0, [-2]), "dim 0 of the shape is -2"),
     ],
 )

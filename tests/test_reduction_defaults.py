@@ -17,14 +17,18 @@ def row_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
         fd.add_output(fd.ops.sum(fd.ops.cast(x, DataType.Float), dims=[1]))
-    base = np.zeros(1, NUMPY[dtype])  # a view of the shape, nothing allocated: planning reads no data
+    base = np.zeros(
+        1, NUMPY[dtype]
+    )  # a view of the shape, nothing allocated: planning reads no data
     itemsize = base.itemsize
     x = np.lib.stride_tricks.as_strided(base, (rows, cols), (cols * itemsize, itemsize))
     (seg,) = fd.plan([x]).segments
     return seg
 
 
-@given(rows_log=st.integers(0, 24), cols=st.integers(2, 1 << 16), dtype=st.sampled_from(list(NUMPY)))
+@given(
+    rows_log=st.integers(0, 24), cols=st.integers(2, 1 << 16), dtype=st.sampled_from(list(NUMPY))
+)
 @settings(max_examples=200, deadline=None)
 def test_inner_rows_are_read_in_runs_a_warp_coalesces(rows_log, cols, dtype):
     """A row of at most 32 vectors is read up to 4 vectors a lane, a row's lanes reading runs
@@ -58,10 +62,16 @@ def column_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
     return seg
 
 
-@given(rows_log=st.integers(1, 24), cols_log=st.integers(1, 26), odd=st.booleans(),
-       dtype=st.sampled_from(list(NUMPY)))
+@given(
+    rows_log=st.integers(1, 24),
+    cols_log=st.integers(1, 26),
+    odd=st.booleans(),
+    dtype=st.sampled_from(list(NUMPY)),
+)
 @settings(max_examples=200, deadline=None)
-def test_outer_reductions_take_vectors_of_outputs_only_where_the_outputs_fill_the_gpu(rows_log, cols_log, odd, dtype):
+def test_outer_reductions_take_vectors_of_outputs_only_where_the_outputs_fill_the_gpu(
+    rows_log, cols_log, odd, dtype
+):
     """A column sum's lanes take the widest vector of consecutive outputs (at most 16 bytes)
     that still leaves every SM SPLIT_WAVES blocks' worth of 32-lane rows; where the outputs
     are fewer, one output a lane and the rows may be split. Valid either way."""

@@ -25,7 +25,9 @@ def test_seed_gelu_with_views(rng):
     (out,) = reference.run(SEEDS["gelu_with_views"].build().fusion, [x])
     assert out.shape == (8192, 3072) and out.dtype == np.float32
     idx = rng.integers(0, x.size, 1000)
-    np.testing.assert_allclose(out.ravel()[idx], gelu(x.ravel()[idx].astype(np.float64)), rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(
+        out.ravel()[idx], gelu(x.ravel()[idx].astype(np.float64)), rtol=1e-6, atol=1e-6
+    )
 
 
 def test_seed_gelu_two_outputs_returns_the_view_too(rng):
@@ -38,7 +40,9 @@ def test_seed_gelu_two_outputs_returns_the_view_too(rng):
 def test_seed_transpose_with_views(rng):
     (x,) = SEEDS["transpose_with_views"].example_inputs(rng)
     (out,) = reference.run(SEEDS["transpose_with_views"].build().fusion, [x])
-    np.testing.assert_array_equal(out, x.reshape(64, 12, 128, 64).transpose(0, 2, 1, 3).reshape(8192, 768))
+    np.testing.assert_array_equal(
+        out, x.reshape(64, 12, 128, 64).transpose(0, 2, 1, 3).reshape(8192, 768)
+    )
 
 
 @pytest.mark.parametrize("name", [n for n in SEEDS if n.startswith("sequential")])
@@ -57,15 +61,35 @@ def test_seed_reshape_2_10_40(rng):
 
 
 NUMPY_UNARY = {
-    "neg": np.negative, "abs": np.abs, "exp": np.exp, "exp2": np.exp2, "log": np.log,
-    "log2": np.log2, "log1p": np.log1p, "expm1": np.expm1, "sqrt": np.sqrt,
-    "rsqrt": lambda x: 1 / np.sqrt(x), "reciprocal": lambda x: 1 / x, "sin": np.sin,
-    "cos": np.cos, "tan": np.tan, "tanh": np.tanh, "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
-    "relu": lambda x: np.maximum(x, 0), "silu": lambda x: x / (1 + np.exp(-x)),
+    "neg": np.negative,
+    "abs": np.abs,
+    "exp": np.exp,
+    "exp2": np.exp2,
+    "log": np.log,
+    "log2": np.log2,
+    "log1p": np.log1p,
+    "expm1": np.expm1,
+    "sqrt": np.sqrt,
+    "rsqrt": lambda x: 1 / np.sqrt(x),
+    "reciprocal": lambda x: 1 / x,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "tanh": np.tanh,
+    "sigmoid": lambda x: 1 / (1 + np.exp(-x)),
+    "relu": lambda x: np.maximum(x, 0),
+    "silu": lambda x: x / (1 + np.exp(-x)),
     "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
-    "erf": np.vectorize(math.erf), "erfc": np.vectorize(math.erfc), "floor": np.floor,
-    "ceil": np.ceil, "round": np.rint, "trunc": np.trunc, "sign": np.sign,
-    "isnan": np.isnan, "isinf": np.isinf, "isfinite": np.isfinite,
+    "erf": np.vectorize(math.erf),
+    "erfc": np.vectorize(math.erfc),
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "round": np.rint,
+    "trunc": np.trunc,
+    "sign": np.sign,
+    "isnan": np.isnan,
+    "isinf": np.isinf,
+    "isfinite": np.isfinite,
     "logical_not": np.logical_not,
 }
 
@@ -83,11 +107,25 @@ def test_unary_ops_match_numpy_in_double(op):
 
 
 NUMPY_BINARY = {
-    "add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-    "truediv": np.divide, "fmod": np.fmod, "remainder": np.remainder, "pow": np.power,
-    "maximum": np.maximum, "minimum": np.minimum, "atan2": np.arctan2, "eq": np.equal,
-    "ne": np.not_equal, "lt": np.less, "le": np.less_equal, "gt": np.greater,
-    "ge": np.greater_equal, "logical_and": np.logical_and, "logical_or": np.logical_or,
+    "add": np.add,
+    "sub": np.subtract,
+    "mul": np.multiply,
+    "div": np.divide,
+    "truediv": np.divide,
+    "fmod": np.fmod,
+    "remainder": np.remainder,
+    "pow": np.power,
+    "maximum": np.maximum,
+    "minimum": np.minimum,
+    "atan2": np.arctan2,
+    "eq": np.equal,
+    "ne": np.not_equal,
+    "lt": np.less,
+    "le": np.less_equal,
+    "gt": np.greater,
+    "ge": np.greater_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
     "nextafter": np.nextafter,
 }
 
@@ -124,14 +162,22 @@ def integer_ops_fusion(dtype: DataType) -> FusionDefinition:
     """nvFuser's integer ops on two integer tensors: div (truncating), gcd, the three shifts."""
     with FusionDefinition() as fd:
         x, y = (fd.define_tensor(shape=[-1], dtype=dtype) for _ in range(2))
-        for op in ("div", "gcd", "bitwise_left_shift", "bitwise_right_shift", "logical_right_shift"):
+        for op in (
+            "div",
+            "gcd",
+            "bitwise_left_shift",
+            "bitwise_right_shift",
+            "logical_right_shift",
+        ):
             fd.add_output(getattr(fd.ops, op)(x, y))
         fd.add_output(fd.ops.signbit(x))
     return fd
 
 
-INTEGER_CASES = (np.array([7, -7, 7, -7, 12, -2**31, 0, -1, 5, -5, 1, -8]),
-                 np.array([2, 2, -2, -2, 18, -1, 0, 0, 31, 32, -1, 70]))
+INTEGER_CASES = (
+    np.array([7, -7, 7, -7, 12, -(2**31), 0, -1, 5, -5, 1, -8]),
+    np.array([2, 2, -2, -2, 18, -1, 0, 0, 31, 32, -1, 70]),
+)
 
 
 @pytest.mark.parametrize("dtype", [DataType.Int, DataType.Int32])
@@ -170,7 +216,10 @@ def test_signbit_of_floats_sees_negative_zero():
     [
         (lambda fd, f, i: fd.ops.gcd(f, i), "gcd: needs integer operands, got float"),
         (lambda fd, f, i: fd.ops.bitwise_left_shift(fd.ops.gt(i, 0), i), None),
-        (lambda fd, f, i: fd.ops.nextafter(*[fd.ops.cast(f, DataType.BFloat16)] * 2), "steps of bfloat16"),
+        (
+            lambda fd, f, i: fd.ops.nextafter(*[fd.ops.cast(f, DataType.BFloat16)] * 2),
+            "steps of bfloat16",
+        ),
     ],
 )
 def test_integer_and_step_ops_refuse_what_they_cannot_do(build, message):
@@ -212,9 +261,14 @@ def test_reductions(rng, keepdim):
         fd.add_output(v)
         fd.add_output(m)
     outs = reference.run(fd.fusion, [a])
-    expect = [f(a, axis=(0, 2), keepdims=keepdim) for f in (np.sum, np.prod, np.max, np.min, np.mean)]
-    expect += [a.var(axis=1, ddof=1, keepdims=keepdim), a.var(axis=1, keepdims=keepdim),
-               a.mean(axis=1, keepdims=keepdim)]
+    expect = [
+        f(a, axis=(0, 2), keepdims=keepdim) for f in (np.sum, np.prod, np.max, np.min, np.mean)
+    ]
+    expect += [
+        a.var(axis=1, ddof=1, keepdims=keepdim),
+        a.var(axis=1, keepdims=keepdim),
+        a.mean(axis=1, keepdims=keepdim),
+    ]
     for o, e in zip(outs, expect):
         np.testing.assert_allclose(o, e, rtol=1e-12)
 
@@ -239,7 +293,9 @@ def test_views_and_copies(rng):
     np.testing.assert_array_equal(outs[2], np.broadcast_to(b, (3, 4)))
     np.testing.assert_array_equal(outs[3], a)
     np.testing.assert_array_equal(outs[4], a[:, 1:3, ::2])
-    np.testing.assert_array_equal(outs[5], np.pad(a[:, 1:, :], [(0, 0), (0, 0), (1, 2)], constant_values=7))
+    np.testing.assert_array_equal(
+        outs[5], np.pad(a[:, 1:, :], [(0, 0), (0, 0), (1, 2)], constant_values=7)
+    )
     np.testing.assert_array_equal(outs[6], np.concatenate([a, a], axis=1))
     np.testing.assert_array_equal(outs[7], a.reshape(-1, 4))
 
@@ -278,9 +334,15 @@ def test_half_and_bfloat16_compute_in_float_and_round_each_result():
         fd.add_output(fd.ops.sum(fd.ops.cast(x, DataType.BFloat16), dims=[0]))
     diff, total = reference.run(fd.fusion, [a])
     expected = (a.astype(np.float32) + np.float32(0.0004)).astype(np.float16)
-    np.testing.assert_array_equal(diff, (expected.astype(np.float32) - a.astype(np.float32)).astype(np.float16))
+    np.testing.assert_array_equal(
+        diff, (expected.astype(np.float32) - a.astype(np.float32)).astype(np.float16)
+    )
     assert total.dtype == ml_dtypes.bfloat16
-    np.testing.assert_allclose(float(total), float(a.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32).sum()), rtol=1e-2)
+    np.testing.assert_allclose(
+        float(total),
+        float(a.astype(np.float32).astype(ml_dtypes.bfloat16).astype(np.float32).sum()),
+        rtol=1e-2,
+    )
 
 
 def test_input_mismatch_errors():
@@ -291,7 +353,9 @@ def test_input_mismatch_errors():
     f = fd.fusion
     with pytest.raises(InputMismatchError, match="takes 2 inputs, got 1"):
         reference.run(f, [np.zeros((2, 4), np.float32)])
-    with pytest.raises(InputMismatchError, match="input 0 \\(T0\\): declared dtype float, got double"):
+    with pytest.raises(
+        InputMismatchError, match="input 0 \\(T0\\): declared dtype float, got double"
+    ):
         reference.run(f, [np.zeros((2, 4)), 1.0])
     with pytest.raises(InputMismatchError, match="input 0 \\(T0\\): dim 1 declared size 4, got 5"):
         reference.run(f, [np.zeros((2, 5), np.float32), 1.0])

@@ -95,7 +95,9 @@ def test_rank_and_extents_are_capped_in_definitions_and_json():
 
     with pytest.raises(ShapeError, match=f"limit of {MAX_RANK} dims"):
         with FusionDefinition() as fd:
-            fd.add_output(fd.ops.relu(fd.define_tensor(shape=[2] * (MAX_RANK + 1), dtype=DataType.Float)))
+            fd.add_output(
+                fd.ops.relu(fd.define_tensor(shape=[2] * (MAX_RANK + 1), dtype=DataType.Float))
+            )
     with FusionDefinition() as fd:  # the limit itself is fine
         fd.add_output(fd.ops.relu(fd.define_tensor(shape=[-1] * MAX_RANK, dtype=DataType.Float)))
     doc = json.loads(fd.fusion.to_json())

@@ -28,11 +28,21 @@ def test_seed_example_keep_keep_split():
 
 def test_merge_squeeze_broadcast_and_merge_split():
     assert kinds(analyze_reshape([64, 128, 3072], [8192, 3072])) == [ViewKind.MERGE, ViewKind.KEEP]
-    assert kinds(analyze_reshape([4, 1, 6], [4, 6])) == [ViewKind.KEEP, ViewKind.SQUEEZE, ViewKind.KEEP]
-    assert kinds(analyze_reshape([4, 6], [4, 1, 6])) == [ViewKind.KEEP, ViewKind.BROADCAST, ViewKind.KEEP]
+    assert kinds(analyze_reshape([4, 1, 6], [4, 6])) == [
+        ViewKind.KEEP,
+        ViewKind.SQUEEZE,
+        ViewKind.KEEP,
+    ]
+    assert kinds(analyze_reshape([4, 6], [4, 1, 6])) == [
+        ViewKind.KEEP,
+        ViewKind.BROADCAST,
+        ViewKind.KEEP,
+    ]
     assert kinds(analyze_reshape([6, 4], [4, 6])) == [ViewKind.MERGE_SPLIT]
     assert kinds(analyze_reshape([768, 128, 64], [64, 12, 128, 64])) == [
-        ViewKind.SPLIT, ViewKind.KEEP, ViewKind.KEEP
+        ViewKind.SPLIT,
+        ViewKind.KEEP,
+        ViewKind.KEEP,
     ]
 
 
@@ -74,6 +84,7 @@ def test_broadcast_extents_rules():
 def reshape_pairs(draw):
     """A random shape and a random valid target of the same element count."""
     factors = draw(st.lists(st.sampled_from([1, 2, 3, 5]), min_size=0, max_size=7))
+
     def split(factors):
         sizes = []
         rest = list(factors)
@@ -85,6 +96,7 @@ def reshape_pairs(draw):
         for _ in range(ones):
             sizes.insert(draw(st.integers(0, len(sizes))), 1)
         return sizes
+
     in_sizes = split(factors)
     out_sizes = split(factors)
     if out_sizes and draw(st.booleans()):
@@ -109,7 +121,9 @@ def test_decomposition_applied_to_an_array_equals_numpy_reshape(pair):
                 analysis.out_sizes[d] for d in t.out_dims
             )
     assert sorted(d for t in analysis.transforms for d in t.in_dims) == list(range(len(in_sizes)))
-    assert sorted(d for t in analysis.transforms for d in t.out_dims) == list(range(len(expected.shape)))
+    assert sorted(d for t in analysis.transforms for d in t.out_dims) == list(
+        range(len(expected.shape))
+    )
 
 
 @given(st.lists(st.integers(0, 4), min_size=1, max_size=4), st.data())

@@ -14,8 +14,13 @@ from tunefuse.device_info import H100
 from tunefuse.schedulers import params_from_dict, params_to_dict, scheduler_for, with_values
 
 
-@given(name=st.sampled_from(sorted(ZOO)), dtype=st.sampled_from([DataType.Float, DataType.Half, DataType.BFloat16]),
-       rows=st.integers(1, 300), cols=st.integers(1, 700), seed=st.integers(0, 2**16))
+@given(
+    name=st.sampled_from(sorted(ZOO)),
+    dtype=st.sampled_from([DataType.Float, DataType.Half, DataType.BFloat16]),
+    rows=st.integers(1, 300),
+    cols=st.integers(1, 700),
+    seed=st.integers(0, 2**16),
+)
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 def test_sampled_points_are_valid_or_refused_and_valid_ones_compile(name, dtype, rows, cols, seed):
     fd = build(ZOO[name], dtype)
@@ -53,7 +58,9 @@ def test_candidates_are_compared_at_the_output_dtypes_rounding():
     floats = np.linspace(0.5, 4.0, 64, dtype=np.float32)
     assert outputs_agree(floats * np.float32(1 + 1e-5), floats)
     assert not outputs_agree(floats * np.float32(1.01), floats)
-    assert not outputs_agree(np.arange(4) + 1, np.arange(4)) and outputs_agree(np.arange(4), np.arange(4))
+    assert not outputs_agree(np.arange(4) + 1, np.arange(4)) and outputs_agree(
+        np.arange(4), np.arange(4)
+    )
     assert not outputs_agree(floats[:8], floats)
 
 
@@ -78,7 +85,11 @@ def test_a_transpose_with_nothing_to_tile_is_tuned_as_its_pointwise_kernel():
     compiled = set()
     for block in space["pointwise.block_size"].choices:
         params = with_values(default, {"pointwise.block_size": block, "pointwise.unroll": 2})
-        assert params.tile == 0 and params.pointwise.block_size == block and params.pointwise.unroll == 2
+        assert (
+            params.tile == 0
+            and params.pointwise.block_size == block
+            and params.pointwise.unroll == 2
+        )
         assert sched.is_valid(seg, H100, params) is None
         ks = generate(seg, params, H100, dtypes)
         compiled.add(compile_kernel(ks.source, ks.name, "sm_90").cubin)
@@ -89,8 +100,15 @@ def test_loads_are_evict_first_by_default_only_where_the_kernel_writes_little():
     """`evict_first` is a tunable flag; its default follows what was measured (a reduction
     reads much and writes little: evict-first; a full-size output: the default policy), and
     the flag alone decides whether the kernel streams its loads."""
-    expected = {"row_sum": True, "col_sum": True, "bias_gelu": False, "softmax": False,
-                "layernorm": False, "rmsnorm": False, "transpose2d": False}
+    expected = {
+        "row_sum": True,
+        "col_sum": True,
+        "bias_gelu": False,
+        "softmax": False,
+        "layernorm": False,
+        "rmsnorm": False,
+        "transpose2d": False,
+    }
     for name, evict_first in expected.items():
         fd = build(ZOO[name], DataType.Float)
         plan = fd.plan(inputs_for(fd, 256, 512, np.random.default_rng(0)))
@@ -135,11 +153,16 @@ def test_static_shape_declares_the_index_arguments_as_constants():
             assert "static_shape" in str(sched.search_space(seg, H100)), name
             static = static_shape_params(seg, default)
             assert sched.is_valid(seg, H100, static) is None
-            plain_ks, static_ks = generate(seg, default, H100, dtypes), generate(seg, static, H100, dtypes)
+            plain_ks, static_ks = (
+                generate(seg, default, H100, dtypes),
+                generate(seg, static, H100, dtypes),
+            )
             assert "constexpr" not in plain_ks.source.split("end of preamble", 1)[1]
             assert f"constexpr int E0 = {seg.extents[0]};" in static_ks.source, name
-            assert (kernel_launch(seg, plain_ks, default, "default", "k").static_args
-                    == kernel_launch(seg, static_ks, static, "default", "k").static_args)
+            assert (
+                kernel_launch(seg, plain_ks, default, "default", "k").static_args
+                == kernel_launch(seg, static_ks, static, "default", "k").static_args
+            )
             for arch in ("sm_80", "sm_90"):
                 assert compile_kernel(static_ks.source, static_ks.name, arch).cubin
             sources[(rows, cols)] = (plain_ks, static_ks, seg.kernel_key)
@@ -157,7 +180,11 @@ def test_the_tuner_tries_the_default_with_each_flag_flipped():
     never isolate. A transpose with nothing to tile flips its pointwise kernel's flags."""
     from tunefuse.tuning.tuner import flag_neighbours
 
-    for name, rows, cols in (("softmax", 256, 512), ("transpose2d", 256, 512), ("bias_gelu", 256, 512)):
+    for name, rows, cols in (
+        ("softmax", 256, 512),
+        ("transpose2d", 256, 512),
+        ("bias_gelu", 256, 512),
+    ):
         fd = build(ZOO[name], DataType.Float)
         (seg,) = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0))).segments
         sched = scheduler_for(seg.scheduler)
@@ -166,5 +193,8 @@ def test_the_tuner_tries_the_default_with_each_flag_flipped():
         flat = [params_to_dict(p) for p in got]
         base = params_to_dict(default)
         assert len(got) == 2, name
-        assert flat[0]["evict_first"] is not base["evict_first"] and flat[0]["static_shape"] is base["static_shape"]
+        assert (
+            flat[0]["evict_first"] is not base["evict_first"]
+            and flat[0]["static_shape"] is base["static_shape"]
+        )
         assert flat[1]["static_shape"] is True and flat[1]["evict_first"] is base["evict_first"]

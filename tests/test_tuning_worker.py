@@ -11,7 +11,9 @@ def test_requests_are_answered_and_state_persists():
         assert w.request("b")["calls"] == 2
 
 
-@pytest.mark.parametrize("how, reason", [("exit", "exit code 3"), ("segfault", "exit code -11"), ("hang", "hung")])
+@pytest.mark.parametrize(
+    "how, reason", [("exit", "exit code 3"), ("segfault", "exit code -11"), ("hang", "hung")]
+)
 def test_a_dying_worker_costs_one_request_and_is_replaced(how, reason):
     with Worker("worker_handlers.misbehave", timeout_s=10) as w:
         assert w.request("ok") == "fine"

@@ -38,7 +38,10 @@ def illegal_address(request, state):
     rt = runtime(state["setup"]["device"])
     if request == "crash":
         with rt.active():
-            kernel = rt.kernel("tf_write_anywhere", compile_kernel(BAD_KERNEL, "tf_write_anywhere", rt.info.arch).cubin)
+            kernel = rt.kernel(
+                "tf_write_anywhere",
+                compile_kernel(BAD_KERNEL, "tf_write_anywhere", rt.info.arch).cubin,
+            )
             launch(rt.default_stream, LaunchConfig(grid=1, block=32), kernel, 0x10)
             rt.default_stream.sync()
     from cuda.bindings import driver

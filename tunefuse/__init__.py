@@ -20,7 +20,6 @@ from tunefuse.ir import Fusion
 from tunefuse.rng import manual_seed
 
 
-
 def tune(fd, inputs, **options):  # noqa: ANN001, ANN201 - see tunefuse.tuning.tune
     """Tune every kernel of a fusion for `inputs` and store the winners in the cache."""
     from tunefuse.tuning import tune as _tune

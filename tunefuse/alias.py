@@ -40,13 +40,19 @@ def index_at_root(cf: ConcreteFusion, value: int, index: Index) -> tuple[int, In
     node = cf.fusion.producer(value)
     while node.op in GroupOp.VIEW:
         src = node.inputs[0]
-        index = source_index(node.op, node.attrs, index, cf.shape(src), cf.shape(value), cf.reshapes.get(value))
+        index = source_index(
+            node.op, node.attrs, index, cf.shape(src), cf.shape(value), cf.reshapes.get(value)
+        )
         value, node = src, cf.fusion.producer(src)
     return value, index
 
 
-def strided_view(cf: ConcreteFusion, value: int, root_strides: tuple[int, ...] | None = None,
-                 root_offset: int = 0) -> StridedView | None:
+def strided_view(
+    cf: ConcreteFusion,
+    value: int,
+    root_strides: tuple[int, ...] | None = None,
+    root_offset: int = 0,
+) -> StridedView | None:
     """`value` as a strided view of its root's memory (contiguous unless `root_strides`
     says otherwise), or None when the view needs index arithmetic (a copy)."""
     shape = cf.shape(value)

@@ -84,8 +84,15 @@ def describe_array(array: object, *, name: str = "input") -> ArrayInfo:
             strides = contiguous_strides(shape)
         else:
             strides = tuple(int(s) // itemsize for s in iface["strides"])
-        return ArrayInfo(dtype, shape, strides, Device.CUDA, _cuda_device_of(array, int(iface["data"][0])),
-                         int(iface["data"][0]), framework)
+        return ArrayInfo(
+            dtype,
+            shape,
+            strides,
+            Device.CUDA,
+            _cuda_device_of(array, int(iface["data"][0])),
+            int(iface["data"][0]),
+            framework,
+        )
     if framework == "dlpack":
         # Anything else speaking DLPack: NumPy can read host arrays; device arrays go
         # through the runtime, which imports them with cuda.core.
@@ -142,7 +149,9 @@ def contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
-def strides_in_order(shape: tuple[int, ...], stride_order: tuple[int, ...] | None) -> tuple[int, ...]:
+def strides_in_order(
+    shape: tuple[int, ...], stride_order: tuple[int, ...] | None
+) -> tuple[int, ...]:
     """Dense strides that lay `shape` out in nvFuser's `stride_order` (dim d's rank from the
     innermost; None: row-major)."""
     if stride_order is None:
@@ -174,12 +183,16 @@ def compute_contiguity(shape: Sequence[int], strides: Sequence[int]) -> list[boo
     return list(contiguity_of(tuple(int(s) for s in shape), tuple(int(s) for s in strides)))
 
 
-def compute_tensor_descriptor(shape: Sequence[int], strides: Sequence[int]) -> tuple[list[bool | None], list[int]]:
+def compute_tensor_descriptor(
+    shape: Sequence[int], strides: Sequence[int]
+) -> tuple[list[bool | None], list[int]]:
     """nvFuser's `compute_tensor_descriptor`: (contiguity, stride_order) for define_tensor, the
     stride order spelled out also where it is row-major."""
     shape, strides = tuple(int(s) for s in shape), tuple(int(s) for s in strides)
     order = stride_order_of(shape, strides)
-    return list(contiguity_of(shape, strides)), list(order if order is not None else range(len(shape) - 1, -1, -1))
+    return list(contiguity_of(shape, strides)), list(
+        order if order is not None else range(len(shape) - 1, -1, -1)
+    )
 
 
 def is_broadcast_dim(size: int, stride: int) -> bool:
@@ -228,7 +241,9 @@ def to_numpy(array: object, *, name: str = "input") -> np.ndarray:
         shape = tuple(array.shape)  # type: ignore[attr-defined]
         strides = tuple(array.stride()) if framework == "torch" else tuple(array.strides)  # type: ignore[attr-defined]
         if any(st == 0 and n > 1 for n, st in zip(shape, strides)):
-            one = tuple(slice(0, 1) if st == 0 and n > 1 else slice(None) for n, st in zip(shape, strides))
+            one = tuple(
+                slice(0, 1) if st == 0 and n > 1 else slice(None) for n, st in zip(shape, strides)
+            )
             return np.broadcast_to(to_numpy(array[one], name=name), shape)  # type: ignore[index]
     if framework == "torch":
         t = array.detach().cpu()  # type: ignore[attr-defined]

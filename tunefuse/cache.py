@@ -64,8 +64,12 @@ class Cache:
             self._retry_s = min(2 * self._retry_s, self.RETRY_MAX_S)
             if not self._warned:
                 self._warned = True
-                warnings.warn(f"tunefuse cache {self.url or '(default)'} is unusable, running without it "
-                              f"(tried again in {self._retry_s / 2:.0f} s): {e}", RuntimeWarning, stacklevel=3)
+                warnings.warn(
+                    f"tunefuse cache {self.url or '(default)'} is unusable, running without it "
+                    f"(tried again in {self._retry_s / 2:.0f} s): {e}",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
             return fallback
         if self._retry_at:
             self._retry_at, self._retry_s = 0.0, self.RETRY_FIRST_S  # working again
@@ -111,8 +115,14 @@ def signature_json(signature: tuple) -> str:
     items = []
     for sig in signature:
         if hasattr(sig, "shape"):
-            items.append({"kind": "tensor", "dtype": sig.dtype.value, "shape": list(sig.shape),
-                          "strides": list(sig.strides)})
+            items.append(
+                {
+                    "kind": "tensor",
+                    "dtype": sig.dtype.value,
+                    "shape": list(sig.shape),
+                    "strides": list(sig.strides),
+                }
+            )
         else:
             items.append({"kind": "scalar", "dtype": sig.dtype.value, "value": sig.value})
     return json.dumps(items)

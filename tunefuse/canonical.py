@@ -45,12 +45,19 @@ def fusion_to_dict(fusion: Fusion) -> dict[str, Any]:
             {"op": n.op.value, "inputs": list(n.inputs), "attrs": encode_attrs(n.attrs)}
             for n in fusion.nodes
         ],
-        "outputs": [{"value": o.value, "alias_input": o.alias_input,
-                     **({"stride_order": list(o.stride_order)} if o.stride_order is not None else {})}
-                    for o in fusion.outputs],
+        "outputs": [
+            {
+                "value": o.value,
+                "alias_input": o.alias_input,
+                **({"stride_order": list(o.stride_order)} if o.stride_order is not None else {}),
+            }
+            for o in fusion.outputs
+        ],
     }
 
 
 def fusion_to_json(fusion: Fusion) -> str:
     """Canonical text: sorted keys, no whitespace; equal fusions give equal bytes."""
-    return json.dumps(fusion_to_dict(fusion), sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return json.dumps(
+        fusion_to_dict(fusion), sort_keys=True, separators=(",", ":"), allow_nan=False
+    )

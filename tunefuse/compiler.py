@@ -48,7 +48,9 @@ def nvrtc_version() -> str:
     return f"{major}.{minor}"
 
 
-def source_key(source: str, arch: str, options: tuple[str, ...] = (), nvrtc: str | None = None) -> str:
+def source_key(
+    source: str, arch: str, options: tuple[str, ...] = (), nvrtc: str | None = None
+) -> str:
     """What a binary is stored under: everything that decides its bytes (the NVRTC version
     this process has, unless `nvrtc` names another: checking an imported binary's key)."""
     text = "\0".join([source, arch, nvrtc if nvrtc is not None else nvrtc_version(), *options])
@@ -77,8 +79,12 @@ def compile_kernel(source: str, name: str, arch: str) -> CompiledKernel:
         program = Program(source, "c++", options)
         obj = program.compile("cubin", logs=None)
     except Exception as e:  # noqa: BLE001 - NVRTC reports through exceptions with the log
-        raise CompileError(f"NVRTC could not compile kernel {name} for {arch}: {e}", source, str(e)) from None
+        raise CompileError(
+            f"NVRTC could not compile kernel {name} for {arch}: {e}", source, str(e)
+        ) from None
     elapsed = (time.perf_counter() - start) * 1000
     STATS.count += 1
     STATS.total_ms += elapsed
-    return CompiledKernel(name, arch, bytes(obj.code), nvrtc_version(), COMPILE_OPTIONS, elapsed, "")
+    return CompiledKernel(
+        name, arch, bytes(obj.code), nvrtc_version(), COMPILE_OPTIONS, elapsed, ""
+    )

@@ -20,16 +20,21 @@ if TYPE_CHECKING:
 _SCANS = "scans (a running sum, product, max or min along a dim) are not built"
 # nvFuser ops tunefuse declines: asking for one names the refusal (never a bare AttributeError).
 NOT_BUILT = {
-    "cumsum": _SCANS, "cumprod": _SCANS, "cummax": _SCANS, "cummin": _SCANS,
+    "cumsum": _SCANS,
+    "cumprod": _SCANS,
+    "cummax": _SCANS,
+    "cummin": _SCANS,
     "scatter": "data-dependent writes are not built (index_select, gather and take_along_axis read)",
     "index_put_accumulate": "data-dependent writes are not built",
     "linear": "matrix multiplication is not built: tunefuse generates memory-bound kernels",
     "matmul": "matrix multiplication is not built: tunefuse generates memory-bound kernels",
     "sdpfa_fwd": "attention is not built: tunefuse generates memory-bound kernels",
     "sdpfa_bwd": "attention is not built: tunefuse generates memory-bound kernels",
-    "real": "complex numbers are not built", "imag": "complex numbers are not built",
+    "real": "complex numbers are not built",
+    "imag": "complex numbers are not built",
     "view_as_real": "complex numbers are not built",
-    "argsort": "sorting is not built", "topk": "sorting is not built",
+    "argsort": "sorting is not built",
+    "topk": "sorting is not built",
 }
 
 
@@ -49,27 +54,41 @@ class CompositeOps:
     def _as_tensor(self, vid: int) -> Tensor:
         return self._fd._wrap(vid)
 
-    def embedding_fwd(self, input: Value, weight: Value, padding_idx: Operand | None = None,  # noqa: A002
-                      max_norm: Operand | None = None, norm_type: Operand | None = None,
-                      scale_grad_by_freq: Operand | None = None, sparse: Operand | None = None) -> Tensor:
+    def embedding_fwd(
+        self,
+        input: Value,
+        weight: Value,
+        padding_idx: Operand | None = None,  # noqa: A002
+        max_norm: Operand | None = None,
+        norm_type: Operand | None = None,
+        scale_grad_by_freq: Operand | None = None,
+        sparse: Operand | None = None,
+    ) -> Tensor:
         """torch.nn.functional.embedding's forward: rows of `weight` picked by `input`.
         With `max_norm`, a row whose `norm_type`-norm (default 2) exceeds it is scaled to
         max_norm / (norm + 1e-7), as torch renormalizes it; `weight` itself is not written
         (torch renormalizes it in place). `padding_idx`, `scale_grad_by_freq` and `sparse`
         only change the backward: accepted, and they do not change the result."""
-        for name, operand in (("padding_idx", padding_idx), ("scale_grad_by_freq", scale_grad_by_freq),
-                              ("sparse", sparse)):
+        for name, operand in (
+            ("padding_idx", padding_idx),
+            ("scale_grad_by_freq", scale_grad_by_freq),
+            ("sparse", sparse),
+        ):
             if operand is not None:
                 self._fd._value_id(operand, f"embedding_fwd {name}")
         w = self._tensor(weight, "embedding_fwd")
         if self._rank(w) != 2:
-            raise DefinitionError(f"embedding_fwd: weight T{w} must have rank 2 (rows x embedding dim), "
-                                  f"got rank {self._rank(w)}")
+            raise DefinitionError(
+                f"embedding_fwd: weight T{w} must have rank 2 (rows x embedding dim), "
+                f"got rank {self._rank(w)}"
+            )
         rows = self.index_select(weight, input, 0)
         if max_norm is None:
             return rows
         dtype = self._fd._builder.values[w].dtype
-        wide = rows if dtype in (DataType.Float, DataType.Double) else self.cast(rows, DataType.Float)
+        wide = (
+            rows if dtype in (DataType.Float, DataType.Double) else self.cast(rows, DataType.Float)
+        )
         p = norm_type if norm_type is not None else 2.0
         inverse_p = 1.0 / float(p) if isinstance(p, (int, float)) else self.reciprocal(p)
         norm = self.pow(self.sum(self.pow(self.abs(wide), p), [-1], keepdim=True), inverse_p)
@@ -101,8 +120,10 @@ class CompositeOps:
         if isinstance(index, int) and index < 0:
             extent = self._fd._builder.values[vid].shape[d]
             if not isinstance(extent, int):
-                raise DefinitionError(f"select: the negative index {index} counts from an extent of dim {d} known "
-                                      "only when the fusion runs; give a non-negative index")
+                raise DefinitionError(
+                    f"select: the negative index {index} counts from an extent of dim {d} known "
+                    "only when the fusion runs; give a non-negative index"
+                )
             index += extent
         picked = self.index_select(arg, self.full([1], index, DataType.Int), d)
         return self.squeeze(picked, [d])

@@ -74,7 +74,8 @@ def concretize(fusion: Fusion, bound: BoundInputs) -> ConcreteFusion:
             types[out0] = fusion.values[out0]
             continue
         scalar_extents = tuple(
-            int(host[v]) if v in host and isinstance(types[v], ScalarType) and types[v].dtype.is_integral
+            int(host[v])
+            if v in host and isinstance(types[v], ScalarType) and types[v].dtype.is_integral
             else None
             for v in node.inputs
         )
@@ -89,9 +90,13 @@ def concretize(fusion: Fusion, bound: BoundInputs) -> ConcreteFusion:
         out_types = RULES[node.op](ctx)
         for v, t in zip(node.outputs, out_types):
             if isinstance(t, TensorType) and any(isinstance(e, Sym) for e in t.shape):
-                raise ShapeError(f"{ctx.where}: extents {t.shape} could not be concretized")  # pragma: no cover
+                raise ShapeError(
+                    f"{ctx.where}: extents {t.shape} could not be concretized"
+                )  # pragma: no cover
             types[v] = t
-        if all(isinstance(t, ScalarType) for t in out_types) and all(v in host for v in node.inputs):
+        if all(isinstance(t, ScalarType) for t in out_types) and all(
+            v in host for v in node.inputs
+        ):
             env = {v: np.asarray(host[v]) for v in node.inputs}
             if node.op is OpKind.CONSTANT or node.inputs:
                 for v, r in zip(node.outputs, eval_node(fusion, node, env)):
@@ -110,7 +115,8 @@ def concretize(fusion: Fusion, bound: BoundInputs) -> ConcreteFusion:
         if isinstance(declared, TensorType) and any(isinstance(e, Sym) for e in declared.shape):
             concrete = types[v].shape  # type: ignore[union-attr]
             classes = "".join(
-                extent_class(c) if isinstance(e, Sym) else "." for e, c in zip(declared.shape, concrete)
+                extent_class(c) if isinstance(e, Sym) else "."
+                for e, c in zip(declared.shape, concrete)
             )
             extents.append((v, classes))
     info = ConcretizationInfo(fusion.fusion_id, tuple(reshape_info), tuple(extents))

@@ -52,8 +52,15 @@ class DaemonSettings:
         """Settings from TUNEFUSE_DAEMON_* environment variables, then flags."""
         env = os.environ
         values: dict = {}
-        for name, kind in (("lease_s", float), ("heartbeat_s", float), ("max_attempts", int), ("backoff_s", float),
-                           ("trials", int), ("job_timeout_s", float), ("poll_max_s", float)):
+        for name, kind in (
+            ("lease_s", float),
+            ("heartbeat_s", float),
+            ("max_attempts", int),
+            ("backoff_s", float),
+            ("trials", int),
+            ("job_timeout_s", float),
+            ("poll_max_s", float),
+        ):
             raw = env.get(f"TUNEFUSE_DAEMON_{name.upper()}")
             if raw is not None:
                 values[name] = kind(raw)
@@ -68,8 +75,16 @@ class _JsonLines(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         if record.name == log.name:
             return record.getMessage()
-        return json.dumps({"event": "log", "ts": round(record.created, 3), "level": record.levelname.lower(),
-                           "logger": record.name, "message": record.getMessage()}, default=str)
+        return json.dumps(
+            {
+                "event": "log",
+                "ts": round(record.created, 3),
+                "level": record.levelname.lower(),
+                "logger": record.name,
+                "message": record.getMessage(),
+            },
+            default=str,
+        )
 
 
 def _event_log() -> None:
@@ -122,12 +137,33 @@ def tune_job(job, ctx: JobContext):  # noqa: ANN001, ANN201 - the real runner
     rt = runtime(ctx.device)
     if rt.env.key != job.env_key:
         raise RuntimeError(f"job {job.id} was queued for another env than device {ctx.device}'s")
-    report = tune(fd, inputs, trials=ctx.settings.trials, timeout=ctx.settings.job_timeout_s, cache=None,
-                  device=ctx.device, progress=False, only_segment=job.segment_index, stop=ctx.stop)
+    report = tune(
+        fd,
+        inputs,
+        trials=ctx.settings.trials,
+        timeout=ctx.settings.job_timeout_s,
+        cache=None,
+        device=ctx.device,
+        progress=False,
+        only_segment=job.segment_index,
+        stop=ctx.stop,
+    )
     (seg,) = report.segments
-    record = TunedRecord(seg.kernel_key, seg.shape_key, rt.env, seg.scheduler, seg.params, seg.code_key,
-                         seg.kernel_name, seg.best_us, seg.spread_us, seg.default_us, seg.trials, job.fusion_id,
-                         history=tuple(seg.history))
+    record = TunedRecord(
+        seg.kernel_key,
+        seg.shape_key,
+        rt.env,
+        seg.scheduler,
+        seg.params,
+        seg.code_key,
+        seg.kernel_name,
+        seg.best_us,
+        seg.spread_us,
+        seg.default_us,
+        seg.trials,
+        job.fusion_id,
+        history=tuple(seg.history),
+    )
     return record, seg.cubin, rt.info.arch, nvrtc_version(), seg.source
 
 
@@ -172,7 +208,9 @@ def worker_loop(settings: DaemonSettings, device: int) -> int:
     def report(state: str, job_id: int | None = None) -> None:
         """The worker's sign of life for `tunefuse doctor`; a failed write costs a log line."""
         try:
-            queue.report_worker(store, owner, host, pid, device, state, job_id=job_id, jobs_done=done)
+            queue.report_worker(
+                store, owner, host, pid, device, state, job_id=job_id, jobs_done=done
+            )
         except Exception as e:  # noqa: BLE001 - liveness reports never stop the worker
             event("report_failed", owner=owner, error=str(e)[:200])
 
@@ -182,20 +220,36 @@ def worker_loop(settings: DaemonSettings, device: int) -> int:
         forgotten = queue.forget_workers(store)  # rows of workers gone for a day or more
     except Exception as e:  # noqa: BLE001 - housekeeping never stops the worker
         forgotten, _ = 0, event("report_failed", owner=owner, error=str(e)[:200])
-    event("worker_started", owner=owner, device=device, cache=store.url.split("@")[-1], forgotten=forgotten)
+    event(
+        "worker_started",
+        owner=owner,
+        device=device,
+        cache=store.url.split("@")[-1],
+        forgotten=forgotten,
+    )
     done, poll, idle_since = 0, settings.poll_min_s, time.monotonic()
     report("idle")
     while not stop.is_set() and (settings.max_jobs is None or done < settings.max_jobs):
         job = queue.claim(store, owner, lease)
         if job is None:
             report("idle")
-            if settings.idle_exit_s is not None and time.monotonic() - idle_since > settings.idle_exit_s:
+            if (
+                settings.idle_exit_s is not None
+                and time.monotonic() - idle_since > settings.idle_exit_s
+            ):
                 break
             stop.wait(poll)
             poll = min(poll * 2, settings.poll_max_s)  # idle polling backs off
             continue
         poll, idle_since = settings.poll_min_s, time.monotonic()
-        event("claimed", job=job.id, kernel=job.kernel_key[:12], shape=job.shape_key, attempt=job.attempts, owner=owner)
+        event(
+            "claimed",
+            job=job.id,
+            kernel=job.kernel_key[:12],
+            shape=job.shape_key,
+            attempt=job.attempts,
+            owner=owner,
+        )
         current["job"] = job.id
         report("busy", job.id)
         ctx = JobContext(store, settings, device, stop)
@@ -217,19 +271,41 @@ def worker_loop(settings: DaemonSettings, device: int) -> int:
             if lost.is_set():
                 raise queue.LeaseLost(f"job {job.id}: lease lost while running")
             # A runner returns (record, cubin, arch, nvrtc[, source]) or None.
-            record, cubin, arch, nvrtc, *source = result if result is not None else (None, None, "", "")
-            queue.complete(store, job.id, owner, record, cubin, arch, nvrtc, source[0] if source else None)
+            record, cubin, arch, nvrtc, *source = (
+                result if result is not None else (None, None, "", "")
+            )
+            queue.complete(
+                store, job.id, owner, record, cubin, arch, nvrtc, source[0] if source else None
+            )
             done += 1
-            event("done", job=job.id, kernel=job.kernel_key[:12], outcome="stored" if record else "done")
+            event(
+                "done",
+                job=job.id,
+                kernel=job.kernel_key[:12],
+                outcome="stored" if record else "done",
+            )
         except StopRequested:
             released = queue.release(store, job.id, owner)
-            event("released", job=job.id, kernel=job.kernel_key[:12], outcome="released" if released else "lost")
+            event(
+                "released",
+                job=job.id,
+                kernel=job.kernel_key[:12],
+                outcome="released" if released else "lost",
+            )
         except queue.LeaseLost as e:
             event("lease_lost", job=job.id, kernel=job.kernel_key[:12], outcome=str(e))
         except Exception as e:  # noqa: BLE001 - a failed job is recorded, the daemon goes on
-            state = queue.fail(store, job.id, owner, f"{type(e).__name__}: {e}", max_attempts=settings.max_attempts,
-                               backoff=backoff)
-            event("failed", job=job.id, kernel=job.kernel_key[:12], outcome=state, error=str(e)[:300])
+            state = queue.fail(
+                store,
+                job.id,
+                owner,
+                f"{type(e).__name__}: {e}",
+                max_attempts=settings.max_attempts,
+                backoff=backoff,
+            )
+            event(
+                "failed", job=job.id, kernel=job.kernel_key[:12], outcome=state, error=str(e)[:300]
+            )
         finally:
             current.pop("job", None)
             beating.set()
@@ -252,7 +328,10 @@ def run_daemon(settings: DaemonSettings) -> int:
         worker_loop(settings, settings.devices[0])
         return 0
     ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_worker_main, args=(settings, d), name=f"tunefuse-worker-{d}") for d in settings.devices]
+    procs = [
+        ctx.Process(target=_worker_main, args=(settings, d), name=f"tunefuse-worker-{d}")
+        for d in settings.devices
+    ]
     for p in procs:
         p.start()
     stopping = threading.Event()
@@ -271,4 +350,6 @@ def run_daemon(settings: DaemonSettings) -> int:
 
 
 def default_settings(**overrides: object) -> DaemonSettings:
-    return replace(DaemonSettings.from_env(), **{k: v for k, v in overrides.items() if v is not None})
+    return replace(
+        DaemonSettings.from_env(), **{k: v for k, v in overrides.items() if v is not None}
+    )

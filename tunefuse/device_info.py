@@ -25,5 +25,7 @@ class DeviceInfo:
 
 
 H100 = DeviceInfo("NVIDIA H100 80GB HBM3", (9, 0), 132, l2_bytes=50 * 1024 * 1024)
-A100 = DeviceInfo("NVIDIA A100-SXM4-80GB", (8, 0), 108, shared_per_sm=164 * 1024, l2_bytes=40 * 1024 * 1024)
+A100 = DeviceInfo(
+    "NVIDIA A100-SXM4-80GB", (8, 0), 108, shared_per_sm=164 * 1024, l2_bytes=40 * 1024 * 1024
+)
 PROFILES = {"sm_90": H100, "sm_80": A100}

@@ -80,7 +80,6 @@ class DataType(enum.Enum):
             raise DefinitionError(f"unknown dtype {spelling!r}; expected one of {known}") from None
 
 
-
 DataType.Null = None  # type: ignore[attr-defined, misc]  # nvFuser's "no dtype given"
 
 
@@ -103,8 +102,14 @@ class RefusedDataType:
 
 _COMPLEX = "complex numbers are not built (no complex arithmetic in the kernels); use real and imaginary parts"
 _NARROW = "8-bit and 4-bit floats are not built; cast to and from them outside the fusion"
-for _name, _why in (("ComplexFloat", _COMPLEX), ("ComplexDouble", _COMPLEX), ("Float8_e4m3fn", _NARROW),
-                    ("Float8_e5m2", _NARROW), ("Float8_e8m0fnu", _NARROW), ("Float4_e2m1fn", _NARROW)):
+for _name, _why in (
+    ("ComplexFloat", _COMPLEX),
+    ("ComplexDouble", _COMPLEX),
+    ("Float8_e4m3fn", _NARROW),
+    ("Float8_e5m2", _NARROW),
+    ("Float8_e8m0fnu", _NARROW),
+    ("Float4_e2m1fn", _NARROW),
+):
     setattr(DataType, _name, RefusedDataType(_name, _why))
 
 _FLOATING = (DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16)
@@ -196,7 +201,9 @@ def _promote_pair(a: DataType, b: DataType) -> DataType:
     return a if a.itemsize >= b.itemsize else b
 
 
-def promote_types(tensor_dtypes: Iterable[DataType], scalar_dtypes: Iterable[DataType] = ()) -> DataType:
+def promote_types(
+    tensor_dtypes: Iterable[DataType], scalar_dtypes: Iterable[DataType] = ()
+) -> DataType:
     """PyTorch's result type: scalars only count when they are of a higher category than
     every tensor (a Double scalar times a Half tensor stays Half; a float scalar times an
     Int tensor gives the default float type, Float)."""
@@ -217,7 +224,11 @@ def promote_types(tensor_dtypes: Iterable[DataType], scalar_dtypes: Iterable[Dat
 
 
 _TOLERANCE = {
-    DataType.Double: (1e-9, 1e-9), DataType.Float: (1e-3, 1e-3), DataType.Half: (4e-3, 4e-3),
-    DataType.BFloat16: (2e-2, 2e-2), DataType.Int: (0.0, 0.0), DataType.Int32: (0.0, 0.0),
+    DataType.Double: (1e-9, 1e-9),
+    DataType.Float: (1e-3, 1e-3),
+    DataType.Half: (4e-3, 4e-3),
+    DataType.BFloat16: (2e-2, 2e-2),
+    DataType.Int: (0.0, 0.0),
+    DataType.Int32: (0.0, 0.0),
     DataType.Bool: (0.0, 0.0),
 }

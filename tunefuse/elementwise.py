@@ -27,7 +27,9 @@ class ResultType(enum.Enum):
     INTEGRAL = "integral"  # integral and bool operands only, the promoted type
     NUMERIC = "numeric"  # the promoted type, bool operands rejected
     INTEGER = "integer"  # integral operands only (bool rejected), the promoted type
-    DIVISION = "division"  # the promoted type, bool promoted to Float (nvFuser's div: ints stay ints)
+    DIVISION = (
+        "division"  # the promoted type, bool promoted to Float (nvFuser's div: ints stay ints)
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +68,9 @@ def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         safe = np.where((b == 0) | (b == -1), 1, b)
         q = a // safe
         q = np.where((a % safe != 0) & ((a < 0) != (safe < 0)), q + 1, q)
-        out = np.where(b == 0, np.zeros_like(q), np.where(b == -1, np.negative(a), q)).astype(q.dtype)
+        out = np.where(b == 0, np.zeros_like(q), np.where(b == -1, np.negative(a), q)).astype(
+            q.dtype
+        )
     return out[()] if out.ndim == 0 else out
 
 
@@ -86,8 +90,12 @@ def _shift(kind: str):  # noqa: ANN202
             elif kind == "arithmetic":
                 out = np.where(wide, np.where(a < 0, -1, 0), np.right_shift(a, amount))
             else:
-                unsigned = a.astype(np.dtype(f"u{a.dtype.itemsize}"))  # wraps: the two's complement bits
-                out = np.where(wide, 0, np.right_shift(unsigned, amount.astype(unsigned.dtype)).astype(a.dtype))
+                unsigned = a.astype(
+                    np.dtype(f"u{a.dtype.itemsize}")
+                )  # wraps: the two's complement bits
+                out = np.where(
+                    wide, 0, np.right_shift(unsigned, amount.astype(unsigned.dtype)).astype(a.dtype)
+                )
         out = np.asarray(out).astype(a.dtype)
         return out[()] if out.ndim == 0 else out
 
@@ -209,14 +217,18 @@ def elementwise_types(
         return ElementwiseTypes(DataType.Bool, DataType.Bool)
     if rule.result is ResultType.INTEGRAL:
         if promoted.is_floating:
-            raise DefinitionError(f"{op.value}: needs integral or bool operands, got {promoted.value}")
+            raise DefinitionError(
+                f"{op.value}: needs integral or bool operands, got {promoted.value}"
+            )
         return ElementwiseTypes(promoted, promoted)
     if rule.result is ResultType.INTEGER:
         if not promoted.is_integral or promoted.is_bool:
             raise DefinitionError(f"{op.value}: needs integer operands, got {promoted.value}")
         return ElementwiseTypes(promoted, promoted)
     if op is OpKind.NEXTAFTER and promoted in (DataType.Half, DataType.BFloat16):
-        raise DefinitionError(f"nextafter: steps of {promoted.value} are not supported; cast to float first")
+        raise DefinitionError(
+            f"nextafter: steps of {promoted.value} are not supported; cast to float first"
+        )
     if rule.result is ResultType.NUMERIC and promoted.is_bool and op is not OpKind.ADDCMUL:
         raise DefinitionError(f"{op.value}: bool operands are not supported; cast them first")
     if rule.result is ResultType.DIVISION and promoted.is_bool:

@@ -1,11 +1,11 @@
 """`FusionDefinition`: the nvFuser-shaped way to write a fusion.
 
-    with FusionDefinition() as fd:
-        x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
-        y = fd.ops.mul(x, fd.define_scalar(0.5))
-        fd.add_output(fd.ops.erf(y))
-    print(fd)                    # the definition as runnable Python
-    fd.execute([array])          # -> list of outputs (GPU)
+with FusionDefinition() as fd:
+    x = fd.define_tensor(shape=[-1, -1], contiguity=[True, True], dtype=DataType.Float)
+    y = fd.ops.mul(x, fd.define_scalar(0.5))
+    fd.add_output(fd.ops.erf(y))
+print(fd)                    # the definition as runnable Python
+fd.execute([array])          # -> list of outputs (GPU)
 """
 
 from __future__ import annotations
@@ -16,7 +16,12 @@ from typing import TYPE_CHECKING, Any, Union
 
 import numpy as np
 
-from tunefuse.arrays import compute_tensor_descriptor, contiguity_of, describe_array, stride_order_of
+from tunefuse.arrays import (
+    compute_tensor_descriptor,
+    contiguity_of,
+    describe_array,
+    stride_order_of,
+)
 from tunefuse.dtypes import DataType, from_any_dtype, python_scalar_dtype
 from tunefuse.composite_ops import CompositeOps
 from tunefuse.elementwise import ELEMENTWISE
@@ -140,7 +145,9 @@ class FusionDefinition:
         self._fusion: Fusion | None = None
         self.ops = Ops(self)
         self._vector_inputs: dict[int, int] = {}
-        self._stride_orders: dict[int, tuple[int, ...]] = {}  # fd.ops.stride_order's results  # define_vector(n): first input position -> n
+        self._stride_orders: dict[
+            int, tuple[int, ...]
+        ] = {}  # fd.ops.stride_order's results  # define_vector(n): first input position -> n
         self._runner = None  # the executor of the last execute()
         self._runners: dict = {}  # one executor per cache
         self._runner_cache: object = None  # the `cache` argument _runner serves
@@ -188,9 +195,20 @@ class FusionDefinition:
         concrete `sizes`/`strides`, which declare a symbolic tensor of that layout."""
         self._check_open()
         if is_cpu:
-            if tuple(shape if shape is not None else sizes if sizes is not None else symbolic_sizes or ()) != ():
-                raise DefinitionError("define_tensor: a CPU tensor (is_cpu=True) must be 0-dim: a scalar that is "
-                                      "broadcast against the GPU tensors; pass larger tensors on the GPU")
+            if (
+                tuple(
+                    shape
+                    if shape is not None
+                    else sizes
+                    if sizes is not None
+                    else symbolic_sizes or ()
+                )
+                != ()
+            ):
+                raise DefinitionError(
+                    "define_tensor: a CPU tensor (is_cpu=True) must be 0-dim: a scalar that is "
+                    "broadcast against the GPU tensors; pass larger tensors on the GPU"
+                )
             # nvFuser's CPU scalar tensor: a scalar input that takes a 0-dim host tensor (or a number).
             return self._add_scalar_input(dtype)  # type: ignore[return-value]
         if sizes is not None:
@@ -215,7 +233,7 @@ class FusionDefinition:
         if contiguity is None:
             contiguity = [True] * len(shape)
         contiguity = tuple(None if s == 1 else c for s, c in zip(shape, contiguity)) + tuple(
-            contiguity[len(shape):]
+            contiguity[len(shape) :]
         )
         if stride_order is not None:
             stride_order = tuple(stride_order)
@@ -241,14 +259,18 @@ class FusionDefinition:
     def _add_scalar_input(self, dtype: DataType) -> Scalar:
         return Scalar(self, self._add(OpKind.DEFINE_SCALAR, [], ScalarInputAttrs(dtype))[0])
 
-    def define_vector(self, values: int | Sequence[Any], dtype: DataType | None = DataType.Int) -> Vector:
+    def define_vector(
+        self, values: int | Sequence[Any], dtype: DataType | None = DataType.Int
+    ) -> Vector:
         """nvFuser's define_vector. `define_vector([S0, 4, T0.size(1) * 2])`: a shape of ints
         and Int scalars, for reshape, broadcast_in_dim, expand, full. `define_vector(n)`: a
         shape given when the fusion runs, n Int inputs that the caller passes as one list or
         tuple at this input's position."""
         self._check_open()
         if dtype not in (DataType.Int, DataType.Int32, None):
-            raise DefinitionError(f"define_vector: a vector of {dtype.value} is not a shape; only Int vectors are")
+            raise DefinitionError(
+                f"define_vector: a vector of {dtype.value} is not a shape; only Int vectors are"
+            )
         if isinstance(values, int) and not isinstance(values, bool):
             if values < 0:
                 raise DefinitionError(f"define_vector: length {values} is negative")
@@ -256,18 +278,24 @@ class FusionDefinition:
             self._vector_inputs[first] = values
             return Vector(self.define_scalar(dtype=DataType.Int) for _ in range(values))
         if isinstance(values, Value) or not isinstance(values, (list, tuple)):
-            raise DefinitionError(f"define_vector: expected a length or a list of ints and scalars, got {values!r}")
+            raise DefinitionError(
+                f"define_vector: expected a length or a list of ints and scalars, got {values!r}"
+            )
         entries: list = []
         for k, v in enumerate(values):
             if isinstance(v, Value):
                 vt = self._builder.values[self._operand_id(v, "define_vector")]
                 if not isinstance(vt, ScalarType) or not vt.dtype.is_integral:
-                    raise DefinitionError(f"define_vector: entry {k} ({v!r}) must be an integer scalar")
+                    raise DefinitionError(
+                        f"define_vector: entry {k} ({v!r}) must be an integer scalar"
+                    )
                 entries.append(v)
             elif isinstance(v, (int, np.integer)) and not isinstance(v, bool):
                 entries.append(int(v))
             else:
-                raise DefinitionError(f"define_vector: entry {k} ({v!r}) must be an int or an integer scalar")
+                raise DefinitionError(
+                    f"define_vector: entry {k} ({v!r}) must be an int or an integer scalar"
+                )
         return Vector(entries)
 
     def flat_inputs(self, inputs: Sequence[object]) -> Sequence[object]:
@@ -282,8 +310,10 @@ class FusionDefinition:
                 flat.append(given)
                 continue
             if isinstance(given, (str, bytes)) or not hasattr(given, "__len__") or len(given) != n:  # type: ignore[arg-type]
-                raise InputMismatchError(f"input {len(flat)} is a define_vector({n}): pass a list or tuple of "
-                                         f"{n} ints, got {given!r}")
+                raise InputMismatchError(
+                    f"input {len(flat)} is a define_vector({n}): pass a list or tuple of "
+                    f"{n} ints, got {given!r}"
+                )
             flat.extend(int(x) for x in given)  # type: ignore[union-attr]
         return flat
 
@@ -299,15 +329,21 @@ class FusionDefinition:
         if not static_sizes:
             return self.define_tensor(sizes=info.shape, strides=info.strides, dtype=info.dtype)
         contiguity, order = compute_tensor_descriptor(info.shape, info.strides)
-        return self.define_tensor(shape=info.shape, contiguity=contiguity, dtype=info.dtype, stride_order=order)
+        return self.define_tensor(
+            shape=info.shape, contiguity=contiguity, dtype=info.dtype, stride_order=order
+        )
 
     def from_pytorch(self, tensor: object, static_sizes: bool = False) -> Tensor:
         """nvFuser's name for `from_array`."""
         return self.from_array(tensor, static_sizes)
 
     # -- outputs ---------------------------------------------------------------------------
-    def add_output(self, value: Value, alias_input: Value | None = None,
-                   stride_order: Sequence[int] | None = None) -> None:
+    def add_output(
+        self,
+        value: Value,
+        alias_input: Value | None = None,
+        stride_order: Sequence[int] | None = None,
+    ) -> None:
         """Mark an output; with `alias_input=x` the result is written into input `x` in place
         and not returned (as in nvFuser). `stride_order` lays the output out in memory as
         define_tensor's does (stride_order[d]: dim d's rank from the innermost); an output
@@ -330,8 +366,14 @@ class FusionDefinition:
 
         return make_plan(self.fusion, self.flat_inputs(inputs), out)
 
-    def execute(self, inputs: Sequence[object], out: Sequence[object] | None = None, *,
-                cache: Any = _DEFAULT_CACHE, **options: Any) -> list:
+    def execute(
+        self,
+        inputs: Sequence[object],
+        out: Sequence[object] | None = None,
+        *,
+        cache: Any = _DEFAULT_CACHE,
+        **options: Any,
+    ) -> list:
         """Run the fusion on `inputs`; returns the outputs (those not written in place).
         Pre-tuned kernels come from the persistent cache (`cache=None`: none; a
         `tunefuse.Cache` or URL: that one; default: TUNEFUSE_CACHE_URL or the SQLite file).
@@ -339,7 +381,13 @@ class FusionDefinition:
         run on their own device, which must be that one when it is given."""
         inputs = self.flat_inputs(inputs)
         runner = self._runner
-        if runner is not None and runner.device is None and cache is self._runner_cache and out is None and not options:
+        if (
+            runner is not None
+            and runner.device is None
+            and cache is self._runner_cache
+            and out is None
+            and not options
+        ):
             return runner.run(inputs, None)  # the hot path: same cache as last time
         from tunefuse.runtime.executor import execute
 
@@ -347,8 +395,12 @@ class FusionDefinition:
         self._runner_cache = cache
         return result
 
-    def validate(self, inputs: Sequence[object], reference_outputs: Sequence[object] | None = None,
-                 **options: Any) -> None:
+    def validate(
+        self,
+        inputs: Sequence[object],
+        reference_outputs: Sequence[object] | None = None,
+        **options: Any,
+    ) -> None:
         """Run the fusion on `inputs` (`execute`'s options apply) and compare each output with
         `reference_outputs`, or where none are given with tunefuse's NumPy reference of this
         definition, within its dtype's tolerance: AssertionError naming the first output
@@ -371,13 +423,17 @@ class FusionDefinition:
         """The profile of the last `execute(..., profile=True)`: its synchronized wall time
         and the kernels it launched."""
         if self._profile is None:
-            raise ExecutionError("profile: no execute(..., profile=True) has run on this definition")
+            raise ExecutionError(
+                "profile: no execute(..., profile=True) has run on this definition"
+            )
         return self._profile
 
     def get_debug_output(self) -> str:
         """What the last `execute(..., capture_debug_output=True)` ran and why (its plan)."""
         if self._debug_output is None:
-            raise ExecutionError("get_debug_output: no execute(..., capture_debug_output=True) has run")
+            raise ExecutionError(
+                "get_debug_output: no execute(..., capture_debug_output=True) has run"
+            )
         return self._debug_output
 
     def __str__(self) -> str:
@@ -402,7 +458,9 @@ class FusionDefinition:
             value = bool(value)
         elif dtype.is_integral:
             if isinstance(value, float) and not value.is_integer():
-                raise DefinitionError(f"define_scalar: {value!r} is not an integer for dtype {dtype.value}")
+                raise DefinitionError(
+                    f"define_scalar: {value!r} is not an integer for dtype {dtype.value}"
+                )
             value = int(value)
         else:
             value = float(value)
@@ -413,7 +471,9 @@ class FusionDefinition:
             if value.fd is not self:
                 raise DefinitionError(f"{op}: {value!r} belongs to another FusionDefinition")
             return value.id
-        raise DefinitionError(f"{op}: expected a tensor or scalar of this definition, got {value!r}")
+        raise DefinitionError(
+            f"{op}: expected a tensor or scalar of this definition, got {value!r}"
+        )
 
     def _value_id(self, value: Operand, op: str) -> int:
         """An operand's id; Python numbers become constants."""
@@ -434,10 +494,16 @@ class FusionDefinition:
         return ("T" if isinstance(self._builder.values[vid], TensorType) else "S") + str(vid)
 
     def _wrap(self, vid: int) -> Value:
-        return Tensor(self, vid) if isinstance(self._builder.values[vid], TensorType) else Scalar(self, vid)
+        return (
+            Tensor(self, vid)
+            if isinstance(self._builder.values[vid], TensorType)
+            else Scalar(self, vid)
+        )
 
 
-def _shape_operands(fd: FusionDefinition, shape: Sequence[Any], first: int, op: str) -> tuple[list[int], tuple[Dim, ...]]:
+def _shape_operands(
+    fd: FusionDefinition, shape: Sequence[Any], first: int, op: str
+) -> tuple[list[int], tuple[Dim, ...]]:
     """Split a shape of ints and Scalars into extra node inputs and Dim entries."""
     if isinstance(shape, Value) or not isinstance(shape, (list, tuple)):
         raise DefinitionError(f"{op}: shape must be a list of ints or scalars, got {shape!r}")
@@ -451,7 +517,9 @@ def _shape_operands(fd: FusionDefinition, shape: Sequence[Any], first: int, op: 
             try:
                 dims.append(int(entry))
             except (TypeError, ValueError):
-                raise DefinitionError(f"{op}: shape entry {entry!r} is not an int or scalar") from None
+                raise DefinitionError(
+                    f"{op}: shape entry {entry!r} is not an int or scalar"
+                ) from None
     return extra, tuple(dims)
 
 
@@ -462,8 +530,10 @@ def _from_end(bound: int, shape: tuple, dim: int, what: str) -> int:
         return bound
     extent = shape[dim] if dim < len(shape) else None
     if not isinstance(extent, int):
-        raise DefinitionError(f"slice: the negative {what} {bound} of dim {dim} counts from an extent known only "
-                              "when the fusion runs; give it as a non-negative bound")
+        raise DefinitionError(
+            f"slice: the negative {what} {bound} of dim {dim} counts from an extent known only "
+            "when the fusion runs; give it as a non-negative bound"
+        )
     return max(bound + extent, 0)
 
 
@@ -509,8 +579,15 @@ class Ops(CompositeOps):
         return self._one(OpKind.CAST, [self._fd._value_id(value, "cast")], CastAttrs(dtype))
 
     # reductions
-    def _reduce(self, op: OpKind, arg: Value, dims: Any, keepdim: bool, correction: int = 0,
-                dtype: DataType | None = None) -> tuple[int, ...]:
+    def _reduce(
+        self,
+        op: OpKind,
+        arg: Value,
+        dims: Any,
+        keepdim: bool,
+        correction: int = 0,
+        dtype: DataType | None = None,
+    ) -> tuple[int, ...]:
         vid = self._tensor(arg, op.value)
         rank = self._rank(vid)
         norm = normalize_dims(op.value, _dims_arg(dims, rank), rank)
@@ -518,33 +595,67 @@ class Ops(CompositeOps):
         return self._fd._add(op, [vid], attrs)
 
     # sum, prod, max, min and mean are made from _make_reduction (below the class).
-    def var(self, arg: Value, dims: Any = None, correction: int = 1, keepdim: bool = False, *,
-            axes: Any = None, dim: Any = None) -> Tensor:
-        return Tensor(self._fd, self._reduce(OpKind.VAR, arg, _dims_given(dims, axes, dim), keepdim, correction)[0])
+    def var(
+        self,
+        arg: Value,
+        dims: Any = None,
+        correction: int = 1,
+        keepdim: bool = False,
+        *,
+        axes: Any = None,
+        dim: Any = None,
+    ) -> Tensor:
+        return Tensor(
+            self._fd,
+            self._reduce(OpKind.VAR, arg, _dims_given(dims, axes, dim), keepdim, correction)[0],
+        )
 
-    def var_mean(self, arg: Value, dims: Any = None, correction: int = 1, keepdim: bool = False, *,
-                 axes: Any = None, dim: Any = None) -> tuple[Tensor, Tensor]:
-        var, mean = self._reduce(OpKind.VAR_MEAN, arg, _dims_given(dims, axes, dim), keepdim, correction)
+    def var_mean(
+        self,
+        arg: Value,
+        dims: Any = None,
+        correction: int = 1,
+        keepdim: bool = False,
+        *,
+        axes: Any = None,
+        dim: Any = None,
+    ) -> tuple[Tensor, Tensor]:
+        var, mean = self._reduce(
+            OpKind.VAR_MEAN, arg, _dims_given(dims, axes, dim), keepdim, correction
+        )
         return Tensor(self._fd, var), Tensor(self._fd, mean)
 
     # views
-    def broadcast_in_dim(self, arg: Value, shape: Sequence[Any], broadcast_dims: Sequence[int]) -> Tensor:
+    def broadcast_in_dim(
+        self, arg: Value, shape: Sequence[Any], broadcast_dims: Sequence[int]
+    ) -> Tensor:
         vid = self._tensor(arg, "broadcast_in_dim")
         extra, dims = _shape_operands(self._fd, shape, 1, "broadcast_in_dim")
-        bdims = tuple(normalize_dim("broadcast_in_dim", d, len(dims), what="broadcast dim") for d in broadcast_dims)
+        bdims = tuple(
+            normalize_dim("broadcast_in_dim", d, len(dims), what="broadcast dim")
+            for d in broadcast_dims
+        )
         return self._one(OpKind.BROADCAST_IN_DIM, [vid, *extra], BroadcastInDimAttrs(dims, bdims))  # type: ignore[return-value]
 
     def broadcast(self, arg: Value, is_broadcast_dim: Sequence[bool]) -> Tensor:
         vid = self._tensor(arg, "broadcast")
-        return self._one(OpKind.BROADCAST, [vid], BroadcastAttrs(tuple(bool(b) for b in is_broadcast_dim)))  # type: ignore[return-value]
+        return self._one(
+            OpKind.BROADCAST, [vid], BroadcastAttrs(tuple(bool(b) for b in is_broadcast_dim))
+        )  # type: ignore[return-value]
 
     def expand(self, arg: Value, shape: Sequence[Any]) -> Tensor:
         vid = self._tensor(arg, "expand")
         extra, dims = _shape_operands(self._fd, shape, 1, "expand")
         return self._one(OpKind.EXPAND, [vid, *extra], ShapeAttrs(dims))  # type: ignore[return-value]
 
-    def reshape(self, arg: Value, new_shape: Sequence[Any] | None = None, *,
-                original_shape: Sequence[int] | None = None, shape: Sequence[Any] | None = None) -> Tensor:
+    def reshape(
+        self,
+        arg: Value,
+        new_shape: Sequence[Any] | None = None,
+        *,
+        original_shape: Sequence[int] | None = None,
+        shape: Sequence[Any] | None = None,
+    ) -> Tensor:
         """Reshape to `new_shape` (ints, Int scalars, one -1). `original_shape`, nvFuser's
         older spelling, is checked against the input's rank and static extents."""
         vid = self._tensor(arg, "reshape")
@@ -557,8 +668,12 @@ class Ops(CompositeOps):
         extra, dims = _shape_operands(self._fd, new_shape, 1, "reshape")
         return self._one(OpKind.RESHAPE, [vid, *extra], ShapeAttrs(dims))  # type: ignore[return-value]
 
-    def view(self, arg: Value, original_shape: Sequence[int] | None = None,
-             new_shape: Sequence[Any] | None = None) -> Tensor:
+    def view(
+        self,
+        arg: Value,
+        original_shape: Sequence[int] | None = None,
+        new_shape: Sequence[Any] | None = None,
+    ) -> Tensor:
         """Legacy nvFuser `view`: a reshape."""
         return self.reshape(arg, new_shape, original_shape=original_shape)
 
@@ -582,14 +697,21 @@ class Ops(CompositeOps):
         norm = tuple(normalize_dim("permute", d, rank) for d in dims)
         return self._one(OpKind.PERMUTE, [vid], PermuteAttrs(norm))  # type: ignore[return-value]
 
-    def squeeze(self, arg: Value, dims: int | Sequence[int], original_shape: Sequence[int] | None = None,
-                squeeze_expanded: bool = False) -> Tensor:
+    def squeeze(
+        self,
+        arg: Value,
+        dims: int | Sequence[int],
+        original_shape: Sequence[int] | None = None,
+        squeeze_expanded: bool = False,
+    ) -> Tensor:
         """Drop dims of extent 1. `squeeze_expanded=True` (drop an expanded dim of any extent)
         is refused by name: tunefuse cannot prove at definition that such a dim is a broadcast,
         and would otherwise answer with its first element."""
         if squeeze_expanded:
-            raise DefinitionError("squeeze: squeeze_expanded=True is not supported; squeeze dims of extent 1, "
-                                  "or slice an expanded dim to one element first")
+            raise DefinitionError(
+                "squeeze: squeeze_expanded=True is not supported; squeeze dims of extent 1, "
+                "or slice an expanded dim to one element first"
+            )
         vid = self._tensor(arg, "squeeze")
         rank = self._rank(vid)
         if original_shape is not None:
@@ -602,17 +724,28 @@ class Ops(CompositeOps):
         norm = normalize_dim("unsqueeze", dim, self._rank(vid), insert=True)
         return self._one(OpKind.UNSQUEEZE, [vid], DimAttrs(norm))  # type: ignore[return-value]
 
-    def slice(self, arg: Value, start_indices: Sequence[Any], end_indices: Sequence[Any],
-              strides: Sequence[Any] | None = None, manual_normalization: bool | int = False) -> Tensor:
+    def slice(
+        self,
+        arg: Value,
+        start_indices: Sequence[Any],
+        end_indices: Sequence[Any],
+        strides: Sequence[Any] | None = None,
+        manual_normalization: bool | int = False,
+    ) -> Tensor:
         """Elements start:end:stride of each dim. Bounds are ints or constant scalars. As in
         nvFuser, unless `manual_normalization`, a negative bound counts from the end (the
         extent must then be static) and bounds past the extent are clamped to it."""
         vid = self._tensor(arg, "slice")
         if strides is None:
             strides = [1] * len(start_indices)
-        starts, ends, steps = (tuple(self._constant_int(v, f"slice {what}") for v in values)
-                               for what, values in (("start", start_indices), ("end", end_indices),
-                                                    ("stride", strides)))
+        starts, ends, steps = (
+            tuple(self._constant_int(v, f"slice {what}") for v in values)
+            for what, values in (
+                ("start", start_indices),
+                ("end", end_indices),
+                ("stride", strides),
+            )
+        )
         if not manual_normalization:
             shape = self._fd._builder.values[vid].shape  # type: ignore[union-attr]
             starts = tuple(_from_end(s, shape, d, "start") for d, s in enumerate(starts))
@@ -625,8 +758,10 @@ class Ops(CompositeOps):
         if isinstance(value, Value):
             node = next(n for n in self._fd._builder.nodes if value.id in n.outputs)
             if node.op is not OpKind.CONSTANT or not node.attrs.dtype.is_integral:  # type: ignore[attr-defined]
-                raise DefinitionError(f"{what}: {value!r} must be a constant integer; bounds known only when the "
-                                      "fusion runs are not supported")
+                raise DefinitionError(
+                    f"{what}: {value!r} must be a constant integer; bounds known only when the "
+                    "fusion runs are not supported"
+                )
             return int(node.attrs.value)  # type: ignore[attr-defined]
         try:
             return int(value)
@@ -637,13 +772,21 @@ class Ops(CompositeOps):
     def pad(self, arg: Value, pad_widths: Sequence[int], value: Operand | None = None) -> Tensor:
         vid = self._tensor(arg, "pad")
         dtype = self._fd._builder.values[vid].dtype
-        fill = self._fd._value_id(value, "pad") if value is not None else self._fd._constant(0, dtype).id
+        fill = (
+            self._fd._value_id(value, "pad")
+            if value is not None
+            else self._fd._constant(0, dtype).id
+        )
         return self._one(OpKind.PAD, [vid, fill], PadAttrs(tuple(int(w) for w in pad_widths)))  # type: ignore[return-value]
 
-    def cat(self, tensors: Sequence[Value], dim: int = 0, manual_padding: bool | int = False) -> Tensor:
+    def cat(
+        self, tensors: Sequence[Value], dim: int = 0, manual_padding: bool | int = False
+    ) -> Tensor:
         if manual_padding:
-            raise DefinitionError("cat: manual_padding=True (inputs padded by the caller) is not supported; "
-                                  "pass the unpadded tensors")
+            raise DefinitionError(
+                "cat: manual_padding=True (inputs padded by the caller) is not supported; "
+                "pass the unpadded tensors"
+            )
         ids = [self._tensor(t, "cat") for t in tensors]
         if not ids:
             raise DefinitionError("cat: needs at least one tensor")
@@ -675,7 +818,9 @@ class Ops(CompositeOps):
         out = self.set(arg)
         order = tuple(int(o) for o in stride_order)
         if sorted(order) != list(range(self._rank(out.id))):
-            raise DefinitionError(f"stride_order: {list(order)} is not a permutation of 0..{self._rank(out.id) - 1}")
+            raise DefinitionError(
+                f"stride_order: {list(order)} is not a permutation of 0..{self._rank(out.id) - 1}"
+            )
         self._fd._stride_orders[out.id] = order
         return out
 
@@ -697,30 +842,59 @@ class Ops(CompositeOps):
     def ones(self, shape: Sequence[Any], dtype: DataType = DataType.Float) -> Tensor:
         return self.full(shape, self._fd._constant(1, dtype), dtype)
 
-    def iota(self, length: Operand, start: Operand | None = None, step: Operand | None = None,
-             dtype: DataType = DataType.Int) -> Tensor:
+    def iota(
+        self,
+        length: Operand,
+        start: Operand | None = None,
+        step: Operand | None = None,
+        dtype: DataType = DataType.Int,
+    ) -> Tensor:
         ids = [
             self._fd._value_id(length, "iota"),
-            self._fd._value_id(start if start is not None else self._fd._constant(0, dtype), "iota"),
+            self._fd._value_id(
+                start if start is not None else self._fd._constant(0, dtype), "iota"
+            ),
             self._fd._value_id(step if step is not None else self._fd._constant(1, dtype), "iota"),
         ]
         return self._one(OpKind.IOTA, ids, IotaAttrs(dtype))  # type: ignore[return-value]
 
-    def uniform(self, minval: Operand, maxval: Operand, shape: Sequence[Any], dtype: DataType = DataType.Float,
-                rng_seed: Operand | None = None, rng_offset: Operand | None = None) -> Tensor:
+    def uniform(
+        self,
+        minval: Operand,
+        maxval: Operand,
+        shape: Sequence[Any],
+        dtype: DataType = DataType.Float,
+        rng_seed: Operand | None = None,
+        rng_offset: Operand | None = None,
+    ) -> Tensor:
         """Numbers drawn uniformly from [minval, maxval) (Philox over each element's position:
         `tunefuse.philox`). With `rng_seed` and `rng_offset` (Int scalars) the draw is
         reproducible; without them each call takes the next offset of the process's stream
         (`tunefuse.manual_seed`), as nvFuser takes torch's generator's."""
         return self._random(OpKind.UNIFORM, minval, maxval, shape, dtype, rng_seed, rng_offset)
 
-    def normal(self, mean: Operand, std: Operand, shape: Sequence[Any], dtype: DataType = DataType.Float,
-               rng_seed: Operand | None = None, rng_offset: Operand | None = None) -> Tensor:
+    def normal(
+        self,
+        mean: Operand,
+        std: Operand,
+        shape: Sequence[Any],
+        dtype: DataType = DataType.Float,
+        rng_seed: Operand | None = None,
+        rng_offset: Operand | None = None,
+    ) -> Tensor:
         """Normally distributed numbers (Box-Muller over Philox); seed and offset as `uniform`."""
         return self._random(OpKind.NORMAL, mean, std, shape, dtype, rng_seed, rng_offset)
 
-    def _random(self, op: OpKind, a: Operand, b: Operand, shape: Sequence[Any], dtype: DataType,
-                seed: Operand | None, offset: Operand | None) -> Tensor:
+    def _random(
+        self,
+        op: OpKind,
+        a: Operand,
+        b: Operand,
+        shape: Sequence[Any],
+        dtype: DataType,
+        seed: Operand | None,
+        offset: Operand | None,
+    ) -> Tensor:
         fd = self._fd
         if (seed is None) != (offset is None):
             raise DefinitionError(f"{op.value}: give rng_seed and rng_offset together, or neither")
@@ -758,13 +932,25 @@ for _op in ELEMENTWISE:
 
 
 def _make_reduction(op: OpKind):  # noqa: ANN202 - builds a method
-    def method(self: Ops, arg: Value, dims: Any = None, keepdim: bool = False, dtype: DataType | None = None, *,
-               axes: Any = None, dim: Any = None) -> Tensor:
-        return Tensor(self._fd, self._reduce(op, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0])
+    def method(
+        self: Ops,
+        arg: Value,
+        dims: Any = None,
+        keepdim: bool = False,
+        dtype: DataType | None = None,
+        *,
+        axes: Any = None,
+        dim: Any = None,
+    ) -> Tensor:
+        return Tensor(
+            self._fd, self._reduce(op, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0]
+        )
 
     method.__name__ = op.value
-    method.__doc__ = (f"{op.value} over `dims` (or nvFuser's spellings `axes`, `dim`; None: every dim); "
-                      "dtype=None (nvFuser's DataType.Null) keeps the input's.")
+    method.__doc__ = (
+        f"{op.value} over `dims` (or nvFuser's spellings `axes`, `dim`; None: every dim); "
+        "dtype=None (nvFuser's DataType.Null) keeps the input's."
+    )
     return method
 
 

@@ -42,7 +42,9 @@ class FusionCase:
         return fd
 
 
-def randn(*shapes: Sequence[int], dtype: DataType = DataType.Float) -> Callable[[np.random.Generator], list]:
+def randn(
+    *shapes: Sequence[int], dtype: DataType = DataType.Float
+) -> Callable[[np.random.Generator], list]:
     """Example inputs: one standard-normal array per shape."""
 
     def make(rng: np.random.Generator) -> list:
@@ -74,5 +76,7 @@ def load_fusion_file(path: str | pathlib.Path) -> list[FusionCase]:
         raise DefinitionError(f"{path}: running it raised {type(e).__name__}: {e}") from None
     cases = getattr(module, "FUSIONS", None)
     if not isinstance(cases, list) or not all(isinstance(c, FusionCase) for c in cases):
-        raise DefinitionError(f"{path} must define FUSIONS, a list of tunefuse.fusion_file.FusionCase")
+        raise DefinitionError(
+            f"{path} must define FUSIONS, a list of tunefuse.fusion_file.FusionCase"
+        )
     return cases

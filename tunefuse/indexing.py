@@ -195,7 +195,13 @@ def unravel(position: Affine, shape: Sequence[int]) -> Index:
         stride *= e
     strides.reverse()
     for d, e in enumerate(shape):
-        out.append(ZERO if e == 1 else mod(floordiv(position, strides[d]), e) if d else floordiv(position, strides[d]))
+        out.append(
+            ZERO
+            if e == 1
+            else mod(floordiv(position, strides[d]), e)
+            if d
+            else floordiv(position, strides[d])
+        )
     return tuple(out)
 
 
@@ -204,8 +210,14 @@ def offset_of(index: Sequence[Affine], strides: Sequence[int], base: int = 0) ->
     return add(const(base), *(scale(i, s) for i, s in zip(index, strides)))
 
 
-def source_index(op: OpKind, attrs: object, out_index: Index, src_shape: Sequence[int],
-                 out_shape: Sequence[int], reshape: ReshapeAnalysis | None = None) -> Index:
+def source_index(
+    op: OpKind,
+    attrs: object,
+    out_index: Index,
+    src_shape: Sequence[int],
+    out_shape: Sequence[int],
+    reshape: ReshapeAnalysis | None = None,
+) -> Index:
     """The index into a movement op's source that `out_index` (of its output) reads."""
     if op is OpKind.PERMUTE:
         src: list[Affine] = [ZERO] * len(src_shape)
@@ -240,7 +252,9 @@ def source_index(op: OpKind, attrs: object, out_index: Index, src_shape: Sequenc
             if t.kind is ViewKind.KEEP:
                 src[t.in_dims[0]] = out_index[t.out_dims[0]]
                 continue
-            position = linearize([out_index[d] for d in t.out_dims], [out_shape[d] for d in t.out_dims])
+            position = linearize(
+                [out_index[d] for d in t.out_dims], [out_shape[d] for d in t.out_dims]
+            )
             for d, i in zip(t.in_dims, unravel(position, [src_shape[d] for d in t.in_dims])):
                 src[d] = i
         return tuple(src)

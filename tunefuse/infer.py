@@ -91,13 +91,17 @@ class InferContext:
         """The extent a shape entry stands for: an int as is, a ScalarRef its scalar's value."""
         if isinstance(entry, ScalarRef):
             if not 0 <= entry.index < len(self.types):
-                raise DefinitionError(f"{self.where}: shape entry {position} refers to a missing operand")
+                raise DefinitionError(
+                    f"{self.where}: shape entry {position} refers to a missing operand"
+                )
             self.scalar(entry.index, integral=True)
             value = self.scalar_extents[entry.index]
             assert value is not None
             return value
         if not isinstance(entry, int) or isinstance(entry, bool):
-            raise DefinitionError(f"{self.where}: shape entry {position} must be an int, got {entry!r}")
+            raise DefinitionError(
+                f"{self.where}: shape entry {position} must be an int, got {entry!r}"
+            )
         return entry
 
     def normalized_dims(self, dims: tuple[int, ...], rank: int) -> tuple[int, ...]:
@@ -105,7 +109,9 @@ class InferContext:
         as the frontend stores them; JSON that differs is refused, not silently fixed."""
         norm = normalize_dims(self.where, dims, rank)
         if norm != tuple(dims):
-            raise DefinitionError(f"{self.where}: dims {list(dims)} are not normalized ({list(norm)})")
+            raise DefinitionError(
+                f"{self.where}: dims {list(dims)} are not normalized ({list(norm)})"
+            )
         return norm
 
     def normalized_dim(self, dim: int, rank: int, *, insert: bool = False) -> int:
@@ -134,7 +140,9 @@ def _check_extents(op: OpKind, shape: tuple[Extent, ...]) -> None:
     """Every tensor a fusion defines: at most MAX_RANK dims, each extent an int64 (from a
     definition or from JSON, where nothing else bounds them)."""
     if len(shape) > MAX_RANK:
-        raise ShapeError(f"{op.value}: rank {len(shape)} is more than tunefuse's limit of {MAX_RANK} dims")
+        raise ShapeError(
+            f"{op.value}: rank {len(shape)} is more than tunefuse's limit of {MAX_RANK} dims"
+        )
     for d, e in enumerate(shape):
         if isinstance(e, int) and not -1 <= e <= INT64_MAX:
             raise ShapeError(f"{op.value}: dim {d} has extent {e}, beyond int64")
@@ -216,7 +224,9 @@ def reduction_result_dtype(op: OpKind, dtype: DataType, where: str) -> DataType:
     if op in (OpKind.SUM, OpKind.PROD):
         return DataType.Int if not dtype.is_floating else dtype
     if op in (OpKind.MEAN, OpKind.VAR, OpKind.VAR_MEAN) and not dtype.is_floating:
-        raise DefinitionError(f"{where}: needs a floating-point input, got {dtype.value}; cast it first")
+        raise DefinitionError(
+            f"{where}: needs a floating-point input, got {dtype.value}; cast it first"
+        )
     return dtype
 
 
@@ -230,14 +240,14 @@ def _reduction(ctx: InferContext) -> list[ValueType]:
     if a.correction < 0:
         raise DefinitionError(f"{ctx.where}: correction must be >= 0, got {a.correction}")
     dtype = a.dtype or reduction_result_dtype(ctx.op, t.dtype, ctx.where)
-    shape = tuple(
-        (1 if a.keepdim else None) if d in dims else e for d, e in enumerate(t.shape)
-    )
+    shape = tuple((1 if a.keepdim else None) if d in dims else e for d, e in enumerate(t.shape))
     out = TensorType(dtype, tuple(e for e in shape if e is not None))
     return [out, out] if ctx.op is OpKind.VAR_MEAN else [out]
 
 
-def _check_extent_fits(ctx: InferContext, source: Extent, target: Extent, in_dim: int, out_dim: int) -> None:
+def _check_extent_fits(
+    ctx: InferContext, source: Extent, target: Extent, in_dim: int, out_dim: int
+) -> None:
     if isinstance(source, int) and isinstance(target, int) and source not in (1, target):
         raise ShapeError(
             f"{ctx.where}: dim {in_dim} of {ctx.name(0)} has extent {source}, which cannot "
@@ -255,7 +265,9 @@ def _broadcast_in_dim(ctx: InferContext) -> list[ValueType]:
         )
     dims = [normalize_dim(ctx.where, d, len(shape), what="broadcast dim") for d in a.broadcast_dims]
     if list(a.broadcast_dims) != dims or any(x >= y for x, y in zip(dims, dims[1:])):
-        raise ShapeError(f"{ctx.where}: broadcast_dims {list(a.broadcast_dims)} must be increasing and non-negative")
+        raise ShapeError(
+            f"{ctx.where}: broadcast_dims {list(a.broadcast_dims)} must be increasing and non-negative"
+        )
     for in_dim, out_dim in enumerate(dims):
         _check_extent_fits(ctx, t.shape[in_dim], shape[out_dim], in_dim, out_dim)
     # A symbolic output extent taken from the input keeps the input's symbol.
@@ -280,7 +292,9 @@ def _expand(ctx: InferContext) -> list[ValueType]:
     t = ctx.tensor(0)
     shape = ctx.shape_extents(a.shape, allow_minus_one=True)
     if len(shape) != t.rank:
-        raise ShapeError(f"{ctx.where}: shape has {len(shape)} dims but {ctx.name(0)} has rank {t.rank}")
+        raise ShapeError(
+            f"{ctx.where}: shape has {len(shape)} dims but {ctx.name(0)} has rank {t.rank}"
+        )
     out = []
     for d, (src, dst) in enumerate(zip(t.shape, shape)):
         if dst == -1:
@@ -321,7 +335,9 @@ def _squeeze(ctx: InferContext) -> list[ValueType]:
     for d in dims:
         e = t.shape[d]
         if isinstance(e, int) and e != 1:
-            raise ShapeError(f"{ctx.where}: cannot squeeze dim {d} of {ctx.name(0)}: its extent is {e}")
+            raise ShapeError(
+                f"{ctx.where}: cannot squeeze dim {d} of {ctx.name(0)}: its extent is {e}"
+            )
     return [TensorType(t.dtype, tuple(e for d, e in enumerate(t.shape) if d not in dims))]
 
 
@@ -377,7 +393,9 @@ def _pad(ctx: InferContext) -> list[ValueType]:
         e = shape[d]
         if isinstance(e, int):
             if e + left + right < 0:
-                raise ShapeError(f"{ctx.where}: padding dim {d} by ({left}, {right}) leaves a negative extent")
+                raise ShapeError(
+                    f"{ctx.where}: padding dim {d} by ({left}, {right}) leaves a negative extent"
+                )
             shape[d] = e + left + right
         else:
             shape[d] = Sym(f"pad({e},{left},{right})") if left or right else e
@@ -393,7 +411,9 @@ def _cat(ctx: InferContext) -> list[ValueType]:
     dim = ctx.normalized_dim(a.dim, rank)
     for k, t in enumerate(tensors):
         if t.rank != rank:
-            raise ShapeError(f"{ctx.where}: operand {ctx.name(k)} has rank {t.rank}, expected {rank}")
+            raise ShapeError(
+                f"{ctx.where}: operand {ctx.name(k)} has rank {t.rank}, expected {rank}"
+            )
         for d in range(rank):
             e0, e = tensors[0].shape[d], t.shape[d]
             if d != dim and isinstance(e0, int) and isinstance(e, int) and e0 != e:
@@ -402,7 +422,9 @@ def _cat(ctx: InferContext) -> list[ValueType]:
                 )
     extents = [t.shape[dim] for t in tensors]
     total: Extent = (
-        sum(extents) if all(isinstance(e, int) for e in extents) else Sym(f"T{ctx.first_output}.{dim}")
+        sum(extents)
+        if all(isinstance(e, int) for e in extents)
+        else Sym(f"T{ctx.first_output}.{dim}")
     )  # type: ignore[assignment]
     dtype = promote_types([t.dtype for t in tensors])
     return [TensorType(dtype, tensors[0].shape[:dim] + (total,) + tensors[0].shape[dim + 1 :])]
@@ -411,7 +433,9 @@ def _cat(ctx: InferContext) -> list[ValueType]:
 def _index_operand(ctx: InferContext) -> TensorType:
     index = ctx.tensor(1)
     if not index.dtype.is_integral or index.dtype.is_bool:
-        raise DefinitionError(f"{ctx.where}: the index {ctx.name(1)} must be an integer tensor, got {index.dtype.value}")
+        raise DefinitionError(
+            f"{ctx.where}: the index {ctx.name(1)} must be an integer tensor, got {index.dtype.value}"
+        )
     return index
 
 
@@ -422,7 +446,7 @@ def _index_select(ctx: InferContext) -> list[ValueType]:
     t = ctx.tensor(0)
     index = _index_operand(ctx)
     dim = ctx.normalized_dim(ctx.attrs.dim, t.rank)  # type: ignore[attr-defined]
-    return [TensorType(t.dtype, t.shape[:dim] + index.shape + t.shape[dim + 1:])]
+    return [TensorType(t.dtype, t.shape[:dim] + index.shape + t.shape[dim + 1 :])]
 
 
 def _gather(ctx: InferContext) -> list[ValueType]:
@@ -433,12 +457,16 @@ def _gather(ctx: InferContext) -> list[ValueType]:
     index = _index_operand(ctx)
     dim = ctx.normalized_dim(ctx.attrs.dim, t.rank)  # type: ignore[attr-defined]
     if index.rank != t.rank:
-        raise ShapeError(f"{ctx.where}: the index {ctx.name(1)} has rank {index.rank}, the table "
-                         f"{ctx.name(0)} rank {t.rank}: they must be equal")
+        raise ShapeError(
+            f"{ctx.where}: the index {ctx.name(1)} has rank {index.rank}, the table "
+            f"{ctx.name(0)} rank {t.rank}: they must be equal"
+        )
     for d, (e_index, e_table) in enumerate(zip(index.shape, t.shape)):
         if d != dim and isinstance(e_index, int) and isinstance(e_table, int) and e_index > e_table:
-            raise ShapeError(f"{ctx.where}: dim {d} of the index {ctx.name(1)} has extent {e_index}, "
-                             f"more than the table {ctx.name(0)}'s {e_table}")
+            raise ShapeError(
+                f"{ctx.where}: dim {d} of the index {ctx.name(1)} has extent {e_index}, "
+                f"more than the table {ctx.name(0)}'s {e_table}"
+            )
     return [TensorType(t.dtype, index.shape)]
 
 
@@ -450,8 +478,11 @@ def _identity(ctx: InferContext) -> list[ValueType]:
 def _full(ctx: InferContext) -> list[ValueType]:
     a: FullAttrs = ctx.attrs  # type: ignore[assignment]
     shape = ctx.shape_extents(a.shape, allow_minus_one=False)
-    fill = [k for k in range(len(ctx.types)) if not any(
-        isinstance(e, ScalarRef) and e.index == k for e in a.shape)]
+    fill = [
+        k
+        for k in range(len(ctx.types))
+        if not any(isinstance(e, ScalarRef) and e.index == k for e in a.shape)
+    ]
     if len(fill) != 1:
         raise DefinitionError(f"{ctx.where}: needs exactly one fill value operand")
     ctx.scalar(fill[0])
@@ -474,12 +505,18 @@ def _random(ctx: InferContext) -> list[ValueType]:
     """uniform/normal: (a, b, seed, offset, *shape scalars) -> a floating tensor."""
     a: FullAttrs = ctx.attrs  # type: ignore[assignment]
     if len(ctx.types) < 4:
-        raise DefinitionError(f"{ctx.where}: needs two parameters, a seed and an offset")  # pragma: no cover
+        raise DefinitionError(
+            f"{ctx.where}: needs two parameters, a seed and an offset"
+        )  # pragma: no cover
     if not a.dtype.is_floating:
-        raise DefinitionError(f"{ctx.where}: draws floating values; dtype {a.dtype.value} is not floating")
+        raise DefinitionError(
+            f"{ctx.where}: draws floating values; dtype {a.dtype.value} is not floating"
+        )
     for k in (0, 1):
         if ctx.scalar(k).dtype.is_bool:
-            raise DefinitionError(f"{ctx.where}: operand {k} ({ctx.name(k)}) must be a number, got bool")
+            raise DefinitionError(
+                f"{ctx.where}: operand {k} ({ctx.name(k)}) must be a number, got bool"
+            )
     ctx.scalar(2, integral=True)
     ctx.scalar(3, integral=True)
     return [TensorType(a.dtype, ctx.shape_extents(a.shape, allow_minus_one=False))]
@@ -576,8 +613,12 @@ class FusionBuilder:
             return ctx.scalar_extents[0]
         return Sym(f"S{value}")
 
-    def add_output(self, value: int, alias_input: int | None = None,
-                   stride_order: tuple[int, ...] | None = None) -> None:
+    def add_output(
+        self,
+        value: int,
+        alias_input: int | None = None,
+        stride_order: tuple[int, ...] | None = None,
+    ) -> None:
         if not isinstance(value, int) or not 0 <= value < len(self.values):
             raise DefinitionError(f"add_output: {value!r} is not a value of this fusion")
         vt = self.values[value]
@@ -607,11 +648,17 @@ class FusionBuilder:
         if stride_order is not None:
             stride_order = tuple(stride_order)
             if alias_input is not None:
-                raise DefinitionError("add_output: an output written in place has its input's layout; "
-                                      "stride_order cannot change it")
-            if sorted(stride_order) != list(range(vt.rank)) or any(type(o) is not int for o in stride_order):
-                raise DefinitionError(f"add_output: stride_order {list(stride_order)} of T{value} is not a "
-                                      f"permutation of 0..{vt.rank - 1}")
+                raise DefinitionError(
+                    "add_output: an output written in place has its input's layout; "
+                    "stride_order cannot change it"
+                )
+            if sorted(stride_order) != list(range(vt.rank)) or any(
+                type(o) is not int for o in stride_order
+            ):
+                raise DefinitionError(
+                    f"add_output: stride_order {list(stride_order)} of T{value} is not a "
+                    f"permutation of 0..{vt.rank - 1}"
+                )
             if stride_order == tuple(range(vt.rank - 1, -1, -1)):
                 stride_order = None  # row-major: the default, spelled one way
         self.outputs.append(OutputSpec(value, alias_input, stride_order))

@@ -65,7 +65,9 @@ class OutputSpec:
 
     value: int
     alias_input: int | None = None
-    stride_order: tuple[int, ...] | None = None  # the output's memory layout (nvFuser's convention); None: row-major
+    stride_order: tuple[int, ...] | None = (
+        None  # the output's memory layout (nvFuser's convention); None: row-major
+    )
 
 
 _NUMBERS: dict[str, int] = {}

@@ -25,7 +25,14 @@ from tunefuse.errors import DefinitionError
 from tunefuse.frontend import FusionDefinition as _FusionDefinition
 from tunefuse.frontend import Tensor
 
-__all__ = ["DataType", "Fusion", "FusionDefinition", "compute_contiguity", "compute_tensor_descriptor", "version"]
+__all__ = [
+    "DataType",
+    "Fusion",
+    "FusionDefinition",
+    "compute_contiguity",
+    "compute_tensor_descriptor",
+    "version",
+]
 
 
 class Fusion:
@@ -36,7 +43,9 @@ class Fusion:
 
     def execute(self, inputs: Sequence[object], **options: Any) -> list:
         if self.definition is None:
-            raise DefinitionError("this Fusion is empty: fill it with `with FusionDefinition(fs) as fd:`")
+            raise DefinitionError(
+                "this Fusion is empty: fill it with `with FusionDefinition(fs) as fd:`"
+            )
         return self.definition.execute(inputs, **options)
 
     def __str__(self) -> str:

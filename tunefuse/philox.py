@@ -24,7 +24,11 @@ _ROUNDS = 10
 
 
 def _split(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    x = np.asarray(x).astype(np.int64).view(np.uint64) if np.asarray(x).dtype != np.uint64 else np.asarray(x)
+    x = (
+        np.asarray(x).astype(np.int64).view(np.uint64)
+        if np.asarray(x).dtype != np.uint64
+        else np.asarray(x)
+    )
     return (x & _LOW).astype(np.uint32), (x >> np.uint64(32)).astype(np.uint32)
 
 
@@ -56,7 +60,9 @@ def _unit53(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return bits.astype(np.float64) * 2.0**-53
 
 
-def uniform(position: np.ndarray, seed: int, offset: int, low: object, high: object, dtype: DataType) -> np.ndarray:
+def uniform(
+    position: np.ndarray, seed: int, offset: int, low: object, high: object, dtype: DataType
+) -> np.ndarray:
     """low + (high - low) * u, u in [0, 1), computed in the dtype's compute type."""
     words = philox(position, seed, offset)
     compute = dtype.compute
@@ -68,7 +74,9 @@ def uniform(position: np.ndarray, seed: int, offset: int, low: object, high: obj
     return (lo + (hi - lo) * u.astype(compute.numpy)).astype(dtype.numpy)
 
 
-def normal(position: np.ndarray, seed: int, offset: int, mean: object, std: object, dtype: DataType) -> np.ndarray:
+def normal(
+    position: np.ndarray, seed: int, offset: int, mean: object, std: object, dtype: DataType
+) -> np.ndarray:
     """mean + std * z, z standard normal by Box-Muller: sqrt(-2 log u1) cos(2 pi u2), u1 in (0, 1]."""
     words = philox(position, seed, offset)
     compute = dtype.compute

@@ -30,7 +30,13 @@ from tunefuse.segment import (
 )
 from tunefuse.kernel_ir import ELoad
 from tunefuse.arrays import describe_array
-from tunefuse.signature import BoundInputs, FusionInputs, TensorSignature, alignment_class, bind_inputs
+from tunefuse.signature import (
+    BoundInputs,
+    FusionInputs,
+    TensorSignature,
+    alignment_class,
+    bind_inputs,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,7 +71,11 @@ class Plan:
     @property
     def aliases(self) -> tuple[OutputBinding, ...]:
         """Outputs that are views of an input buffer: they cost no kernel."""
-        return tuple(o for o in self.outputs if self.buffers[o.buffer].kind is BufferKind.INPUT and o.returned)
+        return tuple(
+            o
+            for o in self.outputs
+            if self.buffers[o.buffer].kind is BufferKind.INPUT and o.returned
+        )
 
     def __str__(self) -> str:
         f = self.fusion
@@ -87,18 +97,32 @@ class Plan:
                 + f", {s.index_type} indexing"
             )
             lines.append(f"      computes {', '.join(f.name(v) for v in s.values) or 'nothing'}")
-            lines.append(f"      reads {', '.join(f'b{ld.buffer}[{ld.offset!r}]' for ld in s.loads) or 'nothing'}")
-            lines.append(f"      writes {', '.join(f'b{st.buffer}[{st.offset!r}] = {f.name(st.value)}' for st in s.stores)}")
+            lines.append(
+                f"      reads {', '.join(f'b{ld.buffer}[{ld.offset!r}]' for ld in s.loads) or 'nothing'}"
+            )
+            lines.append(
+                f"      writes {', '.join(f'b{st.buffer}[{st.offset!r}] = {f.name(st.value)}' for st in s.stores)}"
+            )
             lines.append(f"      why: {s.why}")
             lines.append(f"      kernel_key {s.kernel_key[:16]}  shape_key {s.shape_key}")
         lines.append("  outputs:")
         for o in self.outputs:
             kind = self.buffers[o.buffer].kind
             written = any(st.buffer == o.buffer for seg in self.segments for st in seg.stores)
-            note = "in place, not returned" if not o.returned else (
-                "the input it is written into" if kind is BufferKind.INPUT and written
-                else "alias of an input, no kernel" if kind is BufferKind.INPUT else "written by a kernel")
-            lines.append(f"    out{o.position} {f.name(o.value)} = b{o.buffer} {o.view!r}  ({note})")
+            note = (
+                "in place, not returned"
+                if not o.returned
+                else (
+                    "the input it is written into"
+                    if kind is BufferKind.INPUT and written
+                    else "alias of an input, no kernel"
+                    if kind is BufferKind.INPUT
+                    else "written by a kernel"
+                )
+            )
+            lines.append(
+                f"    out{o.position} {f.name(o.value)} = b{o.buffer} {o.view!r}  ({note})"
+            )
         return "\n".join(lines)
 
 
@@ -106,22 +130,42 @@ class _Buffers:
     def __init__(self) -> None:
         self.items: list[Buffer] = []
 
-    def add(self, kind: BufferKind, cf: ConcreteFusion, value: int, strides: tuple[int, ...] | None = None,
-            input_index: int | None = None, out_index: int | None = None, alignment: int = 16) -> Buffer:
+    def add(
+        self,
+        kind: BufferKind,
+        cf: ConcreteFusion,
+        value: int,
+        strides: tuple[int, ...] | None = None,
+        input_index: int | None = None,
+        out_index: int | None = None,
+        alignment: int = 16,
+    ) -> Buffer:
         shape = cf.shape(value)
-        buf = Buffer(len(self.items), kind, cf.fusion.values[value].dtype, shape,
-                     strides if strides is not None else contiguous_strides(shape), value, input_index,
-                     out_index, alignment)
+        buf = Buffer(
+            len(self.items),
+            kind,
+            cf.fusion.values[value].dtype,
+            shape,
+            strides if strides is not None else contiguous_strides(shape),
+            value,
+            input_index,
+            out_index,
+            alignment,
+        )
         self.items.append(buf)
         return buf
 
 
-def check_preallocated(cf: ConcreteFusion, bound: BoundInputs, out: Sequence[TensorSignature | None]) -> None:
+def check_preallocated(
+    cf: ConcreteFusion, bound: BoundInputs, out: Sequence[TensorSignature | None]
+) -> None:
     """Each preallocated output must match its output's shape, dtype and device."""
     f = cf.fusion
     returned = [o for o in f.outputs if o.alias_input is None]
     if len(out) != len(returned):
-        raise InputMismatchError(f"out= has {len(out)} buffers; the fusion returns {len(returned)} outputs")
+        raise InputMismatchError(
+            f"out= has {len(out)} buffers; the fusion returns {len(returned)} outputs"
+        )
     devices = {s.device for s in bound.signature if isinstance(s, TensorSignature)}
     for k, (spec, sig) in enumerate(zip(returned, out)):
         if sig is None:
@@ -129,15 +173,23 @@ def check_preallocated(cf: ConcreteFusion, bound: BoundInputs, out: Sequence[Ten
         name = f"out[{k}] (for {f.name(spec.value)})"
         dtype = f.values[spec.value].dtype
         if sig.dtype is not dtype:
-            raise InputMismatchError(f"{name}: dtype {sig.dtype.value}, the output is {dtype.value}")
+            raise InputMismatchError(
+                f"{name}: dtype {sig.dtype.value}, the output is {dtype.value}"
+            )
         if sig.shape != cf.shape(spec.value):
-            raise InputMismatchError(f"{name}: shape {list(sig.shape)}, the output is {list(cf.shape(spec.value))}")
+            raise InputMismatchError(
+                f"{name}: shape {list(sig.shape)}, the output is {list(cf.shape(spec.value))}"
+            )
         if devices and sig.device not in devices:
-            raise InputMismatchError(f"{name}: on {sig.device.value}, the inputs are on {sorted(d.value for d in devices)}")
+            raise InputMismatchError(
+                f"{name}: on {sig.device.value}, the inputs are on {sorted(d.value for d in devices)}"
+            )
         if len(sig.strides) != len(sig.shape) or (
             sig.shape and min(sig.shape) > 0 and _overlaps(sig.shape, sig.strides)
         ):
-            raise InputMismatchError(f"{name}: strides {list(sig.strides)} overlap; it cannot be written")
+            raise InputMismatchError(
+                f"{name}: strides {list(sig.strides)} overlap; it cannot be written"
+            )
 
 
 def _overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
@@ -151,8 +203,12 @@ def _overlaps(shape: tuple[int, ...], strides: tuple[int, ...]) -> bool:
     return False
 
 
-def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
-                  out: Sequence[TensorSignature | None] = ()) -> tuple[list[OutputBinding], list[StoreRequest], dict[int, Buffer]]:
+def _bind_outputs(
+    cf: ConcreteFusion,
+    bound: BoundInputs,
+    buffers: _Buffers,
+    out: Sequence[TensorSignature | None] = (),
+) -> tuple[list[OutputBinding], list[StoreRequest], dict[int, Buffer]]:
     """The alias pass: each output becomes a view of an input, a view of a kernel's
     buffer, or a kernel's buffer itself; in-place outputs write into their input."""
     f = cf.fusion
@@ -160,8 +216,14 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
     for position, vid in enumerate(f.inputs):
         if not isinstance(f.values[vid], ScalarType):
             sig = bound.signature[position]
-            input_buffers[vid] = buffers.add(BufferKind.INPUT, cf, vid, sig.strides, position,  # type: ignore[union-attr]
-                                             alignment=sig.alignment)  # type: ignore[union-attr]
+            input_buffers[vid] = buffers.add(
+                BufferKind.INPUT,
+                cf,
+                vid,
+                sig.strides,
+                position,  # type: ignore[union-attr]
+                alignment=sig.alignment,
+            )  # type: ignore[union-attr]
     requests: dict[int, StoreRequest] = {}
     bindings: list[OutputBinding] = []
     returned_index = 0
@@ -176,10 +238,20 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
             prealloc = out[returned_index] if returned_index < len(out) else None
             returned_index += 1
         if prealloc is not None:
-            buf = buffers.add(BufferKind.OUTPUT, cf, v, prealloc.strides, out_index=returned_index - 1,
-                              alignment=prealloc.alignment)
-            requests[-1000 - position] = StoreRequest(v, buf.id, buf.strides, f"writes {f.name(v)} into out[{returned_index - 1}]")
-            bindings.append(OutputBinding(position, v, buf.id, StridedView(buf.shape, buf.strides, 0), True))
+            buf = buffers.add(
+                BufferKind.OUTPUT,
+                cf,
+                v,
+                prealloc.strides,
+                out_index=returned_index - 1,
+                alignment=prealloc.alignment,
+            )
+            requests[-1000 - position] = StoreRequest(
+                v, buf.id, buf.strides, f"writes {f.name(v)} into out[{returned_index - 1}]"
+            )
+            bindings.append(
+                OutputBinding(position, v, buf.id, StridedView(buf.shape, buf.strides, 0), True)
+            )
             continue
         if spec.alias_input is not None:
             target = input_buffers[spec.alias_input]
@@ -193,24 +265,47 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
                     f"output {position} ({f.name(v)}) cannot be written in place into {f.name(spec.alias_input)}: "
                     f"its strides {list(target.strides)} overlap (an expanded or broadcast tensor)"
                 )
-            req = StoreRequest(v, target.id, target.strides, f"writes {f.name(v)} in place into {f.name(spec.alias_input)}")
-            requests[-1 - position] = req  # in-place stores are keyed apart: the value may be stored twice
-            bindings.append(OutputBinding(position, v, target.id, StridedView(target.shape, target.strides, 0), False))
+            req = StoreRequest(
+                v,
+                target.id,
+                target.strides,
+                f"writes {f.name(v)} in place into {f.name(spec.alias_input)}",
+            )
+            requests[-1 - position] = (
+                req  # in-place stores are keyed apart: the value may be stored twice
+            )
+            bindings.append(
+                OutputBinding(
+                    position, v, target.id, StridedView(target.shape, target.strides, 0), False
+                )
+            )
             continue
         if v in written_in_place and spec.stride_order is None:
             # nvFuser returns the input it wrote this value into, not a second copy of it.
             target = input_buffers[written_in_place[v]]
-            bindings.append(OutputBinding(position, v, target.id, StridedView(target.shape, target.strides, 0), True))
+            bindings.append(
+                OutputBinding(
+                    position, v, target.id, StridedView(target.shape, target.strides, 0), True
+                )
+            )
             continue
         root = view_root(cf, v)
         if spec.stride_order is not None:
             # Its own layout: computed into a buffer of it (never a view of another).
             if v not in requests:
-                buf = buffers.add(BufferKind.OUTPUT, cf, v, strides_in_order(cf.shape(v), spec.stride_order))
-                requests[v] = StoreRequest(v, buf.id, buf.strides, f"computes output {f.name(v)} in stride order "
-                                                                   f"{list(spec.stride_order)}")
+                buf = buffers.add(
+                    BufferKind.OUTPUT, cf, v, strides_in_order(cf.shape(v), spec.stride_order)
+                )
+                requests[v] = StoreRequest(
+                    v,
+                    buf.id,
+                    buf.strides,
+                    f"computes output {f.name(v)} in stride order {list(spec.stride_order)}",
+                )
             buf = buffers.items[requests[v].buffer]
-            bindings.append(OutputBinding(position, v, buf.id, StridedView(buf.shape, buf.strides, 0), True))
+            bindings.append(
+                OutputBinding(position, v, buf.id, StridedView(buf.shape, buf.strides, 0), True)
+            )
             continue
         if root in input_buffers:
             buf = input_buffers[root]
@@ -230,11 +325,19 @@ def _bind_outputs(cf: ConcreteFusion, bound: BoundInputs, buffers: _Buffers,
         bindings.append(OutputBinding(position, v, buf.id, view, True))
     # segment_set: its result lives in memory between two kernels.
     for node in f.nodes:
-        if node.op is OpKind.SEGMENT_SET and node.outputs[0] not in requests and f.uses[node.outputs[0]]:
+        if (
+            node.op is OpKind.SEGMENT_SET
+            and node.outputs[0] not in requests
+            and f.uses[node.outputs[0]]
+        ):
             buf = buffers.add(BufferKind.INTERMEDIATE, cf, node.outputs[0])
             requests[node.outputs[0]] = StoreRequest(
-                node.outputs[0], buf.id, buf.strides, f"segment_set: {f.name(node.outputs[0])} is a kernel boundary",
-                own_kernel=True)
+                node.outputs[0],
+                buf.id,
+                buf.strides,
+                f"segment_set: {f.name(node.outputs[0])} is a kernel boundary",
+                own_kernel=True,
+            )
     materialized = dict(input_buffers)
     for key, req in requests.items():
         if key >= 0:
@@ -251,15 +354,31 @@ def copy_segment(name: str, src: Buffer, dst: Buffer, value: int, why: str) -> S
     loads = (Load(src.id, src.dtype, load_offset),)
     stores = (Store(dst.id, dst.dtype, store_offset, ELoad(0), value, False),)
     materialized = {src.value: src, -1: dst}
-    return Segment(name, SchedulerKind.POINTWISE, tuple(extents), (), loads, (), stores,
-                   _index_type(tuple(extents), loads, stores, materialized), (), why,
-                   buffer_alignments=((src.id, src.alignment), (dst.id, dst.alignment)))
+    return Segment(
+        name,
+        SchedulerKind.POINTWISE,
+        tuple(extents),
+        (),
+        loads,
+        (),
+        stores,
+        _index_type(tuple(extents), loads, stores, materialized),
+        (),
+        why,
+        buffer_alignments=((src.id, src.alignment), (dst.id, dst.alignment)),
+    )
 
 
-def _segment(cf: ConcreteFusion, buffers: _Buffers, requests: list[StoreRequest],
-             materialized: dict[int, Buffer]) -> list[Segment]:
+def _segment(
+    cf: ConcreteFusion,
+    buffers: _Buffers,
+    requests: list[StoreRequest],
+    materialized: dict[int, Buffer],
+) -> list[Segment]:
     shared = [r for r in requests if not r.own_kernel]
-    groups: list[list[StoreRequest]] = ([shared] if shared else []) + [[r] for r in requests if r.own_kernel]
+    groups: list[list[StoreRequest]] = ([shared] if shared else []) + [
+        [r] for r in requests if r.own_kernel
+    ]
     prefix = cf.fusion.fusion_id[:8]
     for _ in range(len(requests) + 1):
         built = _build_groups(cf, buffers, groups, materialized)
@@ -267,7 +386,9 @@ def _segment(cf: ConcreteFusion, buffers: _Buffers, requests: list[StoreRequest]
         writers = {st.buffer: k for k, (_, seg) in enumerate(built) for st in seg.stores}
         sorter: graphlib.TopologicalSorter = graphlib.TopologicalSorter()
         for k, (_, seg) in enumerate(built):
-            sorter.add(k, *{writers[b] for b in seg.read_buffers if b in writers and writers[b] != k})
+            sorter.add(
+                k, *{writers[b] for b in seg.read_buffers if b in writers and writers[b] != k}
+            )
         try:
             order = list(sorter.static_order())
         except graphlib.CycleError as e:
@@ -280,17 +401,23 @@ def _segment(cf: ConcreteFusion, buffers: _Buffers, requests: list[StoreRequest]
                 needed = [r for r in groups[k] if r.buffer in built[after][1].read_buffers]
                 if len(needed) < len(groups[k]):
                     rest = [r for r in groups[k] if r not in needed]
-                    groups[k:k + 1] = [needed, rest]
+                    groups[k : k + 1] = [needed, rest]
                     break
             else:  # pragma: no cover - a kernel cannot read its own stores
                 raise AssertionError(f"kernels {cycle} read each other's stores") from None
             continue
         return [_renamed(built[k][1], f"{prefix}_seg{i}") for i, k in enumerate(order)]
-    raise AssertionError("segmentation does not converge: kernels read each other's stores")  # pragma: no cover
+    raise AssertionError(
+        "segmentation does not converge: kernels read each other's stores"
+    )  # pragma: no cover
 
 
-def _build_groups(cf: ConcreteFusion, buffers: _Buffers, groups: list[list[StoreRequest]],
-                  materialized: dict[int, Buffer]) -> list[tuple[list[StoreRequest], Segment]]:
+def _build_groups(
+    cf: ConcreteFusion,
+    buffers: _Buffers,
+    groups: list[list[StoreRequest]],
+    materialized: dict[int, Buffer],
+) -> list[tuple[list[StoreRequest], Segment]]:
     groups = list(groups)
     built: list[tuple[list[StoreRequest], Segment]] = []
     budget = 4 * (len(cf.fusion.nodes) + sum(len(g) for g in groups)) + 16
@@ -306,7 +433,9 @@ def _build_groups(cf: ConcreteFusion, buffers: _Buffers, groups: list[list[Store
             if mine:
                 # The value is one this group stores: it becomes a kernel of its own.
                 rest = [r for r in group if r.value != m.value]
-                groups[:0] = [[StoreRequest(r.value, r.buffer, r.strides, f"{r.why} ({m.why})") for r in mine]]
+                groups[:0] = [
+                    [StoreRequest(r.value, r.buffer, r.strides, f"{r.why} ({m.why})") for r in mine]
+                ]
                 if rest:
                     groups.insert(1, rest)
                 continue
@@ -325,7 +454,9 @@ def _build_groups(cf: ConcreteFusion, buffers: _Buffers, groups: list[list[Store
             if len(parts) == 1:  # pragma: no cover - a split always separates shapes
                 raise AssertionError(s.why)
             for part in parts:
-                groups.append([StoreRequest(r.value, r.buffer, r.strides, f"{r.why} ({s.why})") for r in part])
+                groups.append(
+                    [StoreRequest(r.value, r.buffer, r.strides, f"{r.why} ({s.why})") for r in part]
+                )
             continue
         built.append((group, seg))
     return built
@@ -359,8 +490,9 @@ def _numel_of(store: Store, seg: Segment) -> int:
     return n
 
 
-def _make_inplace_safe(cf: ConcreteFusion, buffers: _Buffers, segments: list[Segment],
-                       bindings: list[OutputBinding]) -> list[Segment] | None:
+def _make_inplace_safe(
+    cf: ConcreteFusion, buffers: _Buffers, segments: list[Segment], bindings: list[OutputBinding]
+) -> list[Segment] | None:
     """In-place outputs whose input is still read elsewhere (or at another index by the
     writing kernel) are written to a temporary and copied in at the end: made safe."""
     unsafe: list[tuple[int, Store]] = []
@@ -370,13 +502,17 @@ def _make_inplace_safe(cf: ConcreteFusion, buffers: _Buffers, segments: list[Seg
                 continue
             for j, other in enumerate(segments):
                 # A gathered read is at data-dependent positions: never safe to overwrite.
-                if any(ld.buffer == st.buffer and (j != k or not _read_then_written(seg, ld, st))
-                       for ld in other.loads) or any(g.buffer == st.buffer for g in other.gathers):
+                if any(
+                    ld.buffer == st.buffer and (j != k or not _read_then_written(seg, ld, st))
+                    for ld in other.loads
+                ) or any(g.buffer == st.buffer for g in other.gathers):
                     unsafe.append((k, st))
     return [] if not unsafe else [k for k, _ in unsafe]  # type: ignore[return-value]
 
 
-def plan_for(fusion: Fusion, bound: BoundInputs, out: Sequence[TensorSignature | None] = ()) -> Plan:
+def plan_for(
+    fusion: Fusion, bound: BoundInputs, out: Sequence[TensorSignature | None] = ()
+) -> Plan:
     """The pipeline, one pass a line: concretize -> alias -> segment."""
     cf = concretize(fusion, bound)
     if out:
@@ -393,23 +529,37 @@ def plan_for(fusion: Fusion, bound: BoundInputs, out: Sequence[TensorSignature |
             target = buffers.items[req.buffer]
             if target.kind is BufferKind.INPUT:
                 temp = buffers.add(BufferKind.INTERMEDIATE, cf, req.value)
-                requests[i] = StoreRequest(req.value, temp.id, temp.strides, req.why + " (through a temporary)")
+                requests[i] = StoreRequest(
+                    req.value, temp.id, temp.strides, req.why + " (through a temporary)"
+                )
                 copies.append((temp, target, req.value))
         segments = _segment(cf, buffers, requests, materialized)
         for temp, target, value in copies:
-            segments.append(copy_segment(f"{fusion.fusion_id[:8]}_seg{len(segments)}", temp, target, value,
-                                         f"copies {fusion.name(value)} into input {fusion.name(target.value)} "
-                                         "after every read of it"))
+            segments.append(
+                copy_segment(
+                    f"{fusion.fusion_id[:8]}_seg{len(segments)}",
+                    temp,
+                    target,
+                    value,
+                    f"copies {fusion.name(value)} into input {fusion.name(target.value)} "
+                    "after every read of it",
+                )
+            )
     host_nodes = tuple(
-        n for n in fusion.nodes
-        if not n.op.is_input and n.op not in (OpKind.CONSTANT, OpKind.SIZE)
+        n
+        for n in fusion.nodes
+        if not n.op.is_input
+        and n.op not in (OpKind.CONSTANT, OpKind.SIZE)
         and all(isinstance(fusion.values[v], ScalarType) for v in n.outputs)
     )
     fixed = tuple(
         (n.outputs[0], cf.host_scalars[n.outputs[0]])
-        for n in fusion.nodes if n.op in (OpKind.CONSTANT, OpKind.SIZE)
+        for n in fusion.nodes
+        if n.op in (OpKind.CONSTANT, OpKind.SIZE)
     )
-    return Plan(fusion, cf.info, tuple(buffers.items), tuple(segments), tuple(bindings), host_nodes, fixed)
+    return Plan(
+        fusion, cf.info, tuple(buffers.items), tuple(segments), tuple(bindings), host_nodes, fixed
+    )
 
 
 def out_signature(out: Sequence[object] | None) -> tuple[TensorSignature | None, ...]:
@@ -422,9 +572,15 @@ def out_signature(out: Sequence[object] | None) -> tuple[TensorSignature | None,
             sigs.append(None)
             continue
         info = describe_array(o, name=f"out[{k}]")
-        sigs.append(TensorSignature(info.dtype, info.shape, info.strides, alignment_class(info.data_ptr), info.device))
+        sigs.append(
+            TensorSignature(
+                info.dtype, info.shape, info.strides, alignment_class(info.data_ptr), info.device
+            )
+        )
     return tuple(sigs)
 
 
-def make_plan(fusion: Fusion, inputs: Sequence[object], out: Sequence[object] | None = None) -> Plan:
+def make_plan(
+    fusion: Fusion, inputs: Sequence[object], out: Sequence[object] | None = None
+) -> Plan:
     return plan_for(fusion, bind_inputs(fusion, inputs, FusionInputs(fusion)), out_signature(out))

@@ -72,7 +72,8 @@ class _SegmentRun:
             if not np.all(used):
                 raise LoadOutOfBounds(
                     f"{self.seg.name}: load {e.load} of b{ld.buffer} at {ld.offset} reads outside its "
-                    f"{memory.size} elements (offsets {int(offsets.min())}..{int(offsets.max())})")
+                    f"{memory.size} elements (offsets {int(offsets.min())}..{int(offsets.max())})"
+                )
             return memory[np.where(inside, offsets, 0)]
         if isinstance(e, EGather):
             g = self.seg.gathers[e.gather]
@@ -80,14 +81,20 @@ class _SegmentRun:
             in_range = (index >= 0) & (index < g.extent)
             used = ~in_range if self.taken is None else ~in_range & self.taken
             if np.any(used):
-                raise IndexOutOfRangeError(f"{self.seg.name}: T{g.value} reads an index outside [0, {g.extent})")
+                raise IndexOutOfRangeError(
+                    f"{self.seg.name}: T{g.value} reads an index outside [0, {g.extent})"
+                )
             memory = self.memory[g.buffer]
             offsets = eval_affine(g.offset, self.vars) + np.where(in_range, index, 0) * g.stride
             inside = (offsets >= 0) & (offsets < memory.size)
             if not np.all(inside | ~in_range | (False if self.taken is None else ~self.taken)):
-                raise LoadOutOfBounds(f"{self.seg.name}: gather {e.gather} of b{g.buffer} reads outside its "
-                                      f"{memory.size} elements")
-            return np.where(in_range & inside, memory[np.where(in_range & inside, offsets, 0)], 0).astype(g.dtype.numpy)
+                raise LoadOutOfBounds(
+                    f"{self.seg.name}: gather {e.gather} of b{g.buffer} reads outside its "
+                    f"{memory.size} elements"
+                )
+            return np.where(
+                in_range & inside, memory[np.where(in_range & inside, offsets, 0)], 0
+            ).astype(g.dtype.numpy)
         if isinstance(e, EScalar):
             return np.asarray(self.scalars[e.arg]).astype(self.seg.scalars[e.arg].dtype.numpy)
         if isinstance(e, EConst):
@@ -103,7 +110,9 @@ class _SegmentRun:
                 return draw(position.astype(np.int64), int(seed), int(offset), a, b, e.dtype)
             rule = ELEMENTWISE[e.op]
             operands = [
-                self.eval(x).astype(DataType.Bool.numpy if k < rule.first_promoted else e.operand_dtype.numpy)
+                self.eval(x).astype(
+                    DataType.Bool.numpy if k < rule.first_promoted else e.operand_dtype.numpy
+                )
                 for k, x in enumerate(e.operands)
             ]
             return np.asarray(rule.numpy(*operands)).astype(e.dtype.numpy)
@@ -135,8 +144,10 @@ class _SegmentRun:
 
     def _masked(self, e: Expr, mask: np.ndarray) -> np.ndarray:
         saved, taken = self.vars, self.taken
-        self.vars = {k: np.where(np.broadcast_to(mask, np.broadcast_shapes(mask.shape, v.shape)), v, 0)
-                     for k, v in saved.items()}
+        self.vars = {
+            k: np.where(np.broadcast_to(mask, np.broadcast_shapes(mask.shape, v.shape)), v, 0)
+            for k, v in saved.items()
+        }
         self.taken = mask if taken is None else mask & taken
         memo, self.memo = self.memo, {}
         try:
@@ -153,7 +164,9 @@ class _SegmentRun:
         n_inner = int(np.prod([extents[k] for k in inner])) if inner else 1
         if n_outer == 0:
             return
-        inner_idx = np.unravel_index(np.arange(n_inner), [extents[k] for k in inner]) if inner else ()
+        inner_idx = (
+            np.unravel_index(np.arange(n_inner), [extents[k] for k in inner]) if inner else ()
+        )
         step = max(1, CHUNK // max(n_inner, 1))
         for start in range(0, n_outer, step):
             positions = np.arange(start, min(start + step, n_outer))
@@ -182,13 +195,17 @@ def _flat_memory(array: np.ndarray, strides: Sequence[int]) -> np.ndarray:
     span = 1 + sum((s - 1) * st for s, st in zip(array.shape, strides)) if array.size else 1
     flat = np.zeros(span, dtype=array.dtype)
     if array.size:
-        idx = np.indices(array.shape).reshape(array.ndim, -1) if array.ndim else np.zeros((0, 1), int)
+        idx = (
+            np.indices(array.shape).reshape(array.ndim, -1) if array.ndim else np.zeros((0, 1), int)
+        )
         offsets = sum(i * st for i, st in zip(idx, strides)) if array.ndim else np.zeros(1, int)
         flat[offsets] = array.reshape(-1)
     return flat
 
 
-def run_plan(plan: Plan, inputs: Sequence[object], out: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:
+def run_plan(
+    plan: Plan, inputs: Sequence[object], out: Sequence[np.ndarray | None] | None = None
+) -> list[np.ndarray]:
     """Execute `plan` for `inputs` on the CPU; returns the outputs, as `fd.execute` would,
     followed by the in-place outputs' new values. Preallocated `out` arrays are written."""
     f = plan.fusion
@@ -217,7 +234,9 @@ def run_plan(plan: Plan, inputs: Sequence[object], out: Sequence[np.ndarray | No
         buf = plan.buffers[binding.buffer]
         flat = memory[buf.id]
         view = np.lib.stride_tricks.as_strided(
-            flat[binding.view.offset:], binding.view.shape, tuple(s * flat.itemsize for s in binding.view.strides)
+            flat[binding.view.offset :],
+            binding.view.shape,
+            tuple(s * flat.itemsize for s in binding.view.strides),
         )
         result = np.array(view, copy=True)
         if buf.out_index is not None:
@@ -225,8 +244,12 @@ def run_plan(plan: Plan, inputs: Sequence[object], out: Sequence[np.ndarray | No
             target[...] = result
             result = target
         results.append((binding.returned, result))
-    return [r for returned, r in results if returned] + [r for returned, r in results if not returned]
+    return [r for returned, r in results if returned] + [
+        r for returned, r in results if not returned
+    ]
 
 
-def run_via_plan(fusion, inputs: Sequence[object], out: Sequence[np.ndarray | None] | None = None) -> list[np.ndarray]:  # noqa: ANN001
+def run_via_plan(
+    fusion, inputs: Sequence[object], out: Sequence[np.ndarray | None] | None = None
+) -> list[np.ndarray]:  # noqa: ANN001
     return run_plan(make_plan(fusion, inputs, out), inputs, out)

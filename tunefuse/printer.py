@@ -62,7 +62,9 @@ def node_to_python(fusion: Fusion, node: Node) -> str:
             f"broadcast_dims={python_literal(a.broadcast_dims)})"
         )
     elif op is OpKind.BROADCAST:
-        call = f"fd.ops.broadcast({names[0]}, is_broadcast_dim={python_literal(a.is_broadcast_dim)})"
+        call = (
+            f"fd.ops.broadcast({names[0]}, is_broadcast_dim={python_literal(a.is_broadcast_dim)})"
+        )
     elif op is OpKind.EXPAND:
         call = f"fd.ops.expand({names[0]}, shape={_shape(fusion, node, a.shape)})"
     elif op is OpKind.RESHAPE:
@@ -79,7 +81,9 @@ def node_to_python(fusion: Fusion, node: Node) -> str:
             f"end_indices={python_literal(a.end_indices)}, strides={python_literal(a.strides)})"
         )
     elif op is OpKind.PAD:
-        call = f"fd.ops.pad({names[0]}, pad_widths={python_literal(a.pad_widths)}, value={names[1]})"
+        call = (
+            f"fd.ops.pad({names[0]}, pad_widths={python_literal(a.pad_widths)}, value={names[1]})"
+        )
     elif op is OpKind.CAT:
         call = f"fd.ops.cat([{', '.join(names)}], dim={a.dim})"
     elif op in GroupOp.INDEXING:
@@ -94,8 +98,10 @@ def node_to_python(fusion: Fusion, node: Node) -> str:
     elif op in GroupOp.RANDOM:
         state = fusion.producer(node.inputs[2]).op is OpKind.RNG_STATE
         seeded = "" if state else f", rng_seed={names[2]}, rng_offset={names[3]}"
-        call = (f"fd.ops.{op.value}({names[0]}, {names[1]}, shape={_shape(fusion, node, a.shape)}{seeded}, "
-                f"dtype={a.dtype!r})")
+        call = (
+            f"fd.ops.{op.value}({names[0]}, {names[1]}, shape={_shape(fusion, node, a.shape)}{seeded}, "
+            f"dtype={a.dtype!r})"
+        )
     elif op is OpKind.IOTA:
         call = f"fd.ops.iota({', '.join(names)}, dtype={a.dtype!r})"
     else:  # pragma: no cover - every kind is listed above
@@ -113,10 +119,28 @@ def fusion_to_python(fusion: Fusion, number: int = 0) -> str:
         f"def {name}(fd : FusionDefinition) -> None :",
     ]
     # A draw from the process's stream is made by the uniform/normal that reads it.
-    lines += ["    " + node_to_python(fusion, node) for node in fusion.nodes if node.op is not OpKind.RNG_STATE]
+    lines += [
+        "    " + node_to_python(fusion, node)
+        for node in fusion.nodes
+        if node.op is not OpKind.RNG_STATE
+    ]
     for out in fusion.outputs:
-        alias = f", alias_input={fusion.name(out.alias_input)}" if out.alias_input is not None else ""
-        alias += f", stride_order={python_literal(out.stride_order)}" if out.stride_order is not None else ""
+        alias = (
+            f", alias_input={fusion.name(out.alias_input)}" if out.alias_input is not None else ""
+        )
+        alias += (
+            f", stride_order={python_literal(out.stride_order)}"
+            if out.stride_order is not None
+            else ""
+        )
         lines.append(f"    fd.add_output({fusion.name(out.value)}{alias})")
-    lines += ["", "", f"nvfuser_fusion = {name}", "", "with FusionDefinition() as fd:", f"    {name}(fd)", ""]
+    lines += [
+        "",
+        "",
+        f"nvfuser_fusion = {name}",
+        "",
+        "with FusionDefinition() as fd:",
+        f"    {name}(fd)",
+        "",
+    ]
     return "\n".join(lines)

@@ -52,14 +52,20 @@ def _reduction(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
     else:
         xc = x.astype(compute.numpy)
     if node.op in (OpKind.MAX, OpKind.MIN) and any(x.shape[d] == 0 for d in a.dims):
-        raise ShapeError(f"{node.op.value}: cannot reduce an empty dim {list(a.dims)} of shape {list(x.shape)}")
+        raise ShapeError(
+            f"{node.op.value}: cannot reduce an empty dim {list(a.dims)} of shape {list(x.shape)}"
+        )
     # Canonical order: reduced dims last, one row per output element, reduced along the row.
     # Kernels and the plan interpreter reduce in this order too, so results compare exactly.
     kept = [d for d in range(x.ndim) if d not in a.dims]
     rows = np.ascontiguousarray(np.transpose(xc, kept + list(a.dims)))
     rows = rows.reshape([x.shape[d] for d in kept] + [int(np.prod([x.shape[d] for d in a.dims]))])
     outs = reduce_rows(node.op, rows, a.correction)
-    shape = [1 if d in a.dims else x.shape[d] for d in range(x.ndim)] if a.keepdim else [x.shape[d] for d in kept]
+    shape = (
+        [1 if d in a.dims else x.shape[d] for d in range(x.ndim)]
+        if a.keepdim
+        else [x.shape[d] for d in kept]
+    )
     outs = [o.reshape(shape) for o in outs]
     return [np.asarray(o).astype(fusion.values[v].dtype.numpy) for o, v in zip(outs, node.outputs)]
 
@@ -99,8 +105,10 @@ def _pad(x: np.ndarray, widths: Sequence[int], value: np.ndarray) -> np.ndarray:
 def index_error_text(fusion: Fusion, node: Node) -> str:
     """What an out-of-range index of an indexing node is called, on the host and on the GPU."""
     table, index = node.inputs
-    return (f"{node.op.value} (defining T{node.outputs[0]}): an index in {fusion.name(index)} lies outside "
-            f"[0, extent of dim {node.attrs.dim} of {fusion.name(table)})")
+    return (
+        f"{node.op.value} (defining T{node.outputs[0]}): an index in {fusion.name(index)} lies outside "
+        f"[0, extent of dim {node.attrs.dim} of {fusion.name(table)})"
+    )
 
 
 def _indexing(fusion: Fusion, node: Node, table: np.ndarray, index: np.ndarray) -> np.ndarray:
@@ -109,8 +117,10 @@ def _indexing(fusion: Fusion, node: Node, table: np.ndarray, index: np.ndarray) 
     index = index.astype(np.int64)
     bad = (index < 0) | (index >= extent)
     if bad.any():
-        raise IndexOutOfRangeError(f"{index_error_text(fusion, node)}: {int(index[bad].flat[0])} where the extent "
-                                   f"is {extent}")
+        raise IndexOutOfRangeError(
+            f"{index_error_text(fusion, node)}: {int(index[bad].flat[0])} where the extent "
+            f"is {extent}"
+        )
     if node.op is OpKind.INDEX_SELECT:
         return np.take(table, index, axis=dim)
     crop = tuple(slice(None) if d == dim else slice(0, e) for d, e in enumerate(index.shape))
@@ -162,7 +172,9 @@ def eval_node(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
     if op is OpKind.UNSQUEEZE:
         return [np.expand_dims(x, a.dim)]
     if op is OpKind.SLICE:
-        index = tuple(slice(s, e, st) for s, e, st in zip(a.start_indices, a.end_indices, a.strides))
+        index = tuple(
+            slice(s, e, st) for s, e, st in zip(a.start_indices, a.end_indices, a.strides)
+        )
         return [x[index]]
     if op is OpKind.PAD:
         return [_pad(x, a.pad_widths, np.asarray(ins[1]))]
@@ -209,11 +221,15 @@ def bind_inputs(fusion: Fusion, inputs: Sequence[object]) -> Env:
     return env
 
 
-def run(fusion: Fusion, inputs: Sequence[object], *, include_aliased: bool = False) -> list[np.ndarray]:
+def run(
+    fusion: Fusion, inputs: Sequence[object], *, include_aliased: bool = False
+) -> list[np.ndarray]:
     """Evaluate `fusion` on `inputs` (arrays of any kind, Python scalars); returns the
     outputs as NumPy arrays. Outputs written in place into an input (`alias_input`) are left
     out, as execution leaves them out, unless `include_aliased`."""
-    if not isinstance(fusion, Fusion):  # a FusionDefinition: its fusion, its inputs as the fusion takes them
+    if not isinstance(
+        fusion, Fusion
+    ):  # a FusionDefinition: its fusion, its inputs as the fusion takes them
         inputs = fusion.flat_inputs(inputs)
         fusion = fusion.fusion
     env = bind_inputs(fusion, inputs)

@@ -87,7 +87,11 @@ class Segment:
     @property
     def buffer_ids(self) -> tuple[int, ...]:
         """Buffers this kernel touches, in first-use order: its pointer arguments."""
-        ids = [ld.buffer for ld in self.loads] + [g.buffer for g in self.gathers] + [st.buffer for st in self.stores]
+        ids = (
+            [ld.buffer for ld in self.loads]
+            + [g.buffer for g in self.gathers]
+            + [st.buffer for st in self.stores]
+        )
         return tuple(dict.fromkeys(ids))
 
     @property
@@ -108,21 +112,38 @@ class Segment:
     @cached_property
     def structure(self) -> str:
         """Everything that decides the generated code, sizes and strides left out."""
+
         def pattern(offset: Affine) -> str:
             if not offset.is_affine:
                 return "expr:" + repr(offset)
             return "".join(
-                "z" if offset.coeff(Var(k, e)) == 0 or e == 1 else
-                "u" if offset.coeff(Var(k, e)) == 1 else "s"
+                "z"
+                if offset.coeff(Var(k, e)) == 0 or e == 1
+                else "u"
+                if offset.coeff(Var(k, e)) == 1
+                else "s"
                 for k, e in enumerate(self.extents)
             )
 
         loads = [(ld.dtype.value, pattern(ld.offset)) for ld in self.loads]
-        stores = [(st.dtype.value, pattern(st.offset), st.reduced, repr(st.expr)) for st in self.stores]
+        stores = [
+            (st.dtype.value, pattern(st.offset), st.reduced, repr(st.expr)) for st in self.stores
+        ]
         scalars = [s.dtype.value for s in self.scalars]
         gathers = [(g.dtype.value, pattern(g.offset)) for g in self.gathers]
-        return repr((self.scheduler.value, len(self.extents), self.reduce_dims, loads, stores,
-                     scalars, self.index_type, self.buffer_alignments, *([gathers] if gathers else [])))
+        return repr(
+            (
+                self.scheduler.value,
+                len(self.extents),
+                self.reduce_dims,
+                loads,
+                stores,
+                scalars,
+                self.index_type,
+                self.buffer_alignments,
+                *([gathers] if gathers else []),
+            )
+        )
 
     @cached_property
     def kernel_key(self) -> str:
@@ -162,7 +183,9 @@ class StoreRequest:
 class _SegmentBuilder:
     """Builds one segment's expressions for a group of stored values."""
 
-    def __init__(self, cf: ConcreteFusion, materialized: dict[int, Buffer], group: list[StoreRequest]):
+    def __init__(
+        self, cf: ConcreteFusion, materialized: dict[int, Buffer], group: list[StoreRequest]
+    ):
         self.cf = cf
         self.f = cf.fusion
         self.materialized = materialized
@@ -192,7 +215,11 @@ class _SegmentBuilder:
                 continue
             seen.add(v)
             node = self.f.producer(v)
-            if node.op in GroupOp.REDUCTION and not is_trivial_reduction(self.cf, node) and v not in order:
+            if (
+                node.op in GroupOp.REDUCTION
+                and not is_trivial_reduction(self.cf, node)
+                and v not in order
+            ):
                 # The output reached (var_mean's mean may be read without its var): that is
                 # the value to materialize if the reduction needs a kernel of its own.
                 order.append(v)
@@ -216,7 +243,10 @@ class _SegmentBuilder:
             self.reduce_dims = first.attrs.dims  # type: ignore[attr-defined]
             for r in reductions[1:]:
                 node = self.f.producer(r)
-                if self.cf.shape(node.inputs[0]) != self.space or node.attrs.dims != self.reduce_dims:  # type: ignore[attr-defined]
+                if (
+                    self.cf.shape(node.inputs[0]) != self.space
+                    or node.attrs.dims != self.reduce_dims
+                ):  # type: ignore[attr-defined]
                     raise _Materialize(
                         r, f"{node.op.value} T{r} reduces another space than T{reductions[0]}"
                     )
@@ -224,8 +254,10 @@ class _SegmentBuilder:
             for req in self.group:
                 shape = self.cf.shape(req.value)
                 if shape != self.space and shape not in reduced:
-                    why = (f"T{req.value} of shape {list(shape)} is neither the reduction's space "
-                           f"{list(self.space)} nor its result")
+                    why = (
+                        f"T{req.value} of shape {list(shape)} is neither the reduction's space "
+                        f"{list(self.space)} nor its result"
+                    )
                     if len({self.cf.shape(r.value) for r in self.group}) == 1:
                         # Nothing to split apart: the reduction gets a kernel of its own.
                         raise _Materialize(reductions[0], why)
@@ -243,7 +275,9 @@ class _SegmentBuilder:
     def outer_index(self, shape: tuple[int, ...]) -> Index:
         """Index of a reduced-shape value at the current outer position."""
         if len(shape) == len(self.space):
-            return tuple(ZERO if d in self.reduce_dims else var(self.vars[d]) for d in range(len(shape)))
+            return tuple(
+                ZERO if d in self.reduce_dims else var(self.vars[d]) for d in range(len(shape))
+            )
         return tuple(var(self.vars[d]) for d in range(len(self.space)) if d not in self.reduce_dims)
 
     # -- expressions ----------------------------------------------------------------------
@@ -295,7 +329,9 @@ class _SegmentBuilder:
                 [t.dtype if isinstance(t, ScalarType) else None for t in types],
             )
             operands = tuple(
-                self.build(v, self._operand_index(v, index)) if isinstance(t, TensorType) else self.scalar(v)
+                self.build(v, self._operand_index(v, index))
+                if isinstance(t, TensorType)
+                else self.scalar(v)
                 for v, t in zip(node.inputs, types)
             )
             return EOp(op, operands, dtype, et.operand)
@@ -305,7 +341,9 @@ class _SegmentBuilder:
         if op in GroupOp.VIEW:
             src = node.inputs[0]
             reshape = self.cf.reshapes.get(value)
-            src_index = source_index(op, a, index, self.cf.shape(src), self.cf.shape(value), reshape)
+            src_index = source_index(
+                op, a, index, self.cf.shape(src), self.cf.shape(value), reshape
+            )
             return self.build(src, src_index)
         if op in GroupOp.COPY:
             return self.build(node.inputs[0], index)
@@ -324,7 +362,12 @@ class _SegmentBuilder:
             position = EIndex(linearize(index, self.cf.shape(value)))
             a, b, seed, offset = (self.scalar(v) for v in node.inputs[:4])
             compute = dtype.compute
-            return EOp(op, (position, seed, offset, self._cast(a, compute), self._cast(b, compute)), dtype, compute)
+            return EOp(
+                op,
+                (position, seed, offset, self._cast(a, compute), self._cast(b, compute)),
+                dtype,
+                compute,
+            )
         if op is OpKind.PAD:
             return self._pad(node, index, dtype)
         if op is OpKind.CAT:
@@ -352,7 +395,9 @@ class _SegmentBuilder:
             if widths[2 * k] > 0 or widths[2 * k + 1] > 0:
                 conditions.append((src_index[d], 0, src_shape[d]))
         inner = self.build(src, tuple(src_index))
-        fill = EOp(OpKind.CAST, (self.scalar(node.inputs[1]),), dtype, self.f.values[node.inputs[1]].dtype)
+        fill = EOp(
+            OpKind.CAST, (self.scalar(node.inputs[1]),), dtype, self.f.values[node.inputs[1]].dtype
+        )
         return EGuard(tuple(conditions), inner, fill, dtype) if conditions else inner
 
     def _cat(self, node, index: Index, dtype: DataType) -> Expr:  # noqa: ANN001
@@ -382,18 +427,22 @@ class _SegmentBuilder:
         dim = node.attrs.dim
         if table not in self.materialized or table in self.stored_here:
             # Read from memory another kernel wrote: never from this kernel's own stores.
-            raise _Materialize(table, f"{node.op.value} T{value} reads T{table} at data-dependent positions")
+            raise _Materialize(
+                table, f"{node.op.value} T{value} reads T{table} at data-dependent positions"
+            )
         if node.op is OpKind.INDEX_SELECT:
             r = len(self.cf.shape(index_value))
-            at = tuple(index[dim:dim + r])
-            table_index = (*index[:dim], ZERO, *index[dim + r:])
+            at = tuple(index[dim : dim + r])
+            table_index = (*index[:dim], ZERO, *index[dim + r :])
         else:
             at = tuple(index)
-            table_index = (*index[:dim], ZERO, *index[dim + 1:])
+            table_index = (*index[:dim], ZERO, *index[dim + 1 :])
         picked = self.build(index_value, self._operand_index(index_value, at))
         buf = self.materialized[table]
         base = offset_of(table_index, buf.strides)
-        self.gathers.append(GatherLoad(buf.id, buf.dtype, base, buf.shape[dim], buf.strides[dim], value))
+        self.gathers.append(
+            GatherLoad(buf.id, buf.dtype, base, buf.shape[dim], buf.strides[dim], value)
+        )
         return EGather(len(self.gathers) - 1, picked, dtype)
 
     def _reduce(self, node, value: int, index: Index, dtype: DataType) -> Expr:  # noqa: ANN001
@@ -404,7 +453,9 @@ class _SegmentBuilder:
             if len(index) != len(self.cf.shape(src)):  # keepdim=False: the reduced dims are gone
                 for d in sorted(a.dims):
                     src_index.insert(d, ZERO)
-            return EOp(OpKind.CAST, (self.build(src, tuple(src_index)),), dtype, self.f.values[src].dtype)
+            return EOp(
+                OpKind.CAST, (self.build(src, tuple(src_index)),), dtype, self.f.values[src].dtype
+            )
         if self.cf.shape(src) != self.space or a.dims != self.reduce_dims:
             raise _Materialize(value, f"{node.op.value} T{value} reduces another space")
         expected = self.outer_index(self.cf.shape(value))
@@ -423,8 +474,12 @@ class _SegmentBuilder:
     _inside_reduce = 0
 
 
-def _collapse(segment_extents: tuple[int, ...], reduce_dims: tuple[int, ...], offsets: list[Affine],
-              exprs_have_index: bool) -> tuple[list[list[int]], bool]:
+def _collapse(
+    segment_extents: tuple[int, ...],
+    reduce_dims: tuple[int, ...],
+    offsets: list[Affine],
+    exprs_have_index: bool,
+) -> tuple[list[list[int]], bool]:
     """Groups of adjacent vars that can merge: for every offset, coeff[k] = coeff[k+1] *
     extent[k+1], and both on the same side of the reduction. Extent-1 vars are dropped."""
     rank = len(segment_extents)
@@ -438,7 +493,8 @@ def _collapse(segment_extents: tuple[int, ...], reduce_dims: tuple[int, ...], of
         prev = groups[-1][-1]
         same_side = (prev in reduce_dims) == (k in reduce_dims)
         mergeable = same_side and all(
-            o.coeff(Var(prev, segment_extents[prev])) == o.coeff(Var(k, segment_extents[k])) * segment_extents[k]
+            o.coeff(Var(prev, segment_extents[prev]))
+            == o.coeff(Var(k, segment_extents[k])) * segment_extents[k]
             for o in offsets
         )
         if mergeable:
@@ -448,7 +504,9 @@ def _collapse(segment_extents: tuple[int, ...], reduce_dims: tuple[int, ...], of
     return groups, True
 
 
-def _rewrite(offset: Affine, groups: list[list[int]], extents: tuple[int, ...], new_extents: list[int]) -> Affine:
+def _rewrite(
+    offset: Affine, groups: list[list[int]], extents: tuple[int, ...], new_extents: list[int]
+) -> Affine:
     if not offset.is_affine:
         return offset
     terms = []
@@ -458,7 +516,9 @@ def _rewrite(offset: Affine, groups: list[list[int]], extents: tuple[int, ...], 
         inner = group[-1]
         c = offset.coeff(Var(inner, extents[inner]))
         if c:
-            terms.append(Affine(((Var(j, new_extents[j]), c),), 0) if new_extents[j] != 1 else const(0))
+            terms.append(
+                Affine(((Var(j, new_extents[j]), c),), 0) if new_extents[j] != 1 else const(0)
+            )
     return add(const(offset.const), *terms)
 
 
@@ -496,7 +556,9 @@ def contains_reduce(e: Expr) -> bool:
     return False
 
 
-def _classify(builder: _SegmentBuilder, stores: list[Store], loads: list[Load], extents: tuple[int, ...]) -> SchedulerKind:
+def _classify(
+    builder: _SegmentBuilder, stores: list[Store], loads: list[Load], extents: tuple[int, ...]
+) -> SchedulerKind:
     if builder.reduce_dims:
         full_store = any(not st.reduced for st in stores)
         if full_store or builder.has_nested_reduce:
@@ -505,7 +567,9 @@ def _classify(builder: _SegmentBuilder, stores: list[Store], loads: list[Load], 
     vars_ = [Var(k, e) for k, e in enumerate(extents)]
 
     def order(offset: Affine) -> list[int]:
-        real = [(abs(offset.coeff(v)), v.k) for v in vars_ if offset.coeff(v) != 0 and v.extent != 1]
+        real = [
+            (abs(offset.coeff(v)), v.k) for v in vars_ if offset.coeff(v) != 0 and v.extent != 1
+        ]
         return [k for _, k in sorted(real)]
 
     store_orders = [order(st.offset) for st in stores if st.offset.is_affine]
@@ -520,8 +584,13 @@ def _classify(builder: _SegmentBuilder, stores: list[Store], loads: list[Load], 
     return SchedulerKind.POINTWISE
 
 
-def build_segment(cf: ConcreteFusion, materialized: dict[int, Buffer], group: list[StoreRequest],
-                  name: str, all_buffers: list[Buffer] | tuple[Buffer, ...] = ()) -> Segment:
+def build_segment(
+    cf: ConcreteFusion,
+    materialized: dict[int, Buffer],
+    group: list[StoreRequest],
+    name: str,
+    all_buffers: list[Buffer] | tuple[Buffer, ...] = (),
+) -> Segment:
     b = _SegmentBuilder(cf, materialized, group)
     b.choose_space()
     stores: list[Store] = []
@@ -530,9 +599,18 @@ def build_segment(cf: ConcreteFusion, materialized: dict[int, Buffer], group: li
         reduced = bool(b.reduce_dims) and shape != b.space
         index = b.outer_index(shape) if reduced else b.full_index()
         expr = b.build(req.value, index)
-        stores.append(Store(req.buffer, materialized[req.value].dtype if req.value in materialized
-                            else cf.fusion.values[req.value].dtype,
-                            offset_of(index, req.strides), expr, req.value, reduced))
+        stores.append(
+            Store(
+                req.buffer,
+                materialized[req.value].dtype
+                if req.value in materialized
+                else cf.fusion.values[req.value].dtype,
+                offset_of(index, req.strides),
+                expr,
+                req.value,
+                reduced,
+            )
+        )
     exprs_have_index = any(_has_index_expr(st.expr) for st in stores)
     offsets = [ld.offset for ld in b.loads] + [st.offset for st in stores]
     groups, _ = _collapse(b.space, b.reduce_dims, offsets, exprs_have_index)
@@ -551,8 +629,14 @@ def build_segment(cf: ConcreteFusion, materialized: dict[int, Buffer], group: li
             new_loads, new_stores = list(b.loads), stores
             reduce_dims = b.reduce_dims
         else:
-            new_loads = [replace(ld, offset=_rewrite(ld.offset, groups, b.space, new_extents)) for ld in b.loads]
-            new_stores = [replace(st, offset=_rewrite(st.offset, groups, b.space, new_extents)) for st in stores]
+            new_loads = [
+                replace(ld, offset=_rewrite(ld.offset, groups, b.space, new_extents))
+                for ld in b.loads
+            ]
+            new_stores = [
+                replace(st, offset=_rewrite(st.offset, groups, b.space, new_extents))
+                for st in stores
+            ]
             reduce_dims = tuple(j for j, g in enumerate(groups) if g and g[0] in b.reduce_dims)
     index_type = _index_type(extents, [*new_loads, *b.gathers], new_stores, materialized)
     kind = _classify(b, new_stores, new_loads, extents)
@@ -568,9 +652,15 @@ def build_segment(cf: ConcreteFusion, materialized: dict[int, Buffer], group: li
         index_type=index_type,
         values=tuple(sorted(b.computed)),
         why=why,
-        buffer_alignments=tuple(sorted(
-            {(buf.id, buf.alignment) for buf in [*materialized.values(), *all_buffers]
-             if buf.id in {ld.buffer for ld in new_loads} | {st.buffer for st in new_stores}})),
+        buffer_alignments=tuple(
+            sorted(
+                {
+                    (buf.id, buf.alignment)
+                    for buf in [*materialized.values(), *all_buffers]
+                    if buf.id in {ld.buffer for ld in new_loads} | {st.buffer for st in new_stores}
+                }
+            )
+        ),
         gathers=tuple(b.gathers),
     )
 
@@ -585,7 +675,10 @@ def _index_type(extents, loads, stores, materialized) -> str:  # noqa: ANN001
     for access in [*loads, *stores]:
         lo, hi = access.offset.bounds()
         if isinstance(access, GatherLoad):
-            lo, hi = lo + min(0, access.stride * (access.extent - 1)), hi + max(0, access.stride * (access.extent - 1))
+            lo, hi = (
+                lo + min(0, access.stride * (access.extent - 1)),
+                hi + max(0, access.stride * (access.extent - 1)),
+            )
         if hi > INT32_MAX or lo < -INT32_MAX:
             return "int64"
     return "int32"

@@ -72,7 +72,11 @@ def _decode(value: Any, hint: Any, where: str) -> Any:
             raise SerializationError(f"{where}: {value} does not fit in int64")
         return value
     if hint is float:
-        if isinstance(value, dict) and set(value) == {"float"} and value["float"] in ("inf", "-inf", "nan"):
+        if (
+            isinstance(value, dict)
+            and set(value) == {"float"}
+            and value["float"] in ("inf", "-inf", "nan")
+        ):
             return float(value["float"])
         if type(value) is not float:
             raise SerializationError(f"{where}: expected a float, got {value!r}")
@@ -100,9 +104,13 @@ def fusion_from_dict(doc: Any) -> Fusion:
     if not isinstance(doc, dict):
         raise SerializationError("fusion JSON must be an object")
     if doc.get("format") != FORMAT:
-        raise SerializationError(f"not a tunefuse fusion: format is {doc.get('format')!r}, expected {FORMAT!r}")
+        raise SerializationError(
+            f"not a tunefuse fusion: format is {doc.get('format')!r}, expected {FORMAT!r}"
+        )
     if doc.get("version") != VERSION:
-        raise SerializationError(f"unsupported fusion JSON version {doc.get('version')!r}; this tunefuse reads {VERSION}")
+        raise SerializationError(
+            f"unsupported fusion JSON version {doc.get('version')!r}; this tunefuse reads {VERSION}"
+        )
     extra = set(doc) - {"format", "version", "nodes", "outputs"}
     if extra:
         raise SerializationError(f"unknown top-level keys {sorted(extra)}")
@@ -131,11 +139,15 @@ def fusion_from_dict(doc: Any) -> Fusion:
     for i, raw in enumerate(outputs):
         where = f"outputs[{i}]"
         if not isinstance(raw, dict) or set(raw) - {"stride_order"} != {"value", "alias_input"}:
-            raise SerializationError(f"{where}: an output is an object with keys value, alias_input (and stride_order)")
+            raise SerializationError(
+                f"{where}: an output is an object with keys value, alias_input (and stride_order)"
+            )
         value, alias, order = raw["value"], raw["alias_input"], raw.get("stride_order")
         if type(value) is not int or not (alias is None or type(alias) is int):
             raise SerializationError(f"{where}: value and alias_input must be value ids")
-        if "stride_order" in raw and not (isinstance(order, list) and all(type(o) is int for o in order)):
+        if "stride_order" in raw and not (
+            isinstance(order, list) and all(type(o) is int for o in order)
+        ):
             raise SerializationError(f"{where}: stride_order must be a list of ints")
         try:
             builder.add_output(value, alias, tuple(order) if order is not None else None)

@@ -34,7 +34,9 @@ def normalize_dims(op: str, dims: Sequence[int], rank: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def broadcast_extents(op: str, shapes: Sequence[tuple[Extent, ...]], operands: Sequence[str]) -> tuple[Extent, ...]:
+def broadcast_extents(
+    op: str, shapes: Sequence[tuple[Extent, ...]], operands: Sequence[str]
+) -> tuple[Extent, ...]:
     """Extents of an elementwise result. Ranks must match (broadcasts are explicit, as in
     nvFuser); per dim, equal extents stay, a 1 broadcasts against anything, two different
     static extents are an error, and a symbolic extent yields to a static one."""
@@ -111,7 +113,9 @@ def resolve_reshape_sizes(
     `Sym(unknown.i)`."""
     minus_ones = [i for i, s in enumerate(new_shape) if isinstance(s, int) and s == -1]
     if len(minus_ones) > 1:
-        raise ShapeError(f"{op}: only one dim may be -1, got -1 at dims {minus_ones} of {list(new_shape)}")
+        raise ShapeError(
+            f"{op}: only one dim may be -1, got -1 at dims {minus_ones} of {list(new_shape)}"
+        )
     for i, s in enumerate(new_shape):
         if isinstance(s, int) and s < -1:
             raise ShapeError(f"{op}: dim {i} of the new shape is negative ({s})")
@@ -119,7 +123,9 @@ def resolve_reshape_sizes(
     known_out = [s for i, s in enumerate(new_shape) if i not in minus_ones]
     static_out = all(isinstance(s, int) for s in known_out)
     if not (static_in and static_out):
-        return tuple(Sym(f"{unknown}.{i}") if i in minus_ones else s for i, s in enumerate(new_shape))
+        return tuple(
+            Sym(f"{unknown}.{i}") if i in minus_ones else s for i, s in enumerate(new_shape)
+        )
     numel = math.prod(in_sizes)  # type: ignore[arg-type]
     known = math.prod(known_out)  # type: ignore[arg-type]
     if minus_ones:
@@ -158,7 +164,9 @@ def analyze_reshape(in_sizes: Sequence[int], out_sizes: Sequence[int]) -> Reshap
     if math.prod(in_sizes) == 0:
         # Empty tensors: no element moves, one group carries every dim.
         kind = _group_kind(n, m)
-        return ReshapeAnalysis(in_sizes, out_sizes, (ViewTransform(kind, tuple(range(n)), tuple(range(m))),))
+        return ReshapeAnalysis(
+            in_sizes, out_sizes, (ViewTransform(kind, tuple(range(n)), tuple(range(m))),)
+        )
     transforms: list[ViewTransform] = []
     i = j = 0
     while i < n or j < m:
@@ -209,7 +217,9 @@ def apply_reshape_transforms(array, analysis: ReshapeAnalysis):  # noqa: ANN001 
     result = array.reshape(tuple(s for d, s in enumerate(array.shape) if d not in squeezed))
     # Positions of the remaining input dims after squeezing.
     remaining = [d for d in range(len(analysis.in_sizes)) if d not in squeezed]
-    groups = [t for t in analysis.transforms if t.kind not in (ViewKind.SQUEEZE, ViewKind.BROADCAST)]
+    groups = [
+        t for t in analysis.transforms if t.kind not in (ViewKind.SQUEEZE, ViewKind.BROADCAST)
+    ]
     for group in reversed(groups):
         start = remaining.index(group.in_dims[0])
         stop = start + len(group.in_dims)
@@ -218,5 +228,7 @@ def apply_reshape_transforms(array, analysis: ReshapeAnalysis):  # noqa: ANN001 
         remaining[start:stop] = [-1] * len(new)
     for t in analysis.transforms:
         if t.kind is ViewKind.BROADCAST:
-            result = result.reshape(result.shape[: t.out_dims[0]] + (1,) + result.shape[t.out_dims[0]:])
+            result = result.reshape(
+                result.shape[: t.out_dims[0]] + (1,) + result.shape[t.out_dims[0] :]
+            )
     return result

@@ -102,8 +102,14 @@ def _check_layout(name: str, vt: TensorType, attrs: object, info: ArrayInfo) -> 
     actual_order = stride_order_of(info.shape, info.strides)
     if any(c for c in attrs.contiguity) or declared_order is not None:  # type: ignore[attr-defined]
         rank = len(info.shape)
-        want = declared_order if declared_order is not None else tuple(rank - 1 - d for d in range(rank))
-        have = actual_order if actual_order is not None else tuple(rank - 1 - d for d in range(rank))
+        want = (
+            declared_order
+            if declared_order is not None
+            else tuple(rank - 1 - d for d in range(rank))
+        )
+        have = (
+            actual_order if actual_order is not None else tuple(rank - 1 - d for d in range(rank))
+        )
         # Only dims that are not broadcast (size 1 or stride 0) carry an order.
         real = [d for d in range(rank) if not is_broadcast_dim(info.shape[d], info.strides[d])]
         if sorted(real, key=lambda d: want[d]) != sorted(real, key=lambda d: have[d]):
@@ -130,10 +136,14 @@ def check_tensor(name: str, vt: TensorType, attrs: object, info: ArrayInfo) -> N
     if info.dtype is not vt.dtype:
         raise InputMismatchError(f"{name}: declared dtype {vt.dtype.value}, got {info.dtype.value}")
     if len(info.shape) != vt.rank:
-        raise InputMismatchError(f"{name}: declared rank {vt.rank}, got rank {len(info.shape)} {list(info.shape)}")
+        raise InputMismatchError(
+            f"{name}: declared rank {vt.rank}, got rank {len(info.shape)} {list(info.shape)}"
+        )
     for d, (declared, actual) in enumerate(zip(attrs.shape, info.shape)):  # type: ignore[attr-defined]
         if declared == 1 and actual != 1:
-            raise InputMismatchError(f"{name}: dim {d} is declared broadcast (size 1), got size {actual}")
+            raise InputMismatchError(
+                f"{name}: dim {d} is declared broadcast (size 1), got size {actual}"
+            )
         if declared >= 0 and declared != actual:
             raise InputMismatchError(f"{name}: dim {d} declared size {declared}, got {actual}")
     _check_layout(name, vt, attrs, info)
@@ -155,11 +165,15 @@ def _host_scalar(name: str, dtype: DataType, value: object) -> object:
     info = describe_array(value, name=name)
     if info.shape != () or info.device is not Device.CPU:
         where = "on the GPU" if info.device is not Device.CPU else f"of shape {list(info.shape)}"
-        raise InputMismatchError(f"{name}: expected a {dtype.value} scalar or a 0-dim CPU tensor, got an array {where}")
+        raise InputMismatchError(
+            f"{name}: expected a {dtype.value} scalar or a 0-dim CPU tensor, got an array {where}"
+        )
     return to_numpy(value, name=name).item()
 
 
-def bind_inputs(fusion: Fusion, inputs: Sequence[object], fusion_inputs: FusionInputs | None = None) -> BoundInputs:
+def bind_inputs(
+    fusion: Fusion, inputs: Sequence[object], fusion_inputs: FusionInputs | None = None
+) -> BoundInputs:
     """Check `inputs` against the definition and read their signature."""
     fusion_inputs = fusion_inputs or FusionInputs(fusion)
     ids = fusion_inputs.input_ids
@@ -179,7 +193,11 @@ def bind_inputs(fusion: Fusion, inputs: Sequence[object], fusion_inputs: FusionI
             arrays[vid] = info
             if info.device is Device.CPU:
                 # Host arrays are copied to the device contiguously before a kernel reads them.
-                strides = tuple(int(s) for s in np.cumprod((1,) + info.shape[::-1][:-1])[::-1]) if info.shape else ()
+                strides = (
+                    tuple(int(s) for s in np.cumprod((1,) + info.shape[::-1][:-1])[::-1])
+                    if info.shape
+                    else ()
+                )
                 alignment = 16
             else:
                 strides, alignment = info.strides, alignment_class(info.data_ptr)
@@ -191,7 +209,9 @@ def bind_inputs(fusion: Fusion, inputs: Sequence[object], fusion_inputs: FusionI
             if isinstance(value, np.generic):
                 value = value.item()
             if not isinstance(value, (bool, int, float)):
-                raise InputMismatchError(f"{name}: expected a {vt.dtype.value} scalar, got {value!r}")
+                raise InputMismatchError(
+                    f"{name}: expected a {vt.dtype.value} scalar, got {value!r}"
+                )
             if vt.dtype.is_integral and not isinstance(value, int):
                 raise InputMismatchError(f"{name}: expected an integer, got {value!r}")
             scalars[vid] = value

@@ -21,14 +21,20 @@ def compare(outputs: Sequence[object], expected: Sequence[object]) -> None:
     """AssertionError at the first output that differs from `expected` beyond its dtype's
     tolerance (NaN where the reference has NaN counts as equal)."""
     if len(outputs) != len(expected):
-        raise AssertionError(f"validate: the fusion returned {len(outputs)} outputs, the reference has {len(expected)}")
+        raise AssertionError(
+            f"validate: the fusion returned {len(outputs)} outputs, the reference has {len(expected)}"
+        )
     for k, (got, want) in enumerate(zip(outputs, expected)):
         g, e = _host(got), _host(want)
         if g.shape != e.shape:
-            raise AssertionError(f"validate: output {k} has shape {list(g.shape)}, the reference {list(e.shape)}")
+            raise AssertionError(
+                f"validate: output {k} has shape {list(g.shape)}, the reference {list(e.shape)}"
+            )
         dtype = from_any_dtype(g.dtype)
         if dtype is not from_any_dtype(e.dtype):
-            raise AssertionError(f"validate: output {k} is {dtype.value}, the reference {from_any_dtype(e.dtype).value}")
+            raise AssertionError(
+                f"validate: output {k} is {dtype.value}, the reference {from_any_dtype(e.dtype).value}"
+            )
         if g.size == 0:
             continue
         rtol, atol = (t * TOLERANCE_MARGIN for t in dtype.tolerance)
@@ -46,11 +52,11 @@ def compare(outputs: Sequence[object], expected: Sequence[object]) -> None:
             raise AssertionError(
                 f"validate: output {k} ({dtype.value} {list(g.shape)}) differs from the reference at {bad} of "
                 f"{g.size} elements (rtol {rtol:g}, atol {atol:g}); worst at {list(map(int, at))}: got "
-                f"{g[at]!r}, expected {e[at]!r}")
+                f"{g[at]!r}, expected {e[at]!r}"
+            )
 
 
 def _host(value: object) -> np.ndarray:
     if is_array(value):
         return np.asarray(to_numpy(value, name="validate"))
     return np.asarray(value)
-

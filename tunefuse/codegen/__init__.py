@@ -20,7 +20,9 @@ from tunefuse.kernel_ir import SchedulerKind
 from tunefuse.schedulers import scheduler_for
 from tunefuse.segment import Segment
 
-CODEGEN_VERSION = "9"  # bump when generated code changes: tuned records of another version are not used
+CODEGEN_VERSION = (
+    "9"  # bump when generated code changes: tuned records of another version are not used
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,9 @@ def kernel_name(segment: Segment, params: object, args: tuple[KernelArg, ...] = 
     import hashlib
 
     constants = [(a.name, a.constant) for a in args if a.constant is not None]
-    digest = hashlib.sha256((segment.kernel_key + repr(params) + (repr(constants) if constants else "")).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(
+        (segment.kernel_key + repr(params) + (repr(constants) if constants else "")).encode()
+    ).hexdigest()[:16]
     return f"tf_{segment.scheduler.value}_{digest}"
 
 
@@ -53,7 +57,9 @@ def emitted_params(segment: Segment, params: object) -> object:
     return params
 
 
-def generate(segment: Segment, params: object, device: DeviceInfo, buffer_dtypes: dict[int, DataType]) -> KernelSource:
+def generate(
+    segment: Segment, params: object, device: DeviceInfo, buffer_dtypes: dict[int, DataType]
+) -> KernelSource:
     """The kernel for `segment` with `params`; raises when the params cannot run it."""
     scheduler = scheduler_for(segment.scheduler)
     why = scheduler.is_valid(segment, device, params)
@@ -66,7 +72,9 @@ def generate(segment: Segment, params: object, device: DeviceInfo, buffer_dtypes
         from tunefuse.codegen.reduction import partial_fields
         from tunefuse.schedulers.reduction import workspace_bytes
 
-        workspace = workspace_bytes(segment, params, [t.itemsize for _, _, t in partial_fields(segment)])  # type: ignore[arg-type]
+        workspace = workspace_bytes(
+            segment, params, [t.itemsize for _, _, t in partial_fields(segment)]
+        )  # type: ignore[arg-type]
         args.append(KernelArg("WS", "unsigned char* __restrict__", "workspace", (workspace,)))
     name = kernel_name(segment, params, tuple(args))
     kind = segment.scheduler
@@ -80,8 +88,16 @@ def generate(segment: Segment, params: object, device: DeviceInfo, buffer_dtypes
     if grid[2] > 65535:
         grid = (grid[0], grid[1], 65535)
     header = f"// tunefuse codegen {CODEGEN_VERSION}: {kind.value} kernel, params {params}\n"
-    return KernelSource(name, header + PREAMBLE + "\n" + body + "\n", tuple(args), grid, block, smem, params,
-                        workspace)
+    return KernelSource(
+        name,
+        header + PREAMBLE + "\n" + body + "\n",
+        tuple(args),
+        grid,
+        block,
+        smem,
+        params,
+        workspace,
+    )
 
 
 def kind_is_split(segment: Segment, params: object) -> bool:

@@ -18,7 +18,18 @@ from tunefuse.codegen.guards import condition_text
 from tunefuse.codegen.math import CUDA_MATH
 from tunefuse.dtypes import DataType
 from tunefuse.indexing import Affine, Div, Mod, Var
-from tunefuse.kernel_ir import EConst, EGather, EGuard, EIndex, ELoad, EOp, EReduce, EScalar, Expr, expr_dtype
+from tunefuse.kernel_ir import (
+    EConst,
+    EGather,
+    EGuard,
+    EIndex,
+    ELoad,
+    EOp,
+    EReduce,
+    EScalar,
+    Expr,
+    expr_dtype,
+)
 from tunefuse.ops import GroupOp, OpKind
 from tunefuse.segment import Segment
 
@@ -36,7 +47,12 @@ class KernelArg:
     constant: int | None = None  # a static_shape kernel's value of an extent, offset or coeff
 
 
-INDEX_KINDS = ("extent", "offset", "coeff", "gather")  # arguments whose value the segment's shape decides
+INDEX_KINDS = (
+    "extent",
+    "offset",
+    "coeff",
+    "gather",
+)  # arguments whose value the segment's shape decides
 
 
 def index_value(segment: Segment, kind: str, ref: tuple) -> int:
@@ -69,7 +85,9 @@ def _offset_args(segment: Segment, side: str, k: int, offset: Affine) -> list[Ke
     return args
 
 
-def kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType], static_shape: bool = False) -> list[KernelArg]:
+def kernel_args(
+    segment: Segment, buffer_dtypes: dict[int, DataType], static_shape: bool = False
+) -> list[KernelArg]:
     """The parameters of a segment's kernel, in order; with `static_shape`, the index
     arguments carry their values, which the kernel declares as constants."""
     args = _kernel_args(segment, buffer_dtypes)
@@ -77,8 +95,10 @@ def kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType], static_sha
         return args
     from dataclasses import replace
 
-    return [replace(a, constant=index_value(segment, a.kind, a.ref)) if a.kind in INDEX_KINDS else a
-            for a in args]
+    return [
+        replace(a, constant=index_value(segment, a.kind, a.ref)) if a.kind in INDEX_KINDS else a
+        for a in args
+    ]
 
 
 def _kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType]) -> list[KernelArg]:
@@ -100,8 +120,10 @@ def _kernel_args(segment: Segment, buffer_dtypes: dict[int, DataType]) -> list[K
         args += _offset_args(segment, "S", k, st.offset)
     for k, g in enumerate(segment.gathers):
         args += _offset_args(segment, "G", k, g.offset)
-        args += [KernelArg(f"G{k}_n", "long long", "gather", (k, "extent")),
-                 KernelArg(f"G{k}_st", "long long", "gather", (k, "stride"))]
+        args += [
+            KernelArg(f"G{k}_n", "long long", "gather", (k, "extent")),
+            KernelArg(f"G{k}_st", "long long", "gather", (k, "stride")),
+        ]
     for k, sc in enumerate(segment.scalars):
         args.append(KernelArg(f"s{k}", sc.dtype.compute.cuda, "scalar", (k,)))
     if segment.gathers:
@@ -114,7 +136,8 @@ def moves_with_every_dim(segment: Segment, k: int) -> bool:
     single pass of the kernel reads each of its elements once."""
     offset = segment.loads[k].offset
     return offset.is_affine and all(
-        offset.coeff(Var(j, e)) != 0 for j, e in enumerate(segment.extents) if e != 1)
+        offset.coeff(Var(j, e)) != 0 for j, e in enumerate(segment.extents) if e != 1
+    )
 
 
 def load_text(buffer: int, offset: str, stream: bool, vector_type: str | None = None) -> str:
@@ -126,14 +149,18 @@ def load_text(buffer: int, offset: str, stream: bool, vector_type: str | None = 
     return f"tf_ld_stream({pointer})" if stream else f"*{pointer}"
 
 
-def render_affine(offset: Affine, side: str, k: int, var_name: Callable[[int], str], itype: str) -> str:
+def render_affine(
+    offset: Affine, side: str, k: int, var_name: Callable[[int], str], itype: str
+) -> str:
     """C for an offset: arguments for strides and the constant, literals for 1 and 0;
     a non-affine offset (div/mod) renders its numbers literally."""
     if offset.is_affine:
         parts = [f"{side}{k}_o"]
         for atom, c in offset.terms:
             assert isinstance(atom, Var)
-            parts.append(var_name(atom.k) if c == 1 else f"{side}{k}_s{atom.k} * {var_name(atom.k)}")
+            parts.append(
+                var_name(atom.k) if c == 1 else f"{side}{k}_s{atom.k} * {var_name(atom.k)}"
+            )
         return " + ".join(parts)
     return render_literal_affine(offset, var_name, itype)
 
@@ -160,13 +187,18 @@ def literal(value: object, dtype: DataType) -> str:
     v = float(value)  # type: ignore[arg-type]
     single = dtype is not DataType.Double
     if math.isnan(v):
-        text = "__int_as_float(0x7fffffff)" if single else "__longlong_as_double(0x7ff8000000000000LL)"
+        text = (
+            "__int_as_float(0x7fffffff)" if single else "__longlong_as_double(0x7ff8000000000000LL)"
+        )
     elif math.isinf(v):
         if single:
             text = "__int_as_float(0x7f800000)" if v > 0 else "__int_as_float(0xff800000)"
         else:
-            text = ("__longlong_as_double(0x7ff0000000000000LL)" if v > 0
-                    else "__longlong_as_double(0xfff0000000000000LL)")
+            text = (
+                "__longlong_as_double(0x7ff0000000000000LL)"
+                if v > 0
+                else "__longlong_as_double(0xfff0000000000000LL)"
+            )
     else:
         text = repr(v) + ("f" if single else "")
         if "e" not in text and "." not in text:
@@ -179,8 +211,15 @@ def literal(value: object, dtype: DataType) -> str:
 class ExprRenderer:
     """Emits SSA statements for expressions; each subexpression once per scope."""
 
-    def __init__(self, segment: Segment, load: Callable[[int], str], var_name: Callable[[int], str],
-                 reduce_value: Callable[[EReduce], str], indent: str = "  ", prefix: str = "t") -> None:
+    def __init__(
+        self,
+        segment: Segment,
+        load: Callable[[int], str],
+        var_name: Callable[[int], str],
+        reduce_value: Callable[[EReduce], str],
+        indent: str = "  ",
+        prefix: str = "t",
+    ) -> None:
         self.segment = segment
         self.load = load
         self.var_name = var_name
@@ -226,12 +265,18 @@ class ExprRenderer:
             return self.load(e.load)
         if isinstance(e, EScalar):
             sc = self.segment.scalars[e.arg]
-            return f"s{e.arg}" if sc.dtype.compute is sc.dtype else f"tf_cast<{sc.dtype.cuda}>(s{e.arg})"
+            return (
+                f"s{e.arg}"
+                if sc.dtype.compute is sc.dtype
+                else f"tf_cast<{sc.dtype.cuda}>(s{e.arg})"
+            )
         if isinstance(e, EConst):
             return literal(e.value, e.dtype)
         if isinstance(e, EIndex):
             name = self.fresh()
-            self.emit(f"const long long {name} = (long long)({render_literal_affine(e.index, self.var_name, 'long long')});")
+            self.emit(
+                f"const long long {name} = (long long)({render_literal_affine(e.index, self.var_name, 'long long')});"
+            )
             return name
         if isinstance(e, EReduce):
             return self.reduce_value(e)
@@ -252,7 +297,9 @@ class ExprRenderer:
         self.emit(f"const long long {index} = (long long)({self.value(e.index)});")
         base = render_affine(g.offset, "G", k, self.var_name, index_ctype(self.segment))
         self.emit(f"{g.dtype.cuda} {name}{{}};")
-        self.emit(f"if ({index} >= 0 && {index} < G{k}_n) {name} = B{g.buffer}[(long long)({base}) + {index} * G{k}_st];")
+        self.emit(
+            f"if ({index} >= 0 && {index} < G{k}_n) {name} = B{g.buffer}[(long long)({base}) + {index} * G{k}_st];"
+        )
         self.emit(f"else atomicCAS(tf_index_error, 0, {g.value + 1});")
         cast = name if g.dtype is e.dtype else f"tf_cast<{e.dtype.cuda}>({name})"
         return cast
@@ -260,14 +307,18 @@ class ExprRenderer:
     def _op(self, e: EOp) -> str:
         name = self.fresh()
         if e.op is OpKind.CAST:
-            self.emit(f"const {e.dtype.cuda} {name} = tf_cast<{e.dtype.cuda}>({self.value(e.operands[0])});")
+            self.emit(
+                f"const {e.dtype.cuda} {name} = tf_cast<{e.dtype.cuda}>({self.value(e.operands[0])});"
+            )
             return name
         if e.op in GroupOp.RANDOM:
             position, seed, offset, a, b = (self.value(x) for x in e.operands)
             compute = e.operand_dtype
             draw = f"tf_{e.op.value}<{compute.cuda}>({position}, {seed}, {offset}, {a}, {b})"
-            self.emit(f"const {e.dtype.cuda} {name} = "
-                      + (f"{draw};" if e.dtype is compute else f"tf_cast<{e.dtype.cuda}>({draw});"))
+            self.emit(
+                f"const {e.dtype.cuda} {name} = "
+                + (f"{draw};" if e.dtype is compute else f"tf_cast<{e.dtype.cuda}>({draw});")
+            )
             return name
         from tunefuse.elementwise import ELEMENTWISE
 
@@ -278,9 +329,14 @@ class ExprRenderer:
             if reciprocal is not None:
                 x = self.value(e.operands[0])
                 x = x if self.dtype(e.operands[0]) is compute else f"tf_cast<{compute.cuda}>({x})"
-                self.emit(f"const {e.dtype.cuda} {name} = "
-                          + (f"{x} * {reciprocal};" if e.dtype is compute
-                             else f"tf_cast<{e.dtype.cuda}>(({compute.cuda})({x} * {reciprocal}));"))
+                self.emit(
+                    f"const {e.dtype.cuda} {name} = "
+                    + (
+                        f"{x} * {reciprocal};"
+                        if e.dtype is compute
+                        else f"tf_cast<{e.dtype.cuda}>(({compute.cuda})({x} * {reciprocal}));"
+                    )
+                )
                 return name
         operands = []
         for k, x in enumerate(e.operands):
@@ -292,12 +348,16 @@ class ExprRenderer:
         if e.dtype is result_t:
             self.emit(f"const {e.dtype.cuda} {name} = {body};")
         else:
-            self.emit(f"const {e.dtype.cuda} {name} = tf_cast<{e.dtype.cuda}>(({result_t.cuda})({body}));")
+            self.emit(
+                f"const {e.dtype.cuda} {name} = tf_cast<{e.dtype.cuda}>(({result_t.cuda})({body}));"
+            )
         return name
 
     def _guard(self, e: EGuard) -> str:
         name = self.fresh()
-        conds = condition_text(e.conditions, lambda idx: render_literal_affine(idx, self.var_name, "long long"))
+        conds = condition_text(
+            e.conditions, lambda idx: render_literal_affine(idx, self.var_name, "long long")
+        )
         self.emit(f"{e.dtype.cuda} {name};")
         self.emit(f"if ({conds}) {{")
         self._branch(e.then, name, e.dtype)
@@ -307,7 +367,14 @@ class ExprRenderer:
         return name
 
     def _branch(self, e: Expr, target: str, dtype: DataType) -> None:
-        inner = ExprRenderer(self.segment, self.load, self.var_name, self.reduce_value, self.indent + "  ", self.prefix)
+        inner = ExprRenderer(
+            self.segment,
+            self.load,
+            self.var_name,
+            self.reduce_value,
+            self.indent + "  ",
+            self.prefix,
+        )
         inner.counter = self.counter
         inner.memo = dict(self.memo)
         inner.reciprocal_of = self.reciprocal_of
@@ -320,14 +387,24 @@ class ExprRenderer:
 def kernel_opening(name: str, args: list[KernelArg], block: int) -> str:
     """The kernel's signature and opening brace; an argument with a constant is declared
     `constexpr` under its name (the parameter, renamed, goes unused)."""
-    params = ",\n    ".join(f"{a.ctype} {a.name}{'_' if a.constant is not None else ''}" for a in args)
+    params = ",\n    ".join(
+        f"{a.ctype} {a.name}{'_' if a.constant is not None else ''}" for a in args
+    )
     lines = [f'extern "C" __global__ void __launch_bounds__({block}) {name}(\n    {params}) {{']
-    lines += [f"  constexpr {a.ctype} {a.name} = {a.constant};" for a in args if a.constant is not None]
+    lines += [
+        f"  constexpr {a.ctype} {a.name} = {a.constant};" for a in args if a.constant is not None
+    ]
     return "\n".join(lines)
 
 
-def unravel_lines(target_vars: list[int], linear: str, extents_of: Callable[[int], str],
-                  var_name: Callable[[int], str], itype: str, indent: str) -> list[str]:
+def unravel_lines(
+    target_vars: list[int],
+    linear: str,
+    extents_of: Callable[[int], str],
+    var_name: Callable[[int], str],
+    itype: str,
+    indent: str,
+) -> list[str]:
     """C that splits `linear` into the given vars (row-major, last fastest)."""
     lines = []
     if not target_vars:
@@ -335,6 +412,8 @@ def unravel_lines(target_vars: list[int], linear: str, extents_of: Callable[[int
     rem = f"{linear}_rem"
     lines.append(f"{indent}{itype} {rem} = {linear};")
     for j in reversed(target_vars[1:]):
-        lines.append(f"{indent}const {itype} {var_name(j)} = {rem} % {extents_of(j)}; {rem} /= {extents_of(j)};")
+        lines.append(
+            f"{indent}const {itype} {var_name(j)} = {rem} % {extents_of(j)}; {rem} /= {extents_of(j)};"
+        )
     lines.append(f"{indent}const {itype} {var_name(target_vars[0])} = {rem};")
     return lines

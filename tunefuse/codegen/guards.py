@@ -84,8 +84,12 @@ def lane_uniform(index: Affine, last: int, last_extent: int, vec: int, lo: int, 
 
 
 def paths_lane_uniform(paths: frozenset[Path], last: int, last_extent: int, vec: int) -> bool:
-    return all(lane_uniform(idx, last, last_extent, vec, lo, hi)
-               for path in paths for step in path for idx, lo, hi in step.conditions)
+    return all(
+        lane_uniform(idx, last, last_extent, vec, lo, hi)
+        for path in paths
+        for step in path
+        for idx, lo, hi in step.conditions
+    )
 
 
 NO_LOWER_BOUND = -(2**61)  # a cat piece's guard has only an upper bound (lo = -2**62)

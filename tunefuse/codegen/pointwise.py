@@ -59,17 +59,32 @@ class _PointwiseEmitter:
         # on the branch at the first lane; any other is read a lane at a time inside its branch.
         self.guarded = guarded_loads(st.expr for st in segment.stores)
         self.vector_loads = {
-            k for k, ld in enumerate(segment.loads)
-            if self.vec > 1 and ld.offset.is_affine and coeff(ld.offset, segment, self.last) == 1
-            and (k not in self.guarded
-                 or paths_lane_uniform(self.guarded[k], self.last, segment.extents[self.last], self.vec))
+            k
+            for k, ld in enumerate(segment.loads)
+            if self.vec > 1
+            and ld.offset.is_affine
+            and coeff(ld.offset, segment, self.last) == 1
+            and (
+                k not in self.guarded
+                or paths_lane_uniform(
+                    self.guarded[k], self.last, segment.extents[self.last], self.vec
+                )
+            )
         }
-        self.streamed = {k for k in range(len(segment.loads)) if p.evict_first and moves_with_every_dim(segment, k)}
+        self.streamed = {
+            k
+            for k in range(len(segment.loads))
+            if p.evict_first and moves_with_every_dim(segment, k)
+        }
         stored = segment.stored_buffers
         # 2-D: loads that stay put along the outer dims are read once a thread, before the loop.
         self.hoisted = {
-            k for k, ld in enumerate(segment.loads)
-            if p.split and ld.offset.is_affine and ld.buffer not in stored and k not in self.guarded
+            k
+            for k, ld in enumerate(segment.loads)
+            if p.split
+            and ld.offset.is_affine
+            and ld.buffer not in stored
+            and k not in self.guarded
             and all(coeff(ld.offset, segment, j) == 0 for j in self.outer)
         }
 
@@ -86,7 +101,9 @@ class _PointwiseEmitter:
         are a per-thread constant (`<side><k>_in`) computed before the loop."""
         if not (self.p.split and offset.is_affine):
             return render_affine(offset, side, k, _index, self.it)
-        return " + ".join([f"{side}{k}_o", *self.terms(offset, side, k, self.outer), f"{side}{k}_in"])
+        return " + ".join(
+            [f"{side}{k}_o", *self.terms(offset, side, k, self.outer), f"{side}{k}_in"]
+        )
 
     def inner_offsets(self, indent: str) -> list[str]:
         lines = []
@@ -114,13 +131,19 @@ class _PointwiseEmitter:
                 vt = self.vector_type(ld.dtype)
                 text = load_text(ld.buffer, self.offset(ld.offset, "L", k), k in self.streamed, vt)
                 if k in self.guarded:
-                    taken = predicate_text(self.guarded[k], lambda idx: render_literal_affine(idx, _index, "long long"))
+                    taken = predicate_text(
+                        self.guarded[k], lambda idx: render_literal_affine(idx, _index, "long long")
+                    )
                     lines.append(f"{indent}{vt} {prefix}{k}{{}};")
                     lines.append(f"{indent}if ({taken}) {prefix}{k} = {text};")
                 else:
                     lines.append(f"{indent}const {vt} {prefix}{k} = {text};")
             elif prefix == "h":
-                text = load_text(ld.buffer, render_affine(ld.offset, "L", k, self.var_name, self.it), k in self.streamed)
+                text = load_text(
+                    ld.buffer,
+                    render_affine(ld.offset, "L", k, self.var_name, self.it),
+                    k in self.streamed,
+                )
                 lines.append(f"{indent}{ld.dtype.cuda} h{k}[{self.vec}];")
                 lines.append(f"{indent}#pragma unroll")
                 lines.append(f"{indent}for (int e = 0; e < {self.vec}; ++e) h{k}[e] = {text};")
@@ -140,7 +163,11 @@ class _PointwiseEmitter:
             if k in self.vector_loads:
                 return f"v{k}.v[e]"
             ld = s.loads[k]
-            return load_text(ld.buffer, render_affine(ld.offset, "L", k, self.var_name, self.it), k in self.streamed)
+            return load_text(
+                ld.buffer,
+                render_affine(ld.offset, "L", k, self.var_name, self.it),
+                k in self.streamed,
+            )
 
         r = ExprRenderer(s, load, self.var_name, lambda e: "", indent=indent + "  ")
         for k, st in enumerate(s.stores):
@@ -152,7 +179,9 @@ class _PointwiseEmitter:
         for k, st in enumerate(s.stores):
             off = self.offset(st.offset, "S", k)
             if self.vec > 1:
-                lines.append(f"{indent}*reinterpret_cast<{self.vector_type(st.dtype)}*>(&B{st.buffer}[{off}]) = o{k};")
+                lines.append(
+                    f"{indent}*reinterpret_cast<{self.vector_type(st.dtype)}*>(&B{st.buffer}[{off}]) = o{k};"
+                )
             else:
                 lines.append(f"{indent}B{st.buffer}[{off}] = o{k}.v[0];")
         return lines

@@ -71,12 +71,33 @@ def _post_order(roots: list[Expr]) -> list[Expr]:
 
 
 # Element ops worth a register a cached element to compute once rather than in two passes.
-_COSTLY = frozenset({
-    OpKind.EXP, OpKind.EXP2, OpKind.EXPM1, OpKind.LOG, OpKind.LOG2, OpKind.LOG1P, OpKind.SQRT,
-    OpKind.RSQRT, OpKind.SIN, OpKind.COS, OpKind.TAN, OpKind.TANH, OpKind.SIGMOID, OpKind.SILU,
-    OpKind.GELU, OpKind.ERF, OpKind.ERFC, OpKind.POW, OpKind.ATAN2, OpKind.DIV, OpKind.TRUEDIV,
-    OpKind.FMOD, OpKind.REMAINDER,
-})
+_COSTLY = frozenset(
+    {
+        OpKind.EXP,
+        OpKind.EXP2,
+        OpKind.EXPM1,
+        OpKind.LOG,
+        OpKind.LOG2,
+        OpKind.LOG1P,
+        OpKind.SQRT,
+        OpKind.RSQRT,
+        OpKind.SIN,
+        OpKind.COS,
+        OpKind.TAN,
+        OpKind.TANH,
+        OpKind.SIGMOID,
+        OpKind.SILU,
+        OpKind.GELU,
+        OpKind.ERF,
+        OpKind.ERFC,
+        OpKind.POW,
+        OpKind.ATAN2,
+        OpKind.DIV,
+        OpKind.TRUEDIV,
+        OpKind.FMOD,
+        OpKind.REMAINDER,
+    }
+)
 MAX_KEPT_VALUES = 2  # arrays of ept registers each, on top of the cached row
 
 
@@ -92,8 +113,15 @@ def _children(e: Expr) -> tuple[Expr, ...]:
     return e.operands if isinstance(e, EOp) else ()
 
 
-_FAMILY = {OpKind.SUM: "sum", OpKind.MEAN: "sum", OpKind.PROD: "prod", OpKind.MAX: "max",
-           OpKind.MIN: "min", OpKind.VAR: "welford", OpKind.VAR_MEAN: "welford"}
+_FAMILY = {
+    OpKind.SUM: "sum",
+    OpKind.MEAN: "sum",
+    OpKind.PROD: "prod",
+    OpKind.MAX: "max",
+    OpKind.MIN: "min",
+    OpKind.VAR: "welford",
+    OpKind.VAR_MEAN: "welford",
+}
 
 
 def accumulators(segment: Segment) -> list[_Accumulator]:
@@ -105,8 +133,11 @@ def accumulators(segment: Segment) -> list[_Accumulator]:
         family = _FAMILY[r.op]
         key = (family, id(r.operand), r.correction if family == "welford" else 0)
         if key not in by_key:
-            ctype = r.dtype.compute if r.dtype.is_floating else (
-                DataType.Int if family in ("sum", "prod") else r.dtype)
+            ctype = (
+                r.dtype.compute
+                if r.dtype.is_floating
+                else (DataType.Int if family in ("sum", "prod") else r.dtype)
+            )
             by_key[key] = _Accumulator(family, r.operand, ctype, r.correction, len(accs), [])
             accs.append(by_key[key])
         by_key[key].reduces.append(r)
@@ -150,7 +181,7 @@ def partial_fields(segment: Segment) -> list[tuple[int, str | None, DataType]]:
     None, type)."""
     fields: list[tuple[int, str | None, DataType]] = []
     for acc in accumulators(segment):
-        for field in (("mean", "m2", "n") if acc.family == "welford" else (None,)):
+        for field in ("mean", "m2", "n") if acc.family == "welford" else (None,):
             fields.append((int(acc.index), field, acc.ctype))
     return fields
 
@@ -160,7 +191,9 @@ def _partial_name(acc_index: int, field: str | None) -> str:
 
 
 class _Emitter:
-    def __init__(self, segment: Segment, name: str, args: list[KernelArg], p, persistent: bool) -> None:  # noqa: ANN001
+    def __init__(
+        self, segment: Segment, name: str, args: list[KernelArg], p, persistent: bool
+    ) -> None:  # noqa: ANN001
         self.s = segment
         self.name = name
         self.args = args
@@ -178,20 +211,29 @@ class _Emitter:
         # consecutive outputs at once, an accumulator each (acc<i>_v[v]), reading each of
         # their unit-stride inputs with one vector load a reduced element.
         self.along_outputs = self.vec > 1 and last not in segment.reduce_dims
-        assert not (self.along_outputs and (persistent or getattr(p, "split", 1) > 1)), \
+        assert not (self.along_outputs and (persistent or getattr(p, "split", 1) > 1)), (
             "a vector along the outputs: reductions only, unsplit (schedulers.reduction.is_valid)"
+        )
         self.step = 1 if self.along_outputs else self.vec  # reduced elements a lane reads a step
         # Loads behind a pad/cat guard are read inside their branch, a lane at a time: never
         # vector-loaded or cached ahead of the branch that decides whether they are in range.
-        self.guarded = guarded_loads([acc.operand for acc in self.accs] + [st.expr for st in segment.stores])
+        self.guarded = guarded_loads(
+            [acc.operand for acc in self.accs] + [st.expr for st in segment.stores]
+        )
         self.vec_loads = {
-            k for k, ld in enumerate(segment.loads)
-            if self.vec > 1 and ld.offset.is_affine and k not in self.guarded
+            k
+            for k, ld in enumerate(segment.loads)
+            if self.vec > 1
+            and ld.offset.is_affine
+            and k not in self.guarded
             and ld.offset.coeff(Var(last, segment.extents[last])) == 1
         }
         self.vec_stores = {
-            k for k, st in enumerate(segment.stores)
-            if self.vec > 1 and st.reduced == self.along_outputs and st.offset.is_affine
+            k
+            for k, st in enumerate(segment.stores)
+            if self.vec > 1
+            and st.reduced == self.along_outputs
+            and st.offset.is_affine
             and st.offset.coeff(Var(last, segment.extents[last])) == 1
         }
         self.last = last
@@ -202,16 +244,25 @@ class _Emitter:
         self.counter = [0]
         passes = self.phases_reading()
         self.streamed = {
-            k for k in range(len(segment.loads))
-            if p.evict_first and moves_with_every_dim(segment, k) and (self.cache or passes.get(k, 0) <= 1)
+            k
+            for k in range(len(segment.loads))
+            if p.evict_first
+            and moves_with_every_dim(segment, k)
+            and (self.cache or passes.get(k, 0) <= 1)
         }
         # With the row cached, an input lives in registers across the phases only when more
         # than one phase reads it; one read in a single phase (a norm's weight, read by the
         # output phase alone) is loaded where it is used: fewer registers, more rows in flight.
         self.cached_loads = [
-            k for k, ld in enumerate(segment.loads)
-            if self.cache and passes.get(k, 0) > 1 and k not in self.guarded and (not ld.offset.is_affine or any(
-                ld.offset.coeff(Var(j, segment.extents[j])) for j in self.red))
+            k
+            for k, ld in enumerate(segment.loads)
+            if self.cache
+            and passes.get(k, 0) > 1
+            and k not in self.guarded
+            and (
+                not ld.offset.is_affine
+                or any(ld.offset.coeff(Var(j, segment.extents[j])) for j in self.red)
+            )
         ]
         self.phase = 0  # the pass being emitted: accumulator position, len(accs) for the outputs
         self.kept_values = self.values_kept_across_passes() if self.cache else {}
@@ -239,7 +290,9 @@ class _Emitter:
             stack = [root]
             while stack:
                 e = stack.pop()
-                if _is_costly(e) and e in first and first[e] < pos:  # outermost reuse: its operands are not needed
+                if (
+                    _is_costly(e) and e in first and first[e] < pos
+                ):  # outermost reuse: its operands are not needed
                     if e not in kept and len(kept) < MAX_KEPT_VALUES:
                         kept[e] = (len(kept), first[e])
                     continue
@@ -264,7 +317,11 @@ class _Emitter:
         """(accumulator, reduce) -> the floating compute type of the divisions by it."""
         found: dict[tuple[int, int], DataType] = {}
         for e in _post_order([st.expr for st in self.s.stores]):
-            if isinstance(e, EOp) and e.op in (OpKind.DIV, OpKind.TRUEDIV) and e.operand_dtype.compute.is_floating:
+            if (
+                isinstance(e, EOp)
+                and e.op in (OpKind.DIV, OpKind.TRUEDIV)
+                and e.operand_dtype.compute.is_floating
+            ):
                 for acc in self.accs:
                     for k, r in enumerate(acc.reduces):
                         if r is e.operands[1] or r == e.operands[1]:
@@ -275,7 +332,9 @@ class _Emitter:
         self.lines.append(line)
 
     def unravel(self, vars_: list[int], linear: str, indent: str) -> None:
-        self.lines += unravel_lines(vars_, linear, lambda j: f"E{j}", lambda j: f"i{j}", self.itype, indent)
+        self.lines += unravel_lines(
+            vars_, linear, lambda j: f"E{j}", lambda j: f"i{j}", self.itype, indent
+        )
 
     def var_name(self, in_chunk: bool):  # noqa: ANN201 - the renderer's var naming
         """Inside a chunk of V consecutive elements, the innermost index is the chunk's first
@@ -289,10 +348,12 @@ class _Emitter:
     def load_inline(self, k: int, in_chunk: bool = False) -> str:
         return load_text(self.s.loads[k].buffer, self.offset(k, in_chunk), k in self.streamed)
 
-    def renderer(self, indent: str, element_cached: bool, in_vector: bool = False,
-                 vector_loaded: bool = True) -> ExprRenderer:
+    def renderer(
+        self, indent: str, element_cached: bool, in_vector: bool = False, vector_loaded: bool = True
+    ) -> ExprRenderer:
         """`in_vector`: inside a vector's lane loop (v); `vector_loaded`: its unit-stride
         inputs were read by vector loads (vl<k>), else each lane loads its own element."""
+
         def load(k: int) -> str:
             if element_cached and k in self.cached_loads:
                 return f"cl{k}[c * {self.vec} + v]"
@@ -307,7 +368,9 @@ class _Emitter:
                         return f"red{acc.index}_{acc.reduces.index(r)}"
             raise AssertionError("reduce not found")  # pragma: no cover
 
-        r = ExprRenderer(self.s, load, self.var_name(in_vector), reduce_value, indent=indent, prefix="t")
+        r = ExprRenderer(
+            self.s, load, self.var_name(in_vector), reduce_value, indent=indent, prefix="t"
+        )
         r.counter = self.counter
         r.reciprocal_of = self.reciprocal_of
         if element_cached and self.kept_values:
@@ -339,10 +402,19 @@ class _Emitter:
     def vector_load(self, k: int, name: str, indent: str) -> None:
         ld = self.s.loads[k]
         vt = f"TfVec<{ld.dtype.cuda}, {self.vec}>"
-        self.w(f"{indent}const {vt} {name} = {load_text(ld.buffer, self.offset(k), k in self.streamed, vt)};")
+        self.w(
+            f"{indent}const {vt} {name} = {load_text(ld.buffer, self.offset(k), k in self.streamed, vt)};"
+        )
 
-    def element_loop(self, body, indent: str, fill: bool = False, chunk_open=None,  # noqa: ANN001
-                     chunk_close=None, reads: Sequence[Expr] = ()) -> None:  # noqa: ANN001
+    def element_loop(
+        self,
+        body,
+        indent: str,
+        fill: bool = False,
+        chunk_open=None,  # noqa: ANN001
+        chunk_close=None,
+        reads: Sequence[Expr] = (),
+    ) -> None:  # noqa: ANN001
         """Runs body(indent, cached, in_vector) for each of this thread's elements of the
         current row, in chunks of V consecutive elements: element v of chunk c is
         r = c * (TR * V) + tr * V + v. With the row cached, the chunks are unrolled and the
@@ -363,7 +435,9 @@ class _Emitter:
             if self.unroll > 1:  # "unroll 1" would forbid the compiler's own unrolling
                 self.w(f"{indent}  #pragma unroll {self.unroll}")
             begin, end = ("r_begin + ", "r_end") if self.split > 1 else ("", "n_red")
-            self.w(f"{indent}  for ({it} r0 = {begin}({it})tr * {step}; r0 < {end}; r0 += {tr_n * step}) {{")
+            self.w(
+                f"{indent}  for ({it} r0 = {begin}({it})tr * {step}; r0 < {end}; r0 += {tr_n * step}) {{"
+            )
         inner = indent + "    "
         self.unravel(self.red, "r0", inner)
         if fill:
@@ -449,8 +523,12 @@ class _Emitter:
             self.w(f"{indent}  if ({slot} < s) {{")
             if acc.family == "welford":
                 here, there = at(slot), at(f"{slot} + s")
-                self.w(f"{indent}    TfWelford<{t}> x{{sm{acc.index}_mean[{here}], sm{acc.index}_m2[{here}], sm{acc.index}_n[{here}]}};")
-                self.w(f"{indent}    TfWelford<{t}> y{{sm{acc.index}_mean[{there}], sm{acc.index}_m2[{there}], sm{acc.index}_n[{there}]}};")
+                self.w(
+                    f"{indent}    TfWelford<{t}> x{{sm{acc.index}_mean[{here}], sm{acc.index}_m2[{here}], sm{acc.index}_n[{here}]}};"
+                )
+                self.w(
+                    f"{indent}    TfWelford<{t}> y{{sm{acc.index}_mean[{there}], sm{acc.index}_m2[{there}], sm{acc.index}_n[{there}]}};"
+                )
                 self.w(f"{indent}    TfWelford<{t}> z = tf_welford_merge<{t}>(x, y);")
                 for f_ in fields:
                     self.w(f"{indent}    sm{acc.index}_{f_}[{here}] = z.{f_};")
@@ -492,8 +570,10 @@ class _Emitter:
 
         def cell(w: str) -> str:
             if acc.family == "welford":
-                return (f"TfWelford<{t}>{{sm{acc.index}_mean[to * {lanes} + {w}], "
-                        f"sm{acc.index}_m2[to * {lanes} + {w}], sm{acc.index}_n[to * {lanes} + {w}]}}")
+                return (
+                    f"TfWelford<{t}>{{sm{acc.index}_mean[to * {lanes} + {w}], "
+                    f"sm{acc.index}_m2[to * {lanes} + {w}], sm{acc.index}_n[to * {lanes} + {w}]}}"
+                )
             return f"sm{acc.index}[to * {lanes} + {w}]"
 
         self.w(f"{indent}{a} = {cell('0')};")
@@ -541,14 +621,18 @@ class _Emitter:
             if lanes and k in self.vec_stores:
                 r.emit(f"vo{k}.v[v] = {cast};")
             else:
-                r.emit(f"B{st.buffer}[{render_affine(st.offset, 'S', k, self.var_name(lanes), it)}] = {cast};")
+                r.emit(
+                    f"B{st.buffer}[{render_affine(st.offset, 'S', k, self.var_name(lanes), it)}] = {cast};"
+                )
         self.lines += r.lines
         self.w(f"{indent}}}")
 
     def write_reduced_vectors(self, indent: str) -> None:
         """After the lane loop: each vector-stored reduced output in one store."""
         it = self.itype
-        stored = [(k, st) for k, st in enumerate(self.s.stores) if st.reduced and k in self.vec_stores]
+        stored = [
+            (k, st) for k, st in enumerate(self.s.stores) if st.reduced and k in self.vec_stores
+        ]
         if not stored:
             return
         self.w(f"{indent}if (row_ok && tr == 0) {{")
@@ -556,7 +640,9 @@ class _Emitter:
             self.w(f"{indent}  const {it} i{j} = 0;")
         for k, st in stored:
             offset = render_affine(st.offset, "S", k, lambda j: f"i{j}", it)
-            self.w(f"{indent}  *reinterpret_cast<TfVec<{st.dtype.cuda}, {self.vec}>*>(&B{st.buffer}[{offset}]) = vo{k};")
+            self.w(
+                f"{indent}  *reinterpret_cast<TfVec<{st.dtype.cuda}, {self.vec}>*>(&B{st.buffer}[{offset}]) = vo{k};"
+            )
         self.w(f"{indent}}}")
 
     def output_lanes(self, indent: str) -> None:
@@ -586,14 +672,20 @@ class _Emitter:
         it, p, vec = self.itype, self.p, self.vec
         self.w(f"  const long long tf_chunk = ((long long)n_red + {p.split - 1}) / {p.split};")
         self.w(f"  const long long tf_share = (tf_chunk + {vec - 1}) / {vec} * {vec};")
-        self.w(f"  const {it} r_begin = ({it})min((long long)blockIdx.y * tf_share, (long long)n_red);")
+        self.w(
+            f"  const {it} r_begin = ({it})min((long long)blockIdx.y * tf_share, (long long)n_red);"
+        )
         self.w(f"  const {it} r_end = ({it})min((long long)r_begin + tf_share, (long long)n_red);")
         self.w("  unsigned int* tf_counter = reinterpret_cast<unsigned int*>(WS);")
-        self.w(f"  long long tf_at = (4 * (((long long)n_out + {p.rows_per_block - 1}) / {p.rows_per_block}) + 15) / 16 * 16;")
+        self.w(
+            f"  long long tf_at = (4 * (((long long)n_out + {p.rows_per_block - 1}) / {p.rows_per_block}) + 15) / 16 * 16;"
+        )
         for acc_index, field, ctype in partial_fields(self.s):
             name = _partial_name(acc_index, field)
             self.w(f"  {ctype.cuda}* {name} = reinterpret_cast<{ctype.cuda}*>(WS + tf_at);")
-            self.w(f"  tf_at += ((long long)sizeof({ctype.cuda}) * {p.split} * (long long)n_out + 15) / 16 * 16;")
+            self.w(
+                f"  tf_at += ((long long)sizeof({ctype.cuda}) * {p.split} * (long long)n_out + 15) / 16 * 16;"
+            )
         self.w("  __shared__ bool tf_last;")
 
     def split_body(self) -> None:
@@ -609,12 +701,18 @@ class _Emitter:
         self.w("    if (row_ok && tr == 0) {")
         self.w(f"      const long long at = (long long)blockIdx.y * n_out + row;")
         for acc_index, field, _ in fields:
-            self.w(f"      {_partial_name(acc_index, field)}[at] = acc{acc_index}{'.' + field if field else ''};")
+            self.w(
+                f"      {_partial_name(acc_index, field)}[at] = acc{acc_index}{'.' + field if field else ''};"
+            )
         self.w("    }")
-        self.w("    __threadfence();  // this block's partials visible to the block that combines them")
+        self.w(
+            "    __threadfence();  // this block's partials visible to the block that combines them"
+        )
         self.w("    __syncthreads();")
         self.w("    if (threadIdx.x == 0 && threadIdx.y == 0) {")
-        self.w(f"      tf_last = atomicAdd(&tf_counter[row_base / {p.rows_per_block}], 1u) == {p.split - 1}u;")
+        self.w(
+            f"      tf_last = atomicAdd(&tf_counter[row_base / {p.rows_per_block}], 1u) == {p.split - 1}u;"
+        )
         self.w("    }")
         self.w("    __syncthreads();")
         self.w("    if (tf_last) {")
@@ -627,10 +725,15 @@ class _Emitter:
             self.w(f"        for (int s = tr; s < {p.split}; s += {p.threads_r}) {{")
             self.w(f"          const long long at = (long long)s * n_out + row;")
             if acc.family == "welford":
-                parts = ", ".join(f"*(volatile {t}*)&{_partial_name(acc.index, f)}[at]" for f in ("mean", "m2", "n"))
+                parts = ", ".join(
+                    f"*(volatile {t}*)&{_partial_name(acc.index, f)}[at]"
+                    for f in ("mean", "m2", "n")
+                )
                 self.w(f"          {a} = {_combine(acc, a, f'TfWelford<{t}>{{{parts}}}')};")
             else:
-                self.w(f"          {a} = {_combine(acc, a, f'*(volatile {t}*)&{_partial_name(acc.index, None)}[at]')};")
+                self.w(
+                    f"          {a} = {_combine(acc, a, f'*(volatile {t}*)&{_partial_name(acc.index, None)}[at]')};"
+                )
             self.w("        }")
             self.w("      }")
             self.block_reduce(acc, "      ", declare=False)
@@ -638,7 +741,9 @@ class _Emitter:
         self.phase = len(self.accs)
         self.reduced_stores("      ")
         self.w("    }")
-        self.w("    __syncthreads();  // tf_last is read by all before it is written for the next tile")
+        self.w(
+            "    __syncthreads();  // tf_last is read by all before it is written for the next tile"
+        )
 
     def operand(self, acc: _Accumulator, indent: str, cached: bool, in_vector: bool) -> str:
         r = self.renderer(indent, cached, in_vector)
@@ -668,7 +773,9 @@ class _Emitter:
 
         self.element_loop(add_square, indent, reads=[acc.operand])
         self.block_reduce(squares, indent)
-        self.w(f"{indent}TfWelford<{t}> acc{acc.index}{{mean{acc.index}, acc{squares.index}, ({t})n_red}};")
+        self.w(
+            f"{indent}TfWelford<{t}> acc{acc.index}{{mean{acc.index}, acc{squares.index}, ({t})n_red}};"
+        )
 
     def finalize(self, acc: _Accumulator, indent: str) -> None:
         t = acc.ctype.cuda
@@ -682,10 +789,14 @@ class _Emitter:
                 value = f"{a}.mean"
             else:
                 value = f"({a}.m2 / ({t})(n_red > {r.correction} ? n_red - {r.correction} : 0))"
-            self.w(f"{indent}const {r.dtype.cuda} red{acc.index}_{k} = tf_cast<{r.dtype.cuda}>(({t})({value}));")
+            self.w(
+                f"{indent}const {r.dtype.cuda} red{acc.index}_{k} = tf_cast<{r.dtype.cuda}>(({t})({value}));"
+            )
             if (acc.index, k) in self.divided_by:
                 ct = self.divided_by[(acc.index, k)].cuda
-                self.w(f"{indent}const {ct} inv{acc.index}_{k} = ({ct})1 / tf_cast<{ct}>(red{acc.index}_{k});")
+                self.w(
+                    f"{indent}const {ct} inv{acc.index}_{k} = ({ct})1 / tf_cast<{ct}>(red{acc.index}_{k});"
+                )
 
     def emit(self) -> str:
         s, p, it = self.s, self.p, self.itype
@@ -704,14 +815,22 @@ class _Emitter:
         # A lane's row: one output, or (a vector along the outputs) `vec` consecutive ones,
         # the innermost index the vector's first.
         n_rows = f"(n_out / {self.vec})" if self.along_outputs else "n_out"
-        self.w(f"  for ({it} row_base = ({it})blockIdx.x * {p.rows_per_block}; row_base < {n_rows}; row_base += ({it})gridDim.x * {p.rows_per_block}) {{")
+        self.w(
+            f"  for ({it} row_base = ({it})blockIdx.x * {p.rows_per_block}; row_base < {n_rows}; row_base += ({it})gridDim.x * {p.rows_per_block}) {{"
+        )
         self.w(f"    const {it} row = row_base + to;")
         self.w(f"    const bool row_ok = row < {n_rows};")
         self.w(f"    const {it} rowc = row_ok ? row : 0;")
         if self.along_outputs:
             last = self.last
-            self.lines += unravel_lines(self.outer, "rowc", lambda j: f"(E{j} / {self.vec})" if j == last else f"E{j}",
-                                        lambda j: f"i{j}_v" if j == last else f"i{j}", it, "    ")
+            self.lines += unravel_lines(
+                self.outer,
+                "rowc",
+                lambda j: f"(E{j} / {self.vec})" if j == last else f"E{j}",
+                lambda j: f"i{j}_v" if j == last else f"i{j}",
+                it,
+                "    ",
+            )
             self.w(f"    const {it} i{last} = i{last}_v * {self.vec};")
         else:
             self.unravel(self.outer, "rowc", "    ")
@@ -721,7 +840,9 @@ class _Emitter:
         if self.cached_loads:
             for k in self.cached_loads:
                 self.w("    #pragma unroll")
-                self.w(f"    for (int e = 0; e < {self.ept}; ++e) cl{k}[e] = {{}};")  # {} not T{}: long long{} does not parse
+                self.w(
+                    f"    for (int e = 0; e < {self.ept}; ++e) cl{k}[e] = {{}};"
+                )  # {} not T{}: long long{} does not parse
             self.fill_cache("    ")
         for e, (n, _) in self.kept_values.items():
             self.w(f"    {e.dtype.cuda} kv{n}[{self.ept}];")  # type: ignore[attr-defined]  (an EOp)
@@ -774,10 +895,17 @@ class _Emitter:
                 for k, st in full:
                     if k in self.vec_stores:
                         offset = render_affine(st.offset, "S", k, lambda j: f"i{j}", it)
-                        self.w(f"{indent}*reinterpret_cast<{vt[k]}*>(&B{st.buffer}[{offset}]) = vo{k};")
+                        self.w(
+                            f"{indent}*reinterpret_cast<{vt[k]}*>(&B{st.buffer}[{offset}]) = vo{k};"
+                        )
 
-            self.element_loop(store, "    ", chunk_open=open_outputs, chunk_close=write_outputs,
-                              reads=[st.expr for _, st in full])
+            self.element_loop(
+                store,
+                "    ",
+                chunk_open=open_outputs,
+                chunk_close=write_outputs,
+                reads=[st.expr for _, st in full],
+            )
         self.w("  }")
         self.w("}")
         return "\n".join(self.lines)

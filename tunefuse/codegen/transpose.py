@@ -47,13 +47,21 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
     lines.append(f"      const {it} i{a} = a0 + y;")
     lines.append(f"      if (i{b} < E{b} && i{a} < E{a}) {{")
     guarded = guarded_loads(st.expr for st in segment.stores)  # read inside their branch only
-    vector_loads = [k for k, ld in enumerate(segment.loads)
-                    if vec > 1 and ld.offset.is_affine and coeff(ld.offset, segment, b) == 1 and k not in guarded]
+    vector_loads = [
+        k
+        for k, ld in enumerate(segment.loads)
+        if vec > 1
+        and ld.offset.is_affine
+        and coeff(ld.offset, segment, b) == 1
+        and k not in guarded
+    ]
     for k in vector_loads:
         ld = segment.loads[k]
         vt = f"TfVec<{ld.dtype.cuda}, {vec}>"
         offset = render_affine(ld.offset, "L", k, lambda j: f"i{j}", it)
-        lines.append(f"        const {vt} v{k} = {load_text(ld.buffer, offset, p.evict_first and moves_with_every_dim(segment, k), vt)};")
+        lines.append(
+            f"        const {vt} v{k} = {load_text(ld.buffer, offset, p.evict_first and moves_with_every_dim(segment, k), vt)};"
+        )
 
     def var_name(j: int) -> str:
         return f"(i{j} + e)" if j == b and vec > 1 else f"i{j}"
@@ -86,7 +94,9 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
             vt = f"TfVec<{st.dtype.cuda}, {vec}>"
             lines.append(f"        {vt} o{k};")
             lines.append("        #pragma unroll")
-            lines.append(f"        for (int e = 0; e < {vec}; ++e) o{k}.v[e] = tile{k}[lane + e][y];")
+            lines.append(
+                f"        for (int e = 0; e < {vec}; ++e) o{k}.v[e] = tile{k}[lane + e][y];"
+            )
             lines.append(f"        *reinterpret_cast<{vt}*>(&B{st.buffer}[{off}]) = o{k};")
         else:
             lines.append(f"        B{st.buffer}[{off}] = tile{k}[threadIdx.x][y];")

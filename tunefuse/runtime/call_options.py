@@ -60,7 +60,9 @@ def repro_script(fusion, inputs: Sequence[object]) -> str:  # noqa: ANN001 - tun
     lines += ["", "", _MAKE_INPUT, "", "inputs = ["]
     for x, info in zip(inputs, infos):
         if info is not None:
-            dtype = "ml_dtypes.bfloat16" if info.dtype.value == "bfloat16" else f"np.{info.dtype.numpy}"
+            dtype = (
+                "ml_dtypes.bfloat16" if info.dtype.value == "bfloat16" else f"np.{info.dtype.numpy}"
+            )
             lines.append(f"    make_input({list(info.shape)}, {list(info.strides)}, {dtype}),")
         else:
             lines.append(f"    {python_literal(x)},")
@@ -81,9 +83,18 @@ def synchronized_wall_us(device: int, call) -> tuple[list, float]:  # noqa: ANN0
 
 
 def kernels_of(exe) -> tuple[KernelProfile, ...]:  # noqa: ANN001 - an ExecutablePlan
-    return tuple(KernelProfile(r.launch.kernel_name, r.launch.scheduler, tuple(r.launch.grid), tuple(r.launch.block),
-                               dict(r.launch.params), r.launch.chosen)
-                 for r in exe.recipes if r.launch.numel)
+    return tuple(
+        KernelProfile(
+            r.launch.kernel_name,
+            r.launch.scheduler,
+            tuple(r.launch.grid),
+            tuple(r.launch.block),
+            dict(r.launch.params),
+            r.launch.chosen,
+        )
+        for r in exe.recipes
+        if r.launch.numel
+    )
 
 
 def debug_text(exe) -> str:  # noqa: ANN001 - an ExecutablePlan
@@ -92,5 +103,7 @@ def debug_text(exe) -> str:  # noqa: ANN001 - an ExecutablePlan
     head = str(exe.plan) if exe.plan is not None else "plan read back from the persistent cache"
     lines = [head.rstrip(), "kernels launched:"]
     for k in kernels_of(exe):
-        lines.append(f"  {k.name} ({k.scheduler}, params {k.chosen}) grid {list(k.grid)} block {list(k.block)} {k.params}")
+        lines.append(
+            f"  {k.name} ({k.scheduler}, params {k.chosen}) grid {list(k.grid)} block {list(k.block)} {k.params}"
+        )
     return "\n".join(lines) + "\n"

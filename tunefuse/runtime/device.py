@@ -109,7 +109,9 @@ class Runtime:
 
         _, version = driver.cuDriverGetVersion()
         cc = self.info.compute_capability
-        return Env(f"{cc[0]}.{cc[1]}", self.info.name, nvrtc_version(), str(version), CODEGEN_VERSION)
+        return Env(
+            f"{cc[0]}.{cc[1]}", self.info.name, nvrtc_version(), str(version), CODEGEN_VERSION
+        )
 
     def kernel(self, name: str, cubin: bytes) -> object:
         """The loaded kernel `name` from `cubin` (each module loaded once)."""
@@ -152,7 +154,9 @@ class Runtime:
         from cuda.bindings import driver
 
         word = np.zeros(1, dtype=np.int32)
-        (err,) = driver.cuMemcpyDtoHAsync(word.ctypes.data, self.index_error_word, 4, int(stream.handle))  # type: ignore[attr-defined]
+        (err,) = driver.cuMemcpyDtoHAsync(
+            word.ctypes.data, self.index_error_word, 4, int(stream.handle)
+        )  # type: ignore[attr-defined]
         if int(err) != 0:
             raise RuntimeError(f"reading the index-error word failed: {err}")
         stream.sync()  # type: ignore[attr-defined]
@@ -200,6 +204,8 @@ def device_count() -> int:
     try:
         from cuda.core import system
 
-        return int(system.get_num_devices() if hasattr(system, "get_num_devices") else system.num_devices)
+        return int(
+            system.get_num_devices() if hasattr(system, "get_num_devices") else system.num_devices
+        )
     except Exception:  # noqa: BLE001
         return 0

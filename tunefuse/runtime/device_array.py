@@ -12,12 +12,21 @@ from tunefuse.dtypes import DataType
 
 
 class DeviceArray:
-    def __init__(self, buffer: object, shape: tuple[int, ...], dtype: DataType,
-                 strides: tuple[int, ...] | None = None, offset: int = 0, stream: object = None) -> None:
+    def __init__(
+        self,
+        buffer: object,
+        shape: tuple[int, ...],
+        dtype: DataType,
+        strides: tuple[int, ...] | None = None,
+        offset: int = 0,
+        stream: object = None,
+    ) -> None:
         self.buffer = buffer  # keeps the memory alive
         self.shape = tuple(shape)
         self.dtype = dtype
-        self.strides_elements = tuple(strides) if strides is not None else contiguous_strides(self.shape)
+        self.strides_elements = (
+            tuple(strides) if strides is not None else contiguous_strides(self.shape)
+        )
         self.offset = offset
         self._stream = stream
 
@@ -48,8 +57,13 @@ class DeviceArray:
 
         return KDL_CUDA, self.device_id
 
-    def __dlpack__(self, stream: object = None, max_version: object = None, dl_device: object = None,
-                   copy: bool | None = None) -> object:
+    def __dlpack__(
+        self,
+        stream: object = None,
+        max_version: object = None,
+        dl_device: object = None,
+        copy: bool | None = None,
+    ) -> object:
         """A DLPack capsule over this array's memory (never a copy: `copy=True` is refused).
         The kernels that wrote it are waited for first, whatever stream the consumer uses."""
         from tunefuse.runtime.dlpack import KDL_CUDA, to_dlpack
@@ -60,7 +74,9 @@ class DeviceArray:
             raise BufferError(f"DeviceArray lives on CUDA device {self.device_id}, not {dl_device}")
         if self._stream is not None:
             self._stream.sync()  # type: ignore[attr-defined]
-        return to_dlpack(self, self.data_ptr, self.shape, self.strides_elements, self.dtype, self.device_id)
+        return to_dlpack(
+            self, self.data_ptr, self.shape, self.strides_elements, self.dtype, self.device_id
+        )
 
     @property
     def device_id(self) -> int:
@@ -77,7 +93,9 @@ class DeviceArray:
             raise BufferError(str(e)) from None
 
     def view(self, shape: tuple[int, ...], strides: tuple[int, ...], offset: int) -> DeviceArray:
-        return DeviceArray(self.buffer, shape, self.dtype, strides, self.offset + offset, self._stream)
+        return DeviceArray(
+            self.buffer, shape, self.dtype, strides, self.offset + offset, self._stream
+        )
 
     def numpy(self) -> np.ndarray:
         """A host copy, with this array's shape and dtype."""
@@ -93,7 +111,8 @@ class DeviceArray:
             flat = device_to_host(self.data_ptr, span, self.dtype.numpy)
         item = flat.itemsize
         return np.lib.stride_tricks.as_strided(
-            flat, self.shape, tuple(s * item for s in self.strides_elements)).copy()
+            flat, self.shape, tuple(s * item for s in self.strides_elements)
+        ).copy()
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={list(self.shape)}, dtype={self.dtype.value})"

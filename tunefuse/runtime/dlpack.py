@@ -13,8 +13,13 @@ from tunefuse.dtypes import DataType
 
 KDL_CUDA = 2
 _CODES = {  # DataType -> (DLDataTypeCode, bits)
-    DataType.Int: (0, 64), DataType.Int32: (0, 32), DataType.Double: (2, 64), DataType.Float: (2, 32),
-    DataType.Half: (2, 16), DataType.BFloat16: (4, 16), DataType.Bool: (6, 8),
+    DataType.Int: (0, 64),
+    DataType.Int32: (0, 32),
+    DataType.Double: (2, 64),
+    DataType.Float: (2, 32),
+    DataType.Half: (2, 16),
+    DataType.BFloat16: (4, 16),
+    DataType.Bool: (6, 8),
 }
 
 
@@ -27,9 +32,15 @@ class DLDataType(ctypes.Structure):
 
 
 class DLTensor(ctypes.Structure):
-    _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int32),
-                ("dtype", DLDataType), ("shape", ctypes.POINTER(ctypes.c_int64)),
-                ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
+    _fields_ = [
+        ("data", ctypes.c_void_p),
+        ("device", DLDevice),
+        ("ndim", ctypes.c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
 
 
 class DLManagedTensor(ctypes.Structure):
@@ -37,7 +48,11 @@ class DLManagedTensor(ctypes.Structure):
 
 
 _Deleter = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
-DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _Deleter)]
+DLManagedTensor._fields_ = [
+    ("dl_tensor", DLTensor),
+    ("manager_ctx", ctypes.c_void_p),
+    ("deleter", _Deleter),
+]
 
 _LIVE: dict[int, tuple] = {}  # manager_ctx -> what the capsule's memory and array need alive
 
@@ -51,9 +66,11 @@ _capsule_new = ctypes.pythonapi.PyCapsule_New
 _capsule_new.restype = ctypes.py_object
 _capsule_new.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
 _capsule_is_valid = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_IsValid", ctypes.pythonapi))
+    ("PyCapsule_IsValid", ctypes.pythonapi)
+)
 _capsule_pointer = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(
-    ("PyCapsule_GetPointer", ctypes.pythonapi))
+    ("PyCapsule_GetPointer", ctypes.pythonapi)
+)
 
 
 @ctypes.PYFUNCTYPE(None, ctypes.c_void_p)
@@ -64,8 +81,14 @@ def _capsule_destructor(capsule: int) -> None:
         _delete(ctypes.cast(pointer, ctypes.POINTER(DLManagedTensor)))
 
 
-def to_dlpack(owner: object, data_ptr: int, shape: tuple[int, ...], strides: tuple[int, ...],
-              dtype: DataType, device_id: int) -> object:
+def to_dlpack(
+    owner: object,
+    data_ptr: int,
+    shape: tuple[int, ...],
+    strides: tuple[int, ...],
+    dtype: DataType,
+    device_id: int,
+) -> object:
     """A `dltensor` capsule for `shape`/`strides` (in elements) of `dtype` at `data_ptr`
     on CUDA device `device_id`; `owner` stays alive while the capsule or its consumer needs it."""
     if dtype not in _CODES:
@@ -75,8 +98,15 @@ def to_dlpack(owner: object, data_ptr: int, shape: tuple[int, ...], strides: tup
     strides_arr = (ctypes.c_int64 * max(ndim, 1))(*strides)
     code, bits = _CODES[dtype]
     managed = DLManagedTensor()
-    managed.dl_tensor = DLTensor(data_ptr, DLDevice(KDL_CUDA, device_id), ndim, DLDataType(code, bits, 1),
-                                 shape_arr, strides_arr, 0)
+    managed.dl_tensor = DLTensor(
+        data_ptr,
+        DLDevice(KDL_CUDA, device_id),
+        ndim,
+        DLDataType(code, bits, 1),
+        shape_arr,
+        strides_arr,
+        0,
+    )
     key = ctypes.addressof(managed)
     managed.manager_ctx = key
     managed.deleter = _delete

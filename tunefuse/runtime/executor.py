@@ -25,7 +25,13 @@ from tunefuse.plan import Plan, out_signature, plan_for
 from tunefuse.reference import eval_node, index_error_text
 from tunefuse.runtime.device import Runtime, runtime
 from tunefuse.runtime.device_array import DeviceArray
-from tunefuse.runtime.launch_plan import KernelLaunch, LaunchPlan, LaunchPlanError, kernel_launch, launch_plan_key
+from tunefuse.runtime.launch_plan import (
+    KernelLaunch,
+    LaunchPlan,
+    LaunchPlanError,
+    kernel_launch,
+    launch_plan_key,
+)
 from tunefuse.runtime.transfer import host_to_device
 from tunefuse.kernel_ir import SchedulerKind
 from tunefuse.schedulers import params_from_dict, scheduler_for
@@ -33,8 +39,11 @@ from tunefuse.segment import Segment
 from tunefuse.signature import FusionInputs, bind_inputs
 
 _NP_SCALAR = {
-    DataType.Double: np.float64, DataType.Float: np.float32, DataType.Int: np.int64,
-    DataType.Int32: np.int32, DataType.Bool: np.bool_,
+    DataType.Double: np.float64,
+    DataType.Float: np.float32,
+    DataType.Int: np.int64,
+    DataType.Int32: np.int32,
+    DataType.Bool: np.bool_,
 }
 
 
@@ -50,12 +59,22 @@ class LaunchRecipe:
     compiled: bool  # False when the binary came from a cache
 
 
-def _recipe(launch: KernelLaunch, kernel: object, compile_ms: float = 0.0, compiled: bool = False) -> LaunchRecipe:
+def _recipe(
+    launch: KernelLaunch, kernel: object, compile_ms: float = 0.0, compiled: bool = False
+) -> LaunchRecipe:
     from cuda.core import LaunchConfig
 
     config = LaunchConfig(grid=launch.grid, block=launch.block, shmem_size=launch.shared_bytes)
-    return LaunchRecipe(launch, kernel, config, launch.arg_template(), list(launch.pointer_slots),
-                        [(pos, vid, _NP_SCALAR[dt]) for pos, vid, dt in launch.scalar_slots], compile_ms, compiled)
+    return LaunchRecipe(
+        launch,
+        kernel,
+        config,
+        launch.arg_template(),
+        list(launch.pointer_slots),
+        [(pos, vid, _NP_SCALAR[dt]) for pos, vid, dt in launch.scalar_slots],
+        compile_ms,
+        compiled,
+    )
 
 
 @dataclass
@@ -95,15 +114,24 @@ class ExecutablePlan:
         value = rt.index_error(stream)
         if value is not None:
             node = self.fusion.producer(value)  # type: ignore[attr-defined]
-            raise IndexOutOfRangeError(f"{index_error_text(self.fusion, node)} (found on the GPU; nothing was "
-                                       "read there, and the outputs of this run are not to be used)")
+            raise IndexOutOfRangeError(
+                f"{index_error_text(self.fusion, node)} (found on the GPU; nothing was "
+                "read there, and the outputs of this run are not to be used)"
+            )
 
 
 class Executor:
     """Runs one fusion; keeps its plans by input signature."""
 
-    def __init__(self, fusion, params_source=None, cache=None, name: str | None = None,  # noqa: ANN001
-                 precompiled: dict[str, bytes] | None = None, device: int | None = None) -> None:
+    def __init__(
+        self,
+        fusion,
+        params_source=None,
+        cache=None,
+        name: str | None = None,  # noqa: ANN001
+        precompiled: dict[str, bytes] | None = None,
+        device: int | None = None,
+    ) -> None:
         self.fusion = fusion
         self.device = device  # the GPU for host (NumPy) inputs; device inputs must be on it
         self.precompiled = precompiled or {}  # kernel name -> cubin compiled elsewhere (tuning)
@@ -143,7 +171,9 @@ class Executor:
                 parsed.append(LaunchPlan.from_json(text, len(self.fusion.nodes)))
             except LaunchPlanError:
                 return None  # planned afresh; the new plan replaces it
-            return [k.kernel_key for k in parsed[0].kernels], [k.code_key for k in parsed[0].kernels if k.numel > 0]
+            return [k.kernel_key for k in parsed[0].kernels], [
+                k.code_key for k in parsed[0].kernels if k.numel > 0
+            ]
 
         found = self.cache.guard(lambda: store.launch_plan_reads(key, env, keys_of), None)
         if found is None:
@@ -158,17 +188,24 @@ class Executor:
                 kind = SchedulerKind(k.scheduler)
                 if params_from_dict(kind, params) != params_from_dict(kind, k.params):
                     return None  # tuned again
-        if any(binaries.get(k.code_key, (b"", ""))[1] != k.kernel_name for k in launch.kernels if k.numel > 0):
+        if any(
+            binaries.get(k.code_key, (b"", ""))[1] != k.kernel_name
+            for k in launch.kernels
+            if k.numel > 0
+        ):
             return None
         hits, repeats, jobs = self._tuning_bookkeeping(
-            [(k.kernel_key, k.shape_key, k.chosen) for k in launch.kernels], queued, bound)
+            [(k.kernel_key, k.shape_key, k.chosen) for k in launch.kernels], queued, bound
+        )
         if hits or repeats:
             store.count_later(env, hits=hits, queued=repeats)
         if jobs:
             fusion = (self.fusion.fusion_id, self.fusion.to_json(), self.name)
             self.cache.guard(lambda: store.note_plan(env, fusion=fusion, jobs=jobs), None)
-        recipes = [_recipe(k, rt.kernel(k.kernel_name, binaries[k.code_key][0]) if k.numel > 0 else None)
-                   for k in launch.kernels]
+        recipes = [
+            _recipe(k, rt.kernel(k.kernel_name, binaries[k.code_key][0]) if k.numel > 0 else None)
+            for k in launch.kernels
+        ]
         self.restored += 1
         return ExecutablePlan(self.fusion, launch, recipes)
 
@@ -184,12 +221,24 @@ class Executor:
         dtypes = {b.id: b.dtype for b in plan.buffers}
         store = self.cache.store if self.cache is not None else None
         env = rt.env if store is not None else None
-        records, queued = (self.cache.guard(lambda: store.plan_lookup((s.kernel_key for s in plan.segments), env),
-                                            ([], set())) if store is not None else ([], set()))
+        records, queued = (
+            self.cache.guard(
+                lambda: store.plan_lookup((s.kernel_key for s in plan.segments), env), ([], set())
+            )
+            if store is not None
+            else ([], set())
+        )
         chosen = [self.choose_params(seg, rt, records) for seg in plan.segments]
-        sources = [generate(seg, params, rt.info, dtypes) for seg, (params, _) in zip(plan.segments, chosen)]
+        sources = [
+            generate(seg, params, rt.info, dtypes)
+            for seg, (params, _) in zip(plan.segments, chosen)
+        ]
         code_keys = [source_key(src.source, rt.info.arch, COMPILE_OPTIONS) for src in sources]
-        binaries = self.cache.guard(lambda: store.get_binaries(code_keys, env), {}) if store is not None else {}
+        binaries = (
+            self.cache.guard(lambda: store.get_binaries(code_keys, env), {})
+            if store is not None
+            else {}
+        )
         new_binaries = []
         recipes = []
         for seg, (params, how), source, code_key in zip(plan.segments, chosen, sources, code_keys):
@@ -197,36 +246,68 @@ class Executor:
             if source.name in self.precompiled:
                 cached = (self.precompiled[source.name], source.name)
             if cached is not None and cached[1] == source.name:
-                compiled = CompiledKernel(source.name, rt.info.arch, cached[0], "", COMPILE_OPTIONS, 0.0, "")
+                compiled = CompiledKernel(
+                    source.name, rt.info.arch, cached[0], "", COMPILE_OPTIONS, 0.0, ""
+                )
                 from_cache = True
             else:
                 compiled = compile_kernel(source.source, source.name, rt.info.arch)
                 self.compiles += 1
                 from_cache = False
-                new_binaries.append((code_key, compiled.cubin, source.name, rt.info.arch, compiled.nvrtc_version,
-                                     source.source))
+                new_binaries.append(
+                    (
+                        code_key,
+                        compiled.cubin,
+                        source.name,
+                        rt.info.arch,
+                        compiled.nvrtc_version,
+                        source.source,
+                    )
+                )
             launch = kernel_launch(seg, source, params, how, code_key)
-            recipes.append(_recipe(launch, rt.kernel(source.name, compiled.cubin), compiled.compile_ms, not from_cache))
+            recipes.append(
+                _recipe(
+                    launch,
+                    rt.kernel(source.name, compiled.cubin),
+                    compiled.compile_ms,
+                    not from_cache,
+                )
+            )
         hits, repeats, jobs = self._tuning_bookkeeping(
-            [(seg.kernel_key, seg.shape_key, how) for seg, (_, how) in zip(plan.segments, chosen)], queued, bound)
+            [(seg.kernel_key, seg.shape_key, how) for seg, (_, how) in zip(plan.segments, chosen)],
+            queued,
+            bound,
+        )
         launch_plan = LaunchPlan.of(plan, [r.launch for r in recipes])
         stored = None
         if store is not None and bound is not None and self._persists():
             try:
-                stored = (launch_plan_key(self.fusion.fusion_id, bound.signature, out_sig, env.key),
-                          self.fusion.fusion_id, launch_plan.to_json())
+                stored = (
+                    launch_plan_key(self.fusion.fusion_id, bound.signature, out_sig, env.key),
+                    self.fusion.fusion_id,
+                    launch_plan.to_json(),
+                )
             except LaunchPlanError:
-                stored = None  # a host scalar JSON cannot hold: this signature is planned per process
+                stored = (
+                    None  # a host scalar JSON cannot hold: this signature is planned per process
+                )
         if store is not None and (hits or repeats):
-            store.count_later(env, hits=hits, queued=repeats)  # in memory: written with the next write
+            store.count_later(
+                env, hits=hits, queued=repeats
+            )  # in memory: written with the next write
         if store is not None and (new_binaries or jobs or stored):
             fusion = (self.fusion.fusion_id, self.fusion.to_json(), self.name) if jobs else None
-            self.cache.guard(lambda: store.note_plan(env, fusion=fusion, binaries=new_binaries, jobs=jobs,
-                                                     launch_plan=stored), None)
+            self.cache.guard(
+                lambda: store.note_plan(
+                    env, fusion=fusion, binaries=new_binaries, jobs=jobs, launch_plan=stored
+                ),
+                None,
+            )
         return ExecutablePlan(self.fusion, launch_plan, recipes, plan)
 
-    def _tuning_bookkeeping(self, kernels: list[tuple[str, str, str]], queued: set[tuple[str, str]],
-                            bound) -> tuple[list, list, list]:  # noqa: ANN001
+    def _tuning_bookkeeping(
+        self, kernels: list[tuple[str, str, str]], queued: set[tuple[str, str]], bound
+    ) -> tuple[list, list, list]:  # noqa: ANN001
         """What a plan's kernels (kernel_key, shape_key, how their params were chosen) leave
         for the daemon: hits on the tuned records used, repeats of kernels already queued, and
         a tuning job (fusion, segment index, kernel, shape, signature JSON) for every other
@@ -306,7 +387,9 @@ class Executor:
                     if exe is None and self._persists():
                         exe = self.restore(bound, out_sig, rt)
                     if exe is None:
-                        exe = self.prepare(plan_for(self.fusion, bound, out_sig), rt, bound, out_sig)
+                        exe = self.prepare(
+                            plan_for(self.fusion, bound, out_sig), rt, bound, out_sig
+                        )
                     self.plans[key] = exe
             self._last_key = key
             return _launch(exe, bound, inputs, out, rt, device_index)
@@ -328,7 +411,9 @@ def device_for(bound, out: Sequence[object] | None, explicit: int | None) -> int
     from tunefuse.arrays import describe_array
     from tunefuse.errors import InputMismatchError
 
-    where = {f"input T{v}": a.device_index for v, a in bound.arrays.items() if a.device is Device.CUDA}
+    where = {
+        f"input T{v}": a.device_index for v, a in bound.arrays.items() if a.device is Device.CUDA
+    }
     for k, target in enumerate(out or ()):
         if not isinstance(target, np.ndarray):
             info = describe_array(target, name=f"out[{k}]")
@@ -337,9 +422,13 @@ def device_for(bound, out: Sequence[object] | None, explicit: int | None) -> int
     devices = sorted(set(where.values()))
     if len(devices) > 1:
         listed = ", ".join(f"{name} on cuda:{d}" for name, d in where.items())
-        raise InputMismatchError(f"arrays on more than one GPU ({listed}): a fusion runs on one device")
+        raise InputMismatchError(
+            f"arrays on more than one GPU ({listed}): a fusion runs on one device"
+        )
     if explicit is not None and devices and devices[0] != explicit:
-        raise InputMismatchError(f"device={explicit} was asked for, but the arrays are on cuda:{devices[0]}")
+        raise InputMismatchError(
+            f"device={explicit} was asked for, but the arrays are on cuda:{devices[0]}"
+        )
     if devices:
         return devices[0]
     return explicit if explicit is not None else 0
@@ -350,8 +439,12 @@ def torch_dtype(dtype: DataType):  # noqa: ANN201 - a torch.dtype
     import torch
 
     return {
-        DataType.Double: torch.float64, DataType.Float: torch.float32, DataType.Half: torch.float16,
-        DataType.BFloat16: torch.bfloat16, DataType.Int: torch.int64, DataType.Int32: torch.int32,
+        DataType.Double: torch.float64,
+        DataType.Float: torch.float32,
+        DataType.Half: torch.float16,
+        DataType.BFloat16: torch.bfloat16,
+        DataType.Int: torch.int64,
+        DataType.Int32: torch.int32,
         DataType.Bool: torch.bool,
     }[dtype]
 
@@ -387,7 +480,9 @@ class _Allocation:
         self.owner = owner
 
 
-def _allocate(framework: str, nbytes: int, dtype: DataType, rt: Runtime, stream: object, device_index: int) -> _Allocation:
+def _allocate(
+    framework: str, nbytes: int, dtype: DataType, rt: Runtime, stream: object, device_index: int
+) -> _Allocation:
     nbytes = max(nbytes, dtype.itemsize)  # empty tensors still get a valid (typed) pointer
     if framework == "torch":
         import torch
@@ -404,24 +499,40 @@ def _allocate(framework: str, nbytes: int, dtype: DataType, rt: Runtime, stream:
     return _Allocation(int(buf.handle), buf)  # type: ignore[attr-defined]
 
 
-def _as_array(framework: str, alloc: _Allocation, dtype: DataType, shape, strides, offset: int, stream) -> object:  # noqa: ANN001
+def _as_array(
+    framework: str, alloc: _Allocation, dtype: DataType, shape, strides, offset: int, stream
+) -> object:  # noqa: ANN001
     if framework == "torch":
         import torch
 
         tdtype = torch_dtype(dtype)
-        base = alloc.owner.view(tdtype) if isinstance(alloc.owner, torch.Tensor) and alloc.owner.dtype == torch.uint8 else alloc.owner
+        base = (
+            alloc.owner.view(tdtype)
+            if isinstance(alloc.owner, torch.Tensor) and alloc.owner.dtype == torch.uint8
+            else alloc.owner
+        )
         return torch.as_strided(base, tuple(shape), tuple(strides), offset)
     if framework == "cupy" and dtype is not DataType.BFloat16:
         import cupy
 
         mem = alloc.owner.data if isinstance(alloc.owner, cupy.ndarray) else alloc.owner
-        return cupy.ndarray(tuple(shape), dtype=dtype.numpy, memptr=mem + offset * dtype.itemsize,
-                            strides=tuple(s * dtype.itemsize for s in strides))
+        return cupy.ndarray(
+            tuple(shape),
+            dtype=dtype.numpy,
+            memptr=mem + offset * dtype.itemsize,
+            strides=tuple(s * dtype.itemsize for s in strides),
+        )
     return DeviceArray(alloc.owner, tuple(shape), dtype, tuple(strides), offset, stream)
 
 
-def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runtime,  # noqa: ANN001
-            device_index: int) -> list:
+def _launch(
+    exe: ExecutablePlan,
+    bound,
+    inputs: Sequence[object],
+    out,
+    rt: Runtime,  # noqa: ANN001
+    device_index: int,
+) -> list:
     from cuda.core import launch
 
     plan = exe
@@ -480,14 +591,18 @@ def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runti
             pos, nbytes = recipe.launch.workspace
             workspace = _allocate(framework, nbytes, DataType.Int32, rt, stream, device_index)
             rt.zero(workspace.ptr, nbytes, stream)
-            workspaces.append(workspace)  # alive until the launch is queued (frees are stream-ordered)
+            workspaces.append(
+                workspace
+            )  # alive until the launch is queued (frees are stream-ordered)
             args[pos] = workspace.ptr
         if recipe.launch.index_error is not None:
             args[recipe.launch.index_error] = rt.index_error_word
         try:
             launch(stream, recipe.config, recipe.kernel, *args)
         except Exception as e:  # noqa: BLE001
-            raise ExecutionError(f"launch of {recipe.launch.kernel_name} ({recipe.launch.segment}) failed: {e}") from e
+            raise ExecutionError(
+                f"launch of {recipe.launch.kernel_name} ({recipe.launch.segment}) failed: {e}"
+            ) from e
     if exe.gathers:
         exe.check_indices(rt, stream)
     results = []
@@ -504,7 +619,17 @@ def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runti
             continue
         alloc = allocations[buf.id]
         fw = framework if buf.kind is BufferKind.OUTPUT else "tunefuse"
-        results.append(_as_array(fw, alloc, buf.dtype, binding.view.shape, binding.view.strides, binding.view.offset, stream))
+        results.append(
+            _as_array(
+                fw,
+                alloc,
+                buf.dtype,
+                binding.view.shape,
+                binding.view.strides,
+                binding.view.offset,
+                stream,
+            )
+        )
     if copy_back or host_inputs:
         stream.sync()  # type: ignore[attr-defined]
     for buffer_id, target in copy_back:
@@ -512,7 +637,10 @@ def _launch(exe: ExecutablePlan, bound, inputs: Sequence[object], out, rt: Runti
         data = DeviceArray(allocations[buffer_id].owner, buf.shape, buf.dtype, buf.strides).numpy()
         target[...] = data
     if host_inputs:
-        results = [r if isinstance(r, np.ndarray) else r.numpy() if hasattr(r, "numpy") else r for r in results]
+        results = [
+            r if isinstance(r, np.ndarray) else r.numpy() if hasattr(r, "numpy") else r
+            for r in results
+        ]
     return results
 
 
@@ -522,16 +650,22 @@ def _alias_of_input(array: object, view, dtype: DataType) -> object:  # noqa: AN
     if fw == "torch":
         import torch
 
-        return torch.as_strided(array, tuple(view.shape), tuple(view.strides),
-                                array.storage_offset() + view.offset)  # type: ignore[attr-defined]
+        return torch.as_strided(
+            array, tuple(view.shape), tuple(view.strides), array.storage_offset() + view.offset
+        )  # type: ignore[attr-defined]
     if fw == "cupy" and dtype is not DataType.BFloat16:
         import cupy
 
-        return cupy.ndarray(tuple(view.shape), dtype=dtype.numpy,
-                            memptr=array.data + view.offset * dtype.itemsize,  # type: ignore[attr-defined]
-                            strides=tuple(s * dtype.itemsize for s in view.strides))
+        return cupy.ndarray(
+            tuple(view.shape),
+            dtype=dtype.numpy,
+            memptr=array.data + view.offset * dtype.itemsize,  # type: ignore[attr-defined]
+            strides=tuple(s * dtype.itemsize for s in view.strides),
+        )
     info_ptr = array.__cuda_array_interface__["data"][0]  # type: ignore[attr-defined]
-    return DeviceArray(_RawOwner(info_ptr, array), tuple(view.shape), dtype, tuple(view.strides), view.offset)
+    return DeviceArray(
+        _RawOwner(info_ptr, array), tuple(view.shape), dtype, tuple(view.strides), view.offset
+    )
 
 
 class _RawOwner:
@@ -542,9 +676,13 @@ class _RawOwner:
         self.owner = owner
 
 
-
-def execute(fd, inputs: Sequence[object], out: Sequence[object] | None = None, cache: Any = None,
-            **options: Any) -> list:  # noqa: ANN001
+def execute(
+    fd,
+    inputs: Sequence[object],
+    out: Sequence[object] | None = None,
+    cache: Any = None,
+    **options: Any,
+) -> list:  # noqa: ANN001
     """`fd.execute(inputs, out=None, cache=<default>)`: run the fusion, return its outputs.
     `cache=None` runs without the persistent cache; a `tunefuse.Cache` or a URL picks one."""
     from tunefuse.cache import resolve
@@ -577,10 +715,14 @@ def execute(fd, inputs: Sequence[object], out: Sequence[object] | None = None, c
 
     bound = bind_inputs(executor.fusion, inputs, executor.inputs)
     device_index = device_for(bound, out, executor.device)
-    result, wall_us = call_options.synchronized_wall_us(device_index, lambda: executor._run_checked(inputs, out))
+    result, wall_us = call_options.synchronized_wall_us(
+        device_index, lambda: executor._run_checked(inputs, out)
+    )
     exe = executor.plans[executor._last_key]  # type: ignore[index]
     if profile:
-        fd._profile = call_options.FusionProfile(device_index, wall_us, call_options.kernels_of(exe))
+        fd._profile = call_options.FusionProfile(
+            device_index, wall_us, call_options.kernels_of(exe)
+        )
     if capture_debug_output:
         fd._debug_output = call_options.debug_text(exe)
     return result
@@ -602,7 +744,9 @@ def _device_index(device: object) -> int:
         return int(text[5:])
     if text == "cuda":
         return 0
-    raise ExecutionError(f"execute: device must be a CUDA device index, 'cuda:N' or a torch.device, not {device!r}")
+    raise ExecutionError(
+        f"execute: device must be a CUDA device index, 'cuda:N' or a torch.device, not {device!r}"
+    )
 
 
 def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
@@ -638,27 +782,40 @@ def _torch_key(inputs: Sequence[object], fusion_inputs: FusionInputs) -> tuple |
 class TorchLauncher:
     """The cache-hit path for torch inputs: pointers in, kernels launched, views out."""
 
-    def __init__(self, exe: ExecutablePlan, inputs: Sequence[object], fusion_inputs: FusionInputs) -> None:
+    def __init__(
+        self, exe: ExecutablePlan, inputs: Sequence[object], fusion_inputs: FusionInputs
+    ) -> None:
         import torch
 
         plan = exe
         self.exe = exe
-        self.device_index = inputs[next(i for i, x in enumerate(inputs) if hasattr(x, "is_cuda"))].device.index or 0
+        self.device_index = (
+            inputs[next(i for i, x in enumerate(inputs) if hasattr(x, "is_cuda"))].device.index or 0
+        )
         self.rt = runtime(self.device_index)
         self.device = torch.device("cuda", self.device_index)
         from cuda.core import launch
 
         self.torch, self.launch = torch, launch  # bound once: no import statement per call
-        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # the handle without a Stream object
-        self.current_stream = raw if raw is not None else (
-            lambda index: torch.cuda.current_stream(index).cuda_stream)
+        raw = getattr(
+            torch._C, "_cuda_getCurrentRawStream", None
+        )  # the handle without a Stream object
+        self.current_stream = (
+            raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
+        )
         position = {vid: k for k, vid in enumerate(plan.fusion.inputs)}
         self.n_buffers = len(plan.buffers)
-        self.input_slots = [(b.id, b.input_index) for b in plan.buffers if b.kind is BufferKind.INPUT]
+        self.input_slots = [
+            (b.id, b.input_index) for b in plan.buffers if b.kind is BufferKind.INPUT
+        ]
         contiguous_outputs = {
-            o.buffer: o for o in plan.outputs
-            if o.returned and o.view.offset == 0 and plan.buffers[o.buffer].kind is not BufferKind.INPUT
-            and o.view.strides == _row_major(o.view.shape) and _prod(o.view.shape) == plan.buffers[o.buffer].numel
+            o.buffer: o
+            for o in plan.outputs
+            if o.returned
+            and o.view.offset == 0
+            and plan.buffers[o.buffer].kind is not BufferKind.INPUT
+            and o.view.strides == _row_major(o.view.shape)
+            and _prod(o.view.shape) == plan.buffers[o.buffer].numel
             and sum(1 for p in plan.outputs if p.buffer == o.buffer) == 1
         }
         # A buffer that is exactly one returned output is allocated in that output's shape:
@@ -668,16 +825,32 @@ class TorchLauncher:
         for b in plan.buffers:
             if b.kind is BufferKind.INPUT:
                 continue
-            shape = tuple(contiguous_outputs[b.id].view.shape) if b.id in contiguous_outputs else (max(b.numel, 1),)
+            shape = (
+                tuple(contiguous_outputs[b.id].view.shape)
+                if b.id in contiguous_outputs
+                else (max(b.numel, 1),)
+            )
             dtype = torch_dtype(b.dtype)
-            like = next((k for k, x in enumerate(inputs) if isinstance(x, torch.Tensor) and x.dtype == dtype
-                         and tuple(x.shape) == shape and x.is_contiguous()), None)
+            like = next(
+                (
+                    k
+                    for k, x in enumerate(inputs)
+                    if isinstance(x, torch.Tensor)
+                    and x.dtype == dtype
+                    and tuple(x.shape) == shape
+                    and x.is_contiguous()
+                ),
+                None,
+            )
             if like is not None:
                 self.alloc_slots.append((b.id, True, like))
             else:
-                self.alloc_slots.append((b.id, False, (torch.empty(0, dtype=dtype, device=self.device), shape)))
-        self.scalar_slots = [(vid, position[vid]) for vid in plan.fusion.inputs
-                             if not plan.fusion.is_tensor(vid)]
+                self.alloc_slots.append(
+                    (b.id, False, (torch.empty(0, dtype=dtype, device=self.device), shape))
+                )
+        self.scalar_slots = [
+            (vid, position[vid]) for vid in plan.fusion.inputs if not plan.fusion.is_tensor(vid)
+        ]
         self.fixed = dict(plan.fixed_scalars)
         self.host_nodes = plan.host_scalar_nodes
         self.recipes = [r for r in exe.recipes if r.launch.numel > 0]
@@ -692,7 +865,14 @@ class TorchLauncher:
                 source = ("whole", buf.id)
             else:
                 source = ("buffer", buf.id)
-            self.results.append((source, tuple(binding.view.shape), tuple(binding.view.strides), binding.view.offset))
+            self.results.append(
+                (
+                    source,
+                    tuple(binding.view.shape),
+                    tuple(binding.view.strides),
+                    binding.view.offset,
+                )
+            )
 
     def __call__(self, inputs: Sequence[object]) -> list:
         token = self.rt.enter()  # this GPU's context current while we launch (no-op when it is)
@@ -724,12 +904,16 @@ class TorchLauncher:
         for recipe in self.recipes:
             args = list(recipe.args)
             for pos, bid in recipe.pointer_slots:
-                args[pos] = pointers[bid]  # a Python int: cuda.core passes it as a pointer, unconverted
+                args[pos] = pointers[
+                    bid
+                ]  # a Python int: cuda.core passes it as a pointer, unconverted
             for pos, value, np_type in recipe.scalar_slots:
                 args[pos] = np_type(host[value])  # type: ignore[index]
             if recipe.launch.workspace is not None:  # a split reduction's counters and partials
                 pos, nbytes = recipe.launch.workspace
-                workspace = torch.zeros(nbytes, dtype=torch.uint8, device=self.device)  # on this stream
+                workspace = torch.zeros(
+                    nbytes, dtype=torch.uint8, device=self.device
+                )  # on this stream
                 args[pos] = workspace.data_ptr()
             if recipe.launch.index_error is not None:
                 args[recipe.launch.index_error] = self.rt.index_error_word

@@ -61,9 +61,15 @@ class KernelLaunch:
     shared_bytes: int
     static_args: tuple[tuple[str, int] | None, ...]  # (index type, value); None: filled per call
     pointer_slots: tuple[tuple[int, int], ...]  # (arg position, buffer id)
-    scalar_slots: tuple[tuple[int, int, DataType], ...]  # (arg position, fusion value, compute type)
-    workspace: tuple[int, int] | None = None  # (arg position, bytes): zeroed memory a split reduction takes
-    index_error: int | None = None  # arg position of the device's index-error word (kernels that gather)
+    scalar_slots: tuple[
+        tuple[int, int, DataType], ...
+    ]  # (arg position, fusion value, compute type)
+    workspace: tuple[int, int] | None = (
+        None  # (arg position, bytes): zeroed memory a split reduction takes
+    )
+    index_error: int | None = (
+        None  # arg position of the device's index-error word (kernels that gather)
+    )
 
     def arg_template(self) -> list:
         """The argument list with every static value typed (numpy ints: exact widths)."""
@@ -74,7 +80,9 @@ class KernelLaunch:
 class LaunchPlan:
     buffers: tuple[Buffer, ...]
     outputs: tuple  # tuple[OutputBinding, ...]
-    host_nodes: tuple[int, ...]  # indices into fusion.nodes: scalar nodes the host evaluates per call
+    host_nodes: tuple[
+        int, ...
+    ]  # indices into fusion.nodes: scalar nodes the host evaluates per call
     fixed_scalars: tuple[tuple[int, bool | int | float], ...]
     kernels: tuple[KernelLaunch, ...]
 
@@ -84,29 +92,68 @@ class LaunchPlan:
         if len(kernels) != len(plan.segments):
             raise LaunchPlanError(f"{len(kernels)} kernels for {len(plan.segments)} segments")
         host_nodes = tuple(plan.fusion.nodes.index(n) for n in plan.host_scalar_nodes)
-        return LaunchPlan(plan.buffers, plan.outputs, host_nodes, plan.fixed_scalars, tuple(kernels))
+        return LaunchPlan(
+            plan.buffers, plan.outputs, host_nodes, plan.fixed_scalars, tuple(kernels)
+        )
 
     def to_json(self) -> str:
-        return json.dumps({
-            "format": LAUNCH_PLAN_FORMAT,
-            "buffers": [[b.id, b.kind.value, b.dtype.value, list(b.shape), list(b.strides), b.value,
-                         b.input_index, b.out_index, b.alignment] for b in self.buffers],
-            "outputs": [[o.position, o.value, o.buffer, list(o.view.shape), list(o.view.strides), o.view.offset,
-                         o.returned] for o in self.outputs],
-            "host_nodes": list(self.host_nodes),
-            "fixed_scalars": [[vid, _scalar_to_json(v)] for vid, v in self.fixed_scalars],
-            "kernels": [{
-                "segment": k.segment, "kernel_key": k.kernel_key, "shape_key": k.shape_key,
-                "scheduler": k.scheduler, "params": k.params, "chosen": k.chosen, "numel": k.numel,
-                "kernel_name": k.kernel_name, "code_key": k.code_key, "grid": list(k.grid),
-                "block": list(k.block), "shared_bytes": k.shared_bytes,
-                "static_args": [None if a is None else list(a) for a in k.static_args],
-                "pointer_slots": [list(p) for p in k.pointer_slots],
-                "scalar_slots": [[pos, vid, dt.value] for pos, vid, dt in k.scalar_slots],
-                "workspace": None if k.workspace is None else list(k.workspace),
-                "index_error": k.index_error,
-            } for k in self.kernels],
-        }, sort_keys=True, allow_nan=False)
+        return json.dumps(
+            {
+                "format": LAUNCH_PLAN_FORMAT,
+                "buffers": [
+                    [
+                        b.id,
+                        b.kind.value,
+                        b.dtype.value,
+                        list(b.shape),
+                        list(b.strides),
+                        b.value,
+                        b.input_index,
+                        b.out_index,
+                        b.alignment,
+                    ]
+                    for b in self.buffers
+                ],
+                "outputs": [
+                    [
+                        o.position,
+                        o.value,
+                        o.buffer,
+                        list(o.view.shape),
+                        list(o.view.strides),
+                        o.view.offset,
+                        o.returned,
+                    ]
+                    for o in self.outputs
+                ],
+                "host_nodes": list(self.host_nodes),
+                "fixed_scalars": [[vid, _scalar_to_json(v)] for vid, v in self.fixed_scalars],
+                "kernels": [
+                    {
+                        "segment": k.segment,
+                        "kernel_key": k.kernel_key,
+                        "shape_key": k.shape_key,
+                        "scheduler": k.scheduler,
+                        "params": k.params,
+                        "chosen": k.chosen,
+                        "numel": k.numel,
+                        "kernel_name": k.kernel_name,
+                        "code_key": k.code_key,
+                        "grid": list(k.grid),
+                        "block": list(k.block),
+                        "shared_bytes": k.shared_bytes,
+                        "static_args": [None if a is None else list(a) for a in k.static_args],
+                        "pointer_slots": [list(p) for p in k.pointer_slots],
+                        "scalar_slots": [[pos, vid, dt.value] for pos, vid, dt in k.scalar_slots],
+                        "workspace": None if k.workspace is None else list(k.workspace),
+                        "index_error": k.index_error,
+                    }
+                    for k in self.kernels
+                ],
+            },
+            sort_keys=True,
+            allow_nan=False,
+        )
 
     @staticmethod
     def from_json(text: str, num_nodes: int) -> LaunchPlan:
@@ -117,18 +164,36 @@ class LaunchPlan:
         try:
             doc = json.loads(text)
             if not isinstance(doc, dict) or doc.get("format") != LAUNCH_PLAN_FORMAT:
-                raise LaunchPlanError(f"launch plan format {doc.get('format') if isinstance(doc, dict) else '?'}"
-                                      f" is not {LAUNCH_PLAN_FORMAT}")
+                raise LaunchPlanError(
+                    f"launch plan format {doc.get('format') if isinstance(doc, dict) else '?'}"
+                    f" is not {LAUNCH_PLAN_FORMAT}"
+                )
             buffers = tuple(
-                Buffer(_int(i), BufferKind(kind), DataType(dt), _ints(shape), _ints(strides), _int(value),
-                       _opt_int(inp), _opt_int(out), _int(align))
-                for i, kind, dt, shape, strides, value, inp, out, align in doc["buffers"])
+                Buffer(
+                    _int(i),
+                    BufferKind(kind),
+                    DataType(dt),
+                    _ints(shape),
+                    _ints(strides),
+                    _int(value),
+                    _opt_int(inp),
+                    _opt_int(out),
+                    _int(align),
+                )
+                for i, kind, dt, shape, strides, value, inp, out, align in doc["buffers"]
+            )
             if any(b.id != k for k, b in enumerate(buffers)):
                 raise LaunchPlanError("buffer ids are not 0..n-1")
             outputs = tuple(
-                OutputBinding(_int(pos), _int(value), _buffer_id(buf, buffers), StridedView(_ints(shape), _ints(strides),
-                                                                                           _int(offset)), _bool(ret))
-                for pos, value, buf, shape, strides, offset, ret in doc["outputs"])
+                OutputBinding(
+                    _int(pos),
+                    _int(value),
+                    _buffer_id(buf, buffers),
+                    StridedView(_ints(shape), _ints(strides), _int(offset)),
+                    _bool(ret),
+                )
+                for pos, value, buf, shape, strides, offset, ret in doc["outputs"]
+            )
             host_nodes = _ints(doc["host_nodes"])
             if any(not 0 <= n < num_nodes for n in host_nodes):
                 raise LaunchPlanError("a host node index is out of range")
@@ -141,7 +206,9 @@ class LaunchPlan:
         return LaunchPlan(buffers, outputs, host_nodes, fixed, kernels)
 
 
-def kernel_launch(segment: Segment, source: KernelSource, params: object, chosen: str, code_key: str) -> KernelLaunch:
+def kernel_launch(
+    segment: Segment, source: KernelSource, params: object, chosen: str, code_key: str
+) -> KernelLaunch:
     """A segment's kernel as launch data: its static arguments typed, the rest as slots
     filled per call (pointers by buffer, scalars by fusion value)."""
     from tunefuse.codegen.expr import index_value
@@ -171,10 +238,25 @@ def kernel_launch(segment: Segment, source: KernelSource, params: object, chosen
             sc = segment.scalars[arg.ref[0]]
             static.append(None)
             scalars.append((pos, sc.value, sc.dtype.compute))
-    return KernelLaunch(segment.name, segment.kernel_key, segment.shape_key, segment.scheduler.value,
-                        params_to_dict(params), chosen, segment.numel, source.name, code_key,
-                        tuple(source.grid), tuple(source.block), source.shared_bytes,  # type: ignore[arg-type]
-                        tuple(static), tuple(pointers), tuple(scalars), workspace, index_error)
+    return KernelLaunch(
+        segment.name,
+        segment.kernel_key,
+        segment.shape_key,
+        segment.scheduler.value,
+        params_to_dict(params),
+        chosen,
+        segment.numel,
+        source.name,
+        code_key,
+        tuple(source.grid),
+        tuple(source.block),
+        source.shared_bytes,  # type: ignore[arg-type]
+        tuple(static),
+        tuple(pointers),
+        tuple(scalars),
+        workspace,
+        index_error,
+    )
 
 
 def launch_plan_key(fusion_id: str, signature: tuple, out_signature: tuple, env_key: str) -> str:
@@ -182,8 +264,14 @@ def launch_plan_key(fusion_id: str, signature: tuple, out_signature: tuple, env_
     (those are checked on every read), and the version of the default heuristics."""
     from tunefuse.schedulers import HEURISTICS_VERSION
 
-    parts = [LAUNCH_PLAN_FORMAT, HEURISTICS_VERSION, fusion_id, [_signature_item(s) for s in signature],
-             [_signature_item(s) for s in out_signature], env_key]
+    parts = [
+        LAUNCH_PLAN_FORMAT,
+        HEURISTICS_VERSION,
+        fusion_id,
+        [_signature_item(s) for s in signature],
+        [_signature_item(s) for s in out_signature],
+        env_key,
+    ]
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
@@ -191,8 +279,19 @@ def _signature_item(sig: Any) -> list | None:
     if sig is None:
         return None
     if hasattr(sig, "shape"):
-        return ["tensor", sig.dtype.value, list(sig.shape), list(sig.strides), sig.alignment, sig.device.value]
-    return ["scalar", sig.dtype.value, _scalar_to_json(sig.value) if sig.value is not None else None]
+        return [
+            "tensor",
+            sig.dtype.value,
+            list(sig.shape),
+            list(sig.strides),
+            sig.alignment,
+            sig.device.value,
+        ]
+    return [
+        "scalar",
+        sig.dtype.value,
+        _scalar_to_json(sig.value) if sig.value is not None else None,
+    ]
 
 
 def _kernel_from_json(k: dict, buffers: tuple[Buffer, ...]) -> KernelLaunch:
@@ -208,16 +307,37 @@ def _kernel_from_json(k: dict, buffers: tuple[Buffer, ...]) -> KernelLaunch:
         if workspace[1] <= 0:
             raise LaunchPlanError(f"kernel {k['kernel_name']}: workspace of {workspace[1]} bytes")
     index_error = None if k.get("index_error") is None else _int(k["index_error"])
-    filled = sorted([p for p, _ in pointers] + [p for p, _, _ in scalars] + ([workspace[0]] if workspace else [])
-                    + ([index_error] if index_error is not None else []))
+    filled = sorted(
+        [p for p, _ in pointers]
+        + [p for p, _, _ in scalars]
+        + ([workspace[0]] if workspace else [])
+        + ([index_error] if index_error is not None else [])
+    )
     if filled != [p for p, a in enumerate(static) if a is None]:
-        raise LaunchPlanError(f"kernel {k['kernel_name']}: argument slots do not match its arguments")
+        raise LaunchPlanError(
+            f"kernel {k['kernel_name']}: argument slots do not match its arguments"
+        )
     if not isinstance(k["params"], dict):
         raise LaunchPlanError("params must be an object")
-    return KernelLaunch(_str(k["segment"]), _str(k["kernel_key"]), _str(k["shape_key"]), _str(k["scheduler"]),
-                        k["params"], k["chosen"], _int(k["numel"]), _str(k["kernel_name"]), _str(k["code_key"]),
-                        _dims(k["grid"]), _dims(k["block"]), _int(k["shared_bytes"]), static, pointers, scalars,
-                        workspace, index_error)
+    return KernelLaunch(
+        _str(k["segment"]),
+        _str(k["kernel_key"]),
+        _str(k["shape_key"]),
+        _str(k["scheduler"]),
+        k["params"],
+        k["chosen"],
+        _int(k["numel"]),
+        _str(k["kernel_name"]),
+        _str(k["code_key"]),
+        _dims(k["grid"]),
+        _dims(k["block"]),
+        _int(k["shared_bytes"]),
+        static,
+        pointers,
+        scalars,
+        workspace,
+        index_error,
+    )
 
 
 def index_arg(value: object) -> tuple[str, int]:

@@ -11,7 +11,8 @@ def pointer_device(ptr: int) -> int:
     from cuda.bindings import driver
 
     err, ordinal = driver.cuPointerGetAttribute(
-        driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr)
+        driver.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ptr
+    )
     if int(err) != 0:
         raise ExecutionError(f"cannot tell the CUDA device of pointer {ptr:#x}: {err}")
     return int(ordinal)

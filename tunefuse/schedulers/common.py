@@ -21,12 +21,19 @@ def vector_fits(segment: Segment, offset, dtype, buffer: int, unit: int, vec: in
     """True when an access that is unit-stride along dim `unit` can move `vec` consecutive
     elements at once: at most 16 bytes, its constant offset and every other stride divisible
     by `vec`, its pointer aligned to the vector."""
-    return (vec * dtype.itemsize <= MAX_VECTOR_BYTES and offset.const % vec == 0
-            and all(coeff(offset, segment, j) % vec == 0 for j in range(len(segment.extents)) if j != unit)
-            and dict(segment.buffer_alignments).get(buffer, 1) >= vec * dtype.itemsize)
+    return (
+        vec * dtype.itemsize <= MAX_VECTOR_BYTES
+        and offset.const % vec == 0
+        and all(
+            coeff(offset, segment, j) % vec == 0 for j in range(len(segment.extents)) if j != unit
+        )
+        and dict(segment.buffer_alignments).get(buffer, 1) >= vec * dtype.itemsize
+    )
 
 
-def widest_vector(segment: Segment, accesses, divisible: tuple[int, ...], widths=(2, 4, 8, 16)) -> int:  # noqa: ANN001
+def widest_vector(
+    segment: Segment, accesses, divisible: tuple[int, ...], widths=(2, 4, 8, 16)
+) -> int:  # noqa: ANN001
     """The widest of `widths` (in elements, 1 if none) at which every access
     `(offset, dtype, buffer, unit_dim)` moves that many consecutive elements along its unit
     dim at once (`vector_fits`) and every extent of `divisible` divides by it. The one loop
@@ -34,7 +41,9 @@ def widest_vector(segment: Segment, accesses, divisible: tuple[int, ...], widths
     best = 1
     for vec in widths:
         if any(segment.extents[j] % vec for j in divisible) or not all(
-                vector_fits(segment, offset, dtype, buffer, unit, vec) for offset, dtype, buffer, unit in accesses):
+            vector_fits(segment, offset, dtype, buffer, unit, vec)
+            for offset, dtype, buffer, unit in accesses
+        ):
             break
         best = vec
     return best
@@ -47,13 +56,16 @@ def max_vector(segment: Segment) -> int:
         return 1
     last = innermost(segment)
     accesses = [(ld.offset, ld.dtype, ld.buffer) for ld in segment.loads] + [
-        (st.offset, st.dtype, st.buffer) for st in segment.stores]
+        (st.offset, st.dtype, st.buffer) for st in segment.stores
+    ]
     if any(not off.is_affine for off, _, _ in accesses):
         return 1
     stores_unit = all(coeff(st.offset, segment, last) == 1 for st in segment.stores)
     if not stores_unit:
         return 1
-    unit = [(off, dtype, buf, last) for off, dtype, buf in accesses if coeff(off, segment, last) == 1]
+    unit = [
+        (off, dtype, buf, last) for off, dtype, buf in accesses if coeff(off, segment, last) == 1
+    ]
     return widest_vector(segment, unit, (last,))
 
 

@@ -23,13 +23,25 @@ class Params:
     elements_per_thread: int = 8
     vector: int = 1
     unroll: int = 1  # without cache_row: chunks of each re-read unrolled (loads in flight)
-    evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
-    static_shape: bool = False  # sizes, strides and offsets as constants: a binary for this shape alone
+    evict_first: bool = (
+        True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
+    )
+    static_shape: bool = (
+        False  # sizes, strides and offsets as constants: a binary for this shape alone
+    )
 
     def as_reduction(self) -> reduction.Params:
         """The reduction layout these params share with the reduction scheduler."""
-        return reduction.Params(self.threads_r, self.rows_per_block, self.inner,
-                                self.blocks_per_sm, self.vector, self.unroll, self.evict_first, self.static_shape)
+        return reduction.Params(
+            self.threads_r,
+            self.rows_per_block,
+            self.inner,
+            self.blocks_per_sm,
+            self.vector,
+            self.unroll,
+            self.evict_first,
+            self.static_shape,
+        )
 
 
 MAX_CACHED_ELEMENTS = 32  # per thread and cached input: beyond this, registers spill
@@ -53,7 +65,9 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     # 95.7 -> 94.1 us, layernorm 95.8 -> 95.3 against 32 blocks an SM (benchmarks/sweep.py).
     if ept <= MAX_CACHED_ELEMENTS:
         return Params(threads, rows, True, 0, True, ept, vector, 1, evict_first_pays(segment))
-    return Params(min(threads, 512), 1, True, 0, False, vector, vector, 4, evict_first_pays(segment))
+    return Params(
+        min(threads, 512), 1, True, 0, False, vector, vector, 4, evict_first_pays(segment)
+    )
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
@@ -81,11 +95,14 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "cache_row": optuna.distributions.CategoricalDistribution([True, False]),
         "elements_per_thread": optuna.distributions.CategoricalDistribution([1, 2, 4, 8, 16, 32]),
         "vector": optuna.distributions.CategoricalDistribution(
-            [v for v in (1, 2, 4, 8) if reduction.reduced_vector(segment) % v == 0]),
+            [v for v in (1, 2, 4, 8) if reduction.reduced_vector(segment) % v == 0]
+        ),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         **flag_space(),
     }
 
 
-def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+def grid(
+    segment: Segment, device: DeviceInfo, p: Params
+) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     return reduction.grid(segment, device, p.as_reduction())

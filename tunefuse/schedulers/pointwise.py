@@ -9,7 +9,13 @@ import math
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.schedulers.common import evict_first_pays, flag_space, flags_error, grid_cap, max_vector
+from tunefuse.schedulers.common import (
+    evict_first_pays,
+    flag_space,
+    flags_error,
+    grid_cap,
+    max_vector,
+)
 from tunefuse.segment import Segment
 
 
@@ -18,16 +24,22 @@ class Params:
     block_size: int = 128
     vector: int = 1
     unroll: int = 1
-    blocks_per_sm: int = 8  # grid cap: blocks_per_sm * SM count blocks; 0: no cap (one pass, no striding)
+    blocks_per_sm: int = (
+        8  # grid cap: blocks_per_sm * SM count blocks; 0: no cap (one pass, no striding)
+    )
     split: int = 0  # 0: flat; s >= 1: dims [0, s) outer (grid y), dims [s, rank) inner (x)
-    evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
-    static_shape: bool = False  # sizes, strides and offsets as constants: a binary for this shape alone
+    evict_first: bool = (
+        True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
+    )
+    static_shape: bool = (
+        False  # sizes, strides and offsets as constants: a binary for this shape alone
+    )
 
 
 def block_shape(segment: Segment, p: Params) -> tuple[int, int]:
     """(x, y) threads of a 2-D block: x covers the inner groups (a power of two, at most the
     block), y the rest of the block."""
-    inner_groups = max(1, math.prod(segment.extents[p.split:]) // p.vector)
+    inner_groups = max(1, math.prod(segment.extents[p.split :]) // p.vector)
     x = 1
     while x < p.block_size and x < inner_groups:
         x *= 2
@@ -49,10 +61,14 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     while block > 64 and groups < block * device.sm_count * 2:
         block //= 2
     evict_first = evict_first_pays(segment)
-    flat = Params(block_size=block, vector=vector, unroll=1, blocks_per_sm=0, evict_first=evict_first)
+    flat = Params(
+        block_size=block, vector=vector, unroll=1, blocks_per_sm=0, evict_first=evict_first
+    )
     if len(segment.extents) < 2:
         return flat
-    two_d = Params(block_size=block, vector=vector, unroll=1, blocks_per_sm=0, split=1, evict_first=evict_first)
+    two_d = Params(
+        block_size=block, vector=vector, unroll=1, blocks_per_sm=0, split=1, evict_first=evict_first
+    )
     inner_groups = math.prod(segment.extents[1:]) // vector
     x, _ = block_shape(segment, two_d)
     covered = -(-inner_groups // x) * x
@@ -61,7 +77,10 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     """None when `p` can run `segment` correctly on `device`, else why not."""
-    if p.block_size not in (32, 64, 128, 256, 512, 1024) or p.block_size > device.max_threads_per_block:
+    if (
+        p.block_size not in (32, 64, 128, 256, 512, 1024)
+        or p.block_size > device.max_threads_per_block
+    ):
         return f"block_size {p.block_size}"
     if p.vector < 1 or max_vector(segment) % p.vector:
         return f"vector {p.vector} (at most {max_vector(segment)} here)"
@@ -81,18 +100,22 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "vector": optuna.distributions.CategoricalDistribution(vectors),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 2, 4, 8, 16, 32]),
-        "split": optuna.distributions.CategoricalDistribution(list(range(max(1, len(segment.extents))))),
+        "split": optuna.distributions.CategoricalDistribution(
+            list(range(max(1, len(segment.extents))))
+        ),
         **flag_space(),
     }
 
 
-def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+def grid(
+    segment: Segment, device: DeviceInfo, p: Params
+) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     cap = grid_cap(device, p.blocks_per_sm)
     if p.split:
         x, y = block_shape(segment, p)
-        inner_groups = math.prod(segment.extents[p.split:]) // p.vector
+        inner_groups = math.prod(segment.extents[p.split :]) // p.vector
         blocks_x = max(1, -(-inner_groups // x))
-        outer = math.prod(segment.extents[:p.split])
+        outer = math.prod(segment.extents[: p.split])
         blocks_y = max(1, min(-(-outer // (y * p.unroll)), max(1, cap // blocks_x), 65535))
         return (blocks_x, blocks_y, 1), (x, y, 1), 0
     groups = segment.numel // p.vector

@@ -10,7 +10,14 @@ from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.kernel_ir import EGather, EGuard, EOp, EReduce, children
-from tunefuse.schedulers.common import coeff, evict_first_pays, flag_space, flags_error, grid_cap, widest_vector
+from tunefuse.schedulers.common import (
+    coeff,
+    evict_first_pays,
+    flag_space,
+    flags_error,
+    grid_cap,
+    widest_vector,
+)
 from tunefuse.segment import Segment, contains_reduce
 
 
@@ -19,13 +26,21 @@ class Params:
     threads_r: int = 128
     rows_per_block: int = 1
     inner: bool = True
-    blocks_per_sm: int = 32  # grid cap: blocks_per_sm * SM count blocks; 0: one block per rows_per_block rows
+    blocks_per_sm: int = (
+        32  # grid cap: blocks_per_sm * SM count blocks; 0: one block per rows_per_block rows
+    )
     # Consecutive elements of the innermost dim a thread loads at once: of its row where that
     # dim is reduced, of as many outputs (an accumulator each) where it is not.
     vector: int = 1
-    unroll: int = 1  # chunks of the strided loop unrolled, so that their loads are in flight together
-    evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
-    static_shape: bool = False  # sizes, strides and offsets as constants: a binary for this shape alone
+    unroll: int = (
+        1  # chunks of the strided loop unrolled, so that their loads are in flight together
+    )
+    evict_first: bool = (
+        True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
+    )
+    static_shape: bool = (
+        False  # sizes, strides and offsets as constants: a binary for this shape alone
+    )
     # Blocks a row's reduced extent is split across (grid y): each reduces its share into a
     # workspace, and the last of them to arrive combines the shares in a fixed order and
     # stores (one kernel). For outputs too few to fill the GPU.
@@ -52,7 +67,8 @@ def reduced_vector(segment: Segment) -> int:
     if last not in segment.reduce_dims:
         return 1
     accesses = [(ld.offset, ld.dtype, ld.buffer) for ld in segment.loads] + [
-        (st.offset, st.dtype, st.buffer) for st in segment.stores if not st.reduced]
+        (st.offset, st.dtype, st.buffer) for st in segment.stores if not st.reduced
+    ]
     return _unit_vector(segment, accesses, last)
 
 
@@ -62,11 +78,16 @@ def output_vector(segment: Segment) -> int:
     full-size output is stored (a normalization keeps its row layout) or a reduction reads
     another's result (each output's total would be needed inside the lanes' loop)."""
     last = len(segment.extents) - 1
-    if (not segment.extents or last in segment.reduce_dims or any(not st.reduced for st in segment.stores)
-            or not independent_reductions(segment)):
+    if (
+        not segment.extents
+        or last in segment.reduce_dims
+        or any(not st.reduced for st in segment.stores)
+        or not independent_reductions(segment)
+    ):
         return 1
     accesses = [(ld.offset, ld.dtype, ld.buffer) for ld in segment.loads] + [
-        (st.offset, st.dtype, st.buffer) for st in segment.stores]
+        (st.offset, st.dtype, st.buffer) for st in segment.stores
+    ]
     return _unit_vector(segment, accesses, last)
 
 
@@ -75,7 +96,11 @@ def _unit_vector(segment: Segment, accesses: list, last: int) -> int:
     `last` allow; 1 if any access is not affine."""
     if any(not offset.is_affine for offset, _, _ in accesses):
         return 1
-    unit = [(offset, dtype, buffer, last) for offset, dtype, buffer in accesses if coeff(offset, segment, last) == 1]
+    unit = [
+        (offset, dtype, buffer, last)
+        for offset, dtype, buffer in accesses
+        if coeff(offset, segment, last) == 1
+    ]
     return widest_vector(segment, unit, (last,), (2, 4, 8))
 
 
@@ -195,17 +220,27 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
             # (H100), 81% with 4 lanes a row.
             run = min(row_vectors, max(1, 64 // (vector * widest_load(segment))))
             threads_r = 1 << (max(run, -(-row_vectors // 4)) - 1).bit_length()
-            chunks = 1 << (-(-row_vectors // threads_r) - 1).bit_length()  # 1, 2 or 4: unroll's choices
+            chunks = (
+                1 << (-(-row_vectors // threads_r) - 1).bit_length()
+            )  # 1, 2 or 4: unroll's choices
         else:
             chunks = 2 if row_vectors >= 256 else 4
             # Shorter rows get fewer threads each and more rows a block, so that blocks stay
             # 256-512 threads; a chunk is at least 32 vectors or elements of a row (128 bytes
             # of fp32: a row of 33 unaligned floats is not read 64 bytes at a time).
             threads_r = 1
-            while threads_r < 512 and (threads_r * vector * chunks < n_red or threads_r * vector < 32):
+            while threads_r < 512 and (
+                threads_r * vector * chunks < n_red or threads_r * vector < 32
+            ):
                 threads_r *= 2
-        rows = max(1, min((1024 if chunks == 2 else 512) // threads_r, 8 if threads_r >= 32 else 512))
-        while rows > 1 and (threads_r >= 32 or threads_r * rows > 32) and -(-n_out // rows) < 8 * device.sm_count:
+        rows = max(
+            1, min((1024 if chunks == 2 else 512) // threads_r, 8 if threads_r >= 32 else 512)
+        )
+        while (
+            rows > 1
+            and (threads_r >= 32 or threads_r * rows > 32)
+            and -(-n_out // rows) < 8 * device.sm_count
+        ):
             rows //= 2
         return Params(threads_r, rows, True, 0, vector, chunks, evict_first_pays(segment))
     # Strided reductions: outputs along x for coalescing, 32 threads along the reduction,
@@ -235,9 +270,18 @@ def block_threads(p: Params) -> int:
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     if p.threads_r < 1 or p.threads_r & (p.threads_r - 1):
         return f"threads_r {p.threads_r} is not a power of two"
-    if p.rows_per_block < 1 or block_threads(p) > device.max_threads_per_block or block_threads(p) < 1:
+    if (
+        p.rows_per_block < 1
+        or block_threads(p) > device.max_threads_per_block
+        or block_threads(p) < 1
+    ):
         return f"{block_threads(p)} threads a block"
-    if p.inner and p.threads_r < 32 and p.threads_r * p.rows_per_block % 32 and p.rows_per_block > 1:
+    if (
+        p.inner
+        and p.threads_r < 32
+        and p.threads_r * p.rows_per_block % 32
+        and p.rows_per_block > 1
+    ):
         return "rows of an inner reduction must fill warps"
     if p.vector < 1 or max_vector(segment) % p.vector:
         return f"vector {p.vector} (at most {max_vector(segment)} here)"
@@ -252,11 +296,15 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
     return {
-        "threads_r": optuna.distributions.CategoricalDistribution([1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]),
+        "threads_r": optuna.distributions.CategoricalDistribution(
+            [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
+        ),
         "rows_per_block": optuna.distributions.CategoricalDistribution([1, 2, 4, 8, 16, 32, 64]),
         "inner": optuna.distributions.CategoricalDistribution([True, False]),
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 4, 8, 16, 32, 64]),
-        "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_vector(segment) % v == 0]),
+        "vector": optuna.distributions.CategoricalDistribution(
+            [v for v in (1, 2, 4, 8) if max_vector(segment) % v == 0]
+        ),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         "split": optuna.distributions.CategoricalDistribution(split_choices(segment, device)),
         **flag_space(),
@@ -270,7 +318,7 @@ def split_choices(segment: Segment, device: DeviceInfo) -> list[int]:
         return [1]
     n_out, n_red = sizes(segment)
     top = min(16 * device.sm_count, max(1, n_red // 512), MAX_SPLIT)
-    return [1] + [s for s in (2 ** k for k in range(1, 17)) if s <= top]
+    return [1] + [s for s in (2**k for k in range(1, 17)) if s <= top]
 
 
 def workspace_bytes(segment: Segment, p: Params, accumulator_bytes: list[int]) -> int:
@@ -290,7 +338,9 @@ def _align16(n: int) -> int:
     return -(-n // 16) * 16
 
 
-def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+def grid(
+    segment: Segment, device: DeviceInfo, p: Params
+) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     blocks = max(1, min(row_tiles(segment, p), grid_cap(device, p.blocks_per_sm)))
     block = (p.threads_r, p.rows_per_block, 1) if p.inner else (p.rows_per_block, p.threads_r, 1)
     return (blocks, p.split, 1), block, 0

@@ -9,7 +9,13 @@ from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.schedulers import pointwise
-from tunefuse.schedulers.common import coeff, evict_first_pays, flag_space, flags_error, widest_vector
+from tunefuse.schedulers.common import (
+    coeff,
+    evict_first_pays,
+    flag_space,
+    flags_error,
+    widest_vector,
+)
 from tunefuse.segment import Segment
 
 
@@ -20,16 +26,25 @@ class Params:
     padding: int = 1
     pointwise: pointwise.Params = pointwise.Params()
     vector: int = 1  # consecutive elements a thread reads (along the read dim) and writes (along the write dim)
-    evict_first: bool = True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
-    static_shape: bool = False  # sizes, strides and offsets as constants: a binary for this shape alone
+    evict_first: bool = (
+        True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
+    )
+    static_shape: bool = (
+        False  # sizes, strides and offsets as constants: a binary for this shape alone
+    )
 
 
 def tiled_dims(segment: Segment) -> tuple[int, int] | None:
     """(write-innermost dim, read-innermost dim) when they differ, else None."""
+
     def unit(offset) -> int | None:  # noqa: ANN001
         if not offset.is_affine:
             return None
-        units = [j for j in range(len(segment.extents)) if coeff(offset, segment, j) == 1 and segment.extents[j] > 1]
+        units = [
+            j
+            for j in range(len(segment.extents))
+            if coeff(offset, segment, j) == 1 and segment.extents[j] > 1
+        ]
         return units[0] if units else None
 
     write = [unit(st.offset) for st in segment.stores]
@@ -54,8 +69,11 @@ def max_tile_vector(segment: Segment) -> int:
         return 1
     a, b = dims
     accesses = [(st.offset, st.dtype, st.buffer, a) for st in segment.stores]
-    accesses += [(ld.offset, ld.dtype, ld.buffer, b) for ld in segment.loads
-                 if ld.offset.is_affine and coeff(ld.offset, segment, b) == 1]
+    accesses += [
+        (ld.offset, ld.dtype, ld.buffer, b)
+        for ld in segment.loads
+        if ld.offset.is_affine and coeff(ld.offset, segment, b) == 1
+    ]
     return widest_vector(segment, accesses, (a, b), (2, 4, 8))
 
 
@@ -66,15 +84,23 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     `benchmarks/sweep.py transpose2d float 8192 4096 padding=1`). Kernels with several
     outputs may not have the shared memory for it: then 32 x 32, one element a thread."""
     if tiled_dims(segment) is None:
-        return Params(tile=0, pointwise=pointwise.default_params(segment, device), evict_first=evict_first_pays(segment))
+        return Params(
+            tile=0,
+            pointwise=pointwise.default_params(segment, device),
+            evict_first=evict_first_pays(segment),
+        )
     evict_first = evict_first_pays(segment)
-    wide = Params(tile=64, block_rows=16, padding=1, vector=max_tile_vector(segment), evict_first=evict_first)
+    wide = Params(
+        tile=64, block_rows=16, padding=1, vector=max_tile_vector(segment), evict_first=evict_first
+    )
     narrow = Params(tile=32, block_rows=8, padding=1, evict_first=evict_first)
     for p in (wide, narrow):
         if is_valid(segment, device, p) is None:
             return p
     # More rows of tiles than a grid's y holds: the pointwise kernel reads it with strides.
-    return Params(tile=0, pointwise=pointwise.default_params(segment, device), evict_first=evict_first)
+    return Params(
+        tile=0, pointwise=pointwise.default_params(segment, device), evict_first=evict_first
+    )
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
@@ -87,7 +113,12 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     a, _ = tiled_dims(segment)  # type: ignore[misc]
     if -(-segment.extents[a] // p.tile) > MAX_GRID_YZ:
         return f"{-(-segment.extents[a] // p.tile)} rows of {p.tile}-tiles (a grid's y holds {MAX_GRID_YZ})"
-    if p.vector < 1 or max_tile_vector(segment) % p.vector or p.tile % p.vector or p.tile // p.vector > 1024:
+    if (
+        p.vector < 1
+        or max_tile_vector(segment) % p.vector
+        or p.tile % p.vector
+        or p.tile // p.vector > 1024
+    ):
         return f"vector {p.vector} (at most {max_tile_vector(segment)} here, dividing the tile)"
     if p.tile // p.vector * p.block_rows > device.max_threads_per_block:
         return "too many threads"
@@ -103,17 +134,23 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
     if tiled_dims(segment) is None:
-        return {f"pointwise.{name}": d for name, d in pointwise.search_space(segment, device).items()}
+        return {
+            f"pointwise.{name}": d for name, d in pointwise.search_space(segment, device).items()
+        }
     return {
         "tile": optuna.distributions.CategoricalDistribution([16, 32, 64]),
         "block_rows": optuna.distributions.CategoricalDistribution([2, 4, 8, 16, 32]),
         "padding": optuna.distributions.CategoricalDistribution([0, 1, 2]),
-        "vector": optuna.distributions.CategoricalDistribution([v for v in (1, 2, 4, 8) if max_tile_vector(segment) % v == 0]),
+        "vector": optuna.distributions.CategoricalDistribution(
+            [v for v in (1, 2, 4, 8) if max_tile_vector(segment) % v == 0]
+        ),
         **flag_space(),
     }
 
 
-def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+def grid(
+    segment: Segment, device: DeviceInfo, p: Params
+) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
     if p.tile == 0:
         return pointwise.grid(segment, device, p.pointwise)
     a, b = tiled_dims(segment)  # type: ignore[misc]
@@ -125,4 +162,8 @@ def grid(segment: Segment, device: DeviceInfo, p: Params) -> tuple[tuple[int, in
     tiles_a = max(1, -(-segment.extents[a] // p.tile))
     # The kernel strides over the other dims by gridDim.z: at most 65535 of them at once,
     # at least one (an empty segment is not launched, but its launch is still described).
-    return (tiles_b, tiles_a, max(1, min(rest, MAX_GRID_YZ))), (p.tile // p.vector, p.block_rows, 1), 0
+    return (
+        (tiles_b, tiles_a, max(1, min(rest, MAX_GRID_YZ))),
+        (p.tile // p.vector, p.block_rows, 1),
+        0,
+    )

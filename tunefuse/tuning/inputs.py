@@ -35,7 +35,9 @@ def make_inputs(signature_json: str, seed: int = 0, fusion: Fusion | None = None
             out.append(value)
     if fusion is not None:
         for position, extent in index_extents(fusion, out).items():
-            out[position] = rng.integers(0, max(extent, 1), out[position].shape).astype(out[position].dtype)
+            out[position] = rng.integers(0, max(extent, 1), out[position].shape).astype(
+                out[position].dtype
+            )
     return out
 
 

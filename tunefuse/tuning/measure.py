@@ -19,8 +19,11 @@ def outputs_agree(got: np.ndarray, want: np.ndarray) -> bool:
     if got.shape != want.shape:
         return False
     rtol, atol = from_any_dtype(want.dtype).tolerance
-    return bool(np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol,
-                            equal_nan=True))
+    return bool(
+        np.allclose(
+            got.astype(np.float64), want.astype(np.float64), rtol=rtol, atol=atol, equal_nan=True
+        )
+    )
 
 
 def _setup(state: dict) -> dict:
@@ -46,12 +49,20 @@ def _setup(state: dict) -> dict:
             if isinstance(x, np.ndarray):
                 buf = rt.allocate(x.nbytes, stream)
                 host_to_device(x, int(buf.handle), int(stream.handle))  # type: ignore[attr-defined]
-                device_inputs.append(DeviceArray(buf, x.shape, from_any_dtype(x.dtype), stream=stream))
+                device_inputs.append(
+                    DeviceArray(buf, x.shape, from_any_dtype(x.dtype), stream=stream)
+                )
             else:
                 device_inputs.append(x)
         timer = Timer(rt)
-    state.update(fusion=fusion, host_inputs=host_inputs, executor_inputs=device_inputs, rt=rt, timer=timer,
-                 reference_outputs=None)
+    state.update(
+        fusion=fusion,
+        host_inputs=host_inputs,
+        executor_inputs=device_inputs,
+        rt=rt,
+        timer=timer,
+        reference_outputs=None,
+    )
     return state
 
 
@@ -68,7 +79,10 @@ def _repeatable_call(executor: Any, inputs: list, kernel_key: str) -> Any:
         executor.run(inputs, out=outs)
     except TunefuseError:
         return lambda: executor.run(inputs)
-    if not all(any(r.launch.kernel_key == kernel_key for r in exe.recipes) for exe in executor.plans.values()):
+    if not all(
+        any(r.launch.kernel_key == kernel_key for r in exe.recipes)
+        for exe in executor.plans.values()
+    ):
         return lambda: executor.run(inputs)
     return lambda: executor.run(inputs, out=outs)
 
@@ -76,9 +90,16 @@ def _repeatable_call(executor: Any, inputs: list, kernel_key: str) -> Any:
 def _run(state: dict, kernel_key: str, params: Any, cubins: dict[str, bytes]) -> tuple[list, Any]:
     from tunefuse.runtime.executor import Executor
 
-    executor = Executor(state["fusion"], params_source=(
-        (lambda seg, dev: params if seg.kernel_key == kernel_key else None) if params is not None else None),
-        precompiled=cubins, device=state["rt"].index)
+    executor = Executor(
+        state["fusion"],
+        params_source=(
+            (lambda seg, dev: params if seg.kernel_key == kernel_key else None)
+            if params is not None
+            else None
+        ),
+        precompiled=cubins,
+        device=state["rt"].index,
+    )
     with rng.replayed():  # a candidate draws the numbers the default drew (uniform, normal)
         outputs = executor.run(state["executor_inputs"])
     return [o.numpy() if hasattr(o, "numpy") else np.asarray(o) for o in outputs], executor
@@ -107,11 +128,26 @@ def measure(request: dict, state: dict) -> dict:
         with rng.replayed():
             expected = reference.run(state["fusion"], state["host_inputs"])
         for got, want in zip(outputs, expected):
-            if not np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=2e-2, atol=2e-2, equal_nan=True):
+            if not np.allclose(
+                got.astype(np.float64),
+                want.astype(np.float64),
+                rtol=2e-2,
+                atol=2e-2,
+                equal_nan=True,
+            ):
                 return {"ok": False, "error": "output differs from tunefuse.reference"}
     call = _repeatable_call(executor, state["executor_inputs"], request["kernel_key"])
     with state["rt"].active():
         timing = state["timer"].time(call, min_total_us=request.get("min_total_us", 20_000.0))
-    recipe = next(r for r in next(iter(executor.plans.values())).recipes if r.launch.kernel_key == request["kernel_key"])
-    return {"ok": True, "median_us": timing.median_us, "spread_us": timing.spread_us, "reps": timing.reps,
-            "kernel_name": recipe.launch.kernel_name}
+    recipe = next(
+        r
+        for r in next(iter(executor.plans.values())).recipes
+        if r.launch.kernel_key == request["kernel_key"]
+    )
+    return {
+        "ok": True,
+        "median_us": timing.median_us,
+        "spread_us": timing.spread_us,
+        "reps": timing.reps,
+        "kernel_name": recipe.launch.kernel_name,
+    }

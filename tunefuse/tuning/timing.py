@@ -54,8 +54,15 @@ class Timer:
         self.spin = rt.kernel("tf_spin", compiled.cubin)
         self.spin_config = LaunchConfig(grid=1, block=1)
 
-    def time(self, fn: Callable[[], None], *, warmup: int = 3, min_reps: int = 10, max_reps: int = 200,
-             min_total_us: float = 20_000.0) -> Timing:
+    def time(
+        self,
+        fn: Callable[[], None],
+        *,
+        warmup: int = 3,
+        min_reps: int = 10,
+        max_reps: int = 200,
+        min_total_us: float = 20_000.0,
+    ) -> Timing:
         import time
 
         import numpy as np

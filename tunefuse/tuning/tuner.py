@@ -58,10 +58,14 @@ class TuneReport:
     segments: list[SegmentReport] = field(default_factory=list)
 
     def __str__(self) -> str:
-        lines = ["segment              scheduler      default µs   best µs  speedup  trials  failed  params"]
+        lines = [
+            "segment              scheduler      default µs   best µs  speedup  trials  failed  params"
+        ]
         for s in self.segments:
-            lines.append(f"{s.segment:<20} {s.scheduler:<13} {s.default_us:10.1f} {s.best_us:9.1f} "
-                         f"{s.speedup:7.2f}x {s.trials:7d} {s.failed:7d}  {s.params}")
+            lines.append(
+                f"{s.segment:<20} {s.scheduler:<13} {s.default_us:10.1f} {s.best_us:9.1f} "
+                f"{s.speedup:7.2f}x {s.trials:7d} {s.failed:7d}  {s.params}"
+            )
         return "\n".join(lines)
 
 
@@ -108,15 +112,30 @@ def _storage(cache_url: str | None) -> Any:
     import platformdirs
     from optuna.storages.journal import JournalFileBackend
 
-    path = pathlib.Path(os.environ.get("TUNEFUSE_STUDIES", platformdirs.user_cache_dir("tunefuse"))) / "studies.journal"
+    path = (
+        pathlib.Path(os.environ.get("TUNEFUSE_STUDIES", platformdirs.user_cache_dir("tunefuse")))
+        / "studies.journal"
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     return optuna.storages.JournalStorage(JournalFileBackend(str(path)))
 
 
-def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | None = None,  # noqa: ANN001
-         patience: int = 15, cache: Any = "default", device: int | None = None, progress: bool = True,
-         seed: int = 0, batch: int = 4, rechecks: int = 3, only_segment: int | None = None,
-         stop: Any = None) -> TuneReport:
+def tune(
+    fd,
+    inputs: Sequence[object],
+    *,
+    trials: int = 40,
+    timeout: float | None = None,  # noqa: ANN001
+    patience: int = 15,
+    cache: Any = "default",
+    device: int | None = None,
+    progress: bool = True,
+    seed: int = 0,
+    batch: int = 4,
+    rechecks: int = 3,
+    only_segment: int | None = None,
+    stop: Any = None,
+) -> TuneReport:
     """Tune every kernel of `fd` for `inputs`; store the winners (with their binaries)
     in the cache; return a report. `trials` and `timeout` (seconds) budget each kernel;
     `patience` trials without a gain stop it early. `only_segment` tunes one kernel (a
@@ -132,7 +151,13 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
     from tunefuse.plan import plan_for
     from tunefuse.runtime.device import runtime
     from tunefuse.runtime.executor import device_for
-    from tunefuse.schedulers import params_from_dict, params_to_dict, scheduler_for, value_of, with_values
+    from tunefuse.schedulers import (
+        params_from_dict,
+        params_to_dict,
+        scheduler_for,
+        value_of,
+        with_values,
+    )
     from tunefuse.signature import FusionInputs, bind_inputs
     from tunefuse.tuning.worker import Worker, WorkerDied
 
@@ -149,9 +174,16 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     report = TuneReport()
     ctx = multiprocessing.get_context("spawn")
-    worker = Worker("tunefuse.tuning.measure.measure",
-                    setup={"fusion_json": fusion.to_json(), "signature_json": sig_json, "device": device, "seed": seed},
-                    timeout_s=120)
+    worker = Worker(
+        "tunefuse.tuning.measure.measure",
+        setup={
+            "fusion_json": fusion.to_json(),
+            "signature_json": sig_json,
+            "device": device,
+            "seed": seed,
+        },
+        timeout_s=120,
+    )
     bar = None
     if progress:
         from rich.progress import Progress
@@ -159,8 +191,9 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
         bar = Progress(transient=False)
         bar.start()
     try:
-        with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, min(batch, os.cpu_count() or 1)),
-                                                    mp_context=ctx) as pool:
+        with concurrent.futures.ProcessPoolExecutor(
+            max_workers=max(1, min(batch, os.cpu_count() or 1)), mp_context=ctx
+        ) as pool:
             for index, seg in enumerate(plan.segments):
                 if only_segment is not None and index != only_segment:
                     continue
@@ -170,39 +203,68 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                 names = list(space)
                 study = optuna.create_study(
                     study_name=study_name(seg, env),
-                    storage=_storage(store.url if store is not None else None), direction="minimize",
-                    sampler=optuna.samplers.TPESampler(seed=seed), load_if_exists=True)
+                    storage=_storage(store.url if store is not None else None),
+                    direction="minimize",
+                    sampler=optuna.samplers.TPESampler(seed=seed),
+                    load_if_exists=True,
+                )
 
                 def fixed(p: Any) -> dict:
                     return {n: value_of(p, n) for n in names if value_of(p, n) in space[n].choices}
 
                 study.enqueue_trial(fixed(default), skip_if_exists=True)
-                near = store.nearest(seg.kernel_key, seg.shape_key, env) if store is not None else None
-                near_params = params_from_dict(seg.scheduler, near.params) if near is not None else None
+                near = (
+                    store.nearest(seg.kernel_key, seg.shape_key, env) if store is not None else None
+                )
+                near_params = (
+                    params_from_dict(seg.scheduler, near.params) if near is not None else None
+                )
                 if near_params is not None and sched.is_valid(seg, rt.info, near_params) is None:
                     study.enqueue_trial(fixed(near_params), skip_if_exists=True)
                 for neighbour in flag_neighbours(seg, rt.info, default, space):
                     study.enqueue_trial(fixed(neighbour), skip_if_exists=True)
-                task = bar.add_task(f"{seg.name} {seg.scheduler.value}", total=trials) if bar else None
-                measured: dict[str, tuple[float, Any, dict]] = {}  # kernel name -> (us, params, answer)
+                task = (
+                    bar.add_task(f"{seg.name} {seg.scheduler.value}", total=trials) if bar else None
+                )
+                measured: dict[
+                    str, tuple[float, Any, dict]
+                ] = {}  # kernel name -> (us, params, answer)
                 failed = done = asks = 0
 
-                def run_candidate(params: Any, src: Any, cubin: bytes, check_reference: bool = False) -> Any:
-                    return worker.request({
-                        "kernel_key": seg.kernel_key, "scheduler": seg.scheduler.value,
-                        "params": params_to_dict(params), "cubins": {src.name: cubin},
-                        "check_reference": check_reference,
-                    })
+                def run_candidate(
+                    params: Any, src: Any, cubin: bytes, check_reference: bool = False
+                ) -> Any:
+                    return worker.request(
+                        {
+                            "kernel_key": seg.kernel_key,
+                            "scheduler": seg.scheduler.value,
+                            "params": params_to_dict(params),
+                            "cubins": {src.name: cubin},
+                            "check_reference": check_reference,
+                        }
+                    )
 
                 # The default heuristic first: the baseline, checked once against the reference.
                 default_src = generate(seg, default, rt.info, dtypes)
-                _, default_cubin, err = _compile((default_src.source, default_src.name, rt.info.arch))
-                answer = run_candidate(default, default_src, default_cubin, check_reference=True) if default_cubin else None
+                _, default_cubin, err = _compile(
+                    (default_src.source, default_src.name, rt.info.arch)
+                )
+                answer = (
+                    run_candidate(default, default_src, default_cubin, check_reference=True)
+                    if default_cubin
+                    else None
+                )
                 if answer is None or isinstance(answer, WorkerDied) or not answer.get("ok"):
-                    raise TunefuseError(f"{seg.name}: the default params do not run correctly: "
-                                        f"{err or getattr(answer, 'reason', None) or answer.get('error')}")
+                    raise TunefuseError(
+                        f"{seg.name}: the default params do not run correctly: "
+                        f"{err or getattr(answer, 'reason', None) or answer.get('error')}"
+                    )
                 default_us = answer["median_us"]
-                measured[default_src.name] = (default_us, default, {"cubin": default_cubin, **answer})
+                measured[default_src.name] = (
+                    default_us,
+                    default,
+                    {"cubin": default_cubin, **answer},
+                )
                 best, since_best = default_us, 0
                 start = time.monotonic()
                 while done < trials and asks < 4 * trials + 8 and since_best < patience:
@@ -237,7 +299,11 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                         answer = run_candidate(params, src, cubin)
                         if isinstance(answer, WorkerDied) or not answer.get("ok"):
                             failed += 1
-                            why = answer.reason if isinstance(answer, WorkerDied) else answer.get("error")
+                            why = (
+                                answer.reason
+                                if isinstance(answer, WorkerDied)
+                                else answer.get("error")
+                            )
                             log.warning("trial %d (%s) failed: %s", trial.number, params, why)
                             study.tell(trial, state=optuna.trial.TrialState.FAIL)
                             continue
@@ -249,7 +315,11 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                         else:
                             since_best += 1
                         if bar:
-                            bar.update(task, advance=1, description=f"{seg.name} {seg.scheduler.value} best {best:.1f} µs")
+                            bar.update(
+                                task,
+                                advance=1,
+                                description=f"{seg.name} {seg.scheduler.value} best {best:.1f} µs",
+                            )
                 # Winner's curse: the best few again, interleaved, with more repetitions.
                 # The default is measured again with them: a candidate must beat it in the same
                 # interleaved runs (a min over rechecks against one first median favoured any
@@ -260,22 +330,37 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                 again: dict[str, list[float]] = {name: [] for name, _ in top}
                 for _ in range(3):
                     for name, (_, params, info) in top:
-                        answer = worker.request({
-                            "kernel_key": seg.kernel_key, "scheduler": seg.scheduler.value,
-                            "params": params_to_dict(params), "cubins": {name: info["cubin"]},
-                            "min_total_us": 100_000.0,
-                        })
+                        answer = worker.request(
+                            {
+                                "kernel_key": seg.kernel_key,
+                                "scheduler": seg.scheduler.value,
+                                "params": params_to_dict(params),
+                                "cubins": {name: info["cubin"]},
+                                "min_total_us": 100_000.0,
+                            }
+                        )
                         if not isinstance(answer, WorkerDied) and answer.get("ok"):
                             again[name].append(answer["median_us"])
                 scored = {name: min(v) for name, v in again.items() if v}
                 winner = min(scored, key=scored.get) if scored else top[0][0]
                 default_us = scored.get(default_src.name, default_us)
-                best_us, best_params, info = scored.get(winner, measured[winner][0]), measured[winner][1], measured[winner][2]
-                if best_us > default_us * 0.99:  # never slower than the default heuristic, nor a noise win
+                best_us, best_params, info = (
+                    scored.get(winner, measured[winner][0]),
+                    measured[winner][1],
+                    measured[winner][2],
+                )
+                if (
+                    best_us > default_us * 0.99
+                ):  # never slower than the default heuristic, nor a noise win
                     best_params, best_us, info = default, default_us, measured[default_src.name][2]
                 # Every compiled trial of the study (a resumed one's too), for `cache show --plot`.
-                history = [(t.number, t.value, t.state.name) for t in study.get_trials(
-                    deepcopy=False, states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL))]
+                history = [
+                    (t.number, t.value, t.state.name)
+                    for t in study.get_trials(
+                        deepcopy=False,
+                        states=(optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.FAIL),
+                    )
+                ]
                 src = generate(seg, best_params, rt.info, dtypes)
                 code_key = source_key(src.source, rt.info.arch, COMPILE_OPTIONS)
                 stored = False
@@ -283,16 +368,48 @@ def tune(fd, inputs: Sequence[object], *, trials: int = 40, timeout: float | Non
                     from cache_db.store import TunedRecord
 
                     store.put_fusion(fusion.fusion_id, fusion.to_json(), None)
-                    store.put_record(TunedRecord(
-                        seg.kernel_key, seg.shape_key, env, seg.scheduler.value, params_to_dict(best_params),
-                        code_key, src.name, best_us, info.get("spread_us"), default_us, done, fusion.fusion_id,
-                        history=tuple(history)),
-                        info["cubin"], rt.info.arch, nvrtc_version(), src.source)
+                    store.put_record(
+                        TunedRecord(
+                            seg.kernel_key,
+                            seg.shape_key,
+                            env,
+                            seg.scheduler.value,
+                            params_to_dict(best_params),
+                            code_key,
+                            src.name,
+                            best_us,
+                            info.get("spread_us"),
+                            default_us,
+                            done,
+                            fusion.fusion_id,
+                            history=tuple(history),
+                        ),
+                        info["cubin"],
+                        rt.info.arch,
+                        nvrtc_version(),
+                        src.source,
+                    )
                     stored = True
-                report.segments.append(SegmentReport(
-                    seg.name, seg.scheduler.value, seg.kernel_key, seg.shape_key, default_us, best_us, done, failed,
-                    params_to_dict(best_params), stored, info.get("spread_us"), code_key, src.name, info["cubin"],
-                    src.source, history))
+                report.segments.append(
+                    SegmentReport(
+                        seg.name,
+                        seg.scheduler.value,
+                        seg.kernel_key,
+                        seg.shape_key,
+                        default_us,
+                        best_us,
+                        done,
+                        failed,
+                        params_to_dict(best_params),
+                        stored,
+                        info.get("spread_us"),
+                        code_key,
+                        src.name,
+                        info["cubin"],
+                        src.source,
+                        history,
+                    )
+                )
     finally:
         worker.close()
         if bar:

@@ -76,7 +76,9 @@ class Worker:
 
     def _start(self) -> None:
         parent, child = self._ctx.Pipe()
-        self._process = self._ctx.Process(target=_serve, args=(child, self.handler_path, self.setup), daemon=True)
+        self._process = self._ctx.Process(
+            target=_serve, args=(child, self.handler_path, self.setup), daemon=True
+        )
         self._process.start()
         child.close()
         self._conn = parent

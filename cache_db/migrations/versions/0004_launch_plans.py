@@ -9,23 +9,23 @@ from alembic import op
 import sqlalchemy as sa
 
 
-revision = '0004'
-down_revision = '0003'
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
 
 def upgrade() -> None:
     op.create_table(
-        'launch_plans',
-        sa.Column('plan_key', sa.String(length=64), nullable=False),
-        sa.Column('env_key', sa.String(length=64), nullable=False),
-        sa.Column('fusion_id', sa.String(length=64), nullable=False),
-        sa.Column('plan_json', sa.Text(), nullable=False),
-        sa.Column('created_at', sa.DateTime(), nullable=False),
-        sa.PrimaryKeyConstraint('plan_key'),
+        "launch_plans",
+        sa.Column("plan_key", sa.String(length=64), nullable=False),
+        sa.Column("env_key", sa.String(length=64), nullable=False),
+        sa.Column("fusion_id", sa.String(length=64), nullable=False),
+        sa.Column("plan_json", sa.Text(), nullable=False),
+        sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("plan_key"),
     )
 
 
 def downgrade() -> None:
-    op.drop_table('launch_plans')
+    op.drop_table("launch_plans")
