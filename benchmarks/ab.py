@@ -23,9 +23,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import torch  # noqa: E402
+from fusion_zoo import ZOO  # noqa: E402
 from run import timed, torch_of  # noqa: E402
 from sweep import choice, only_segment, torch_dtype, zoo_case  # noqa: E402
-from fusion_zoo import ZOO  # noqa: E402
+
 from tunefuse import DataType  # noqa: E402
 from tunefuse.fusion_file import load_fusion_file  # noqa: E402
 from tunefuse.runtime.device import runtime  # noqa: E402

@@ -27,17 +27,18 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 def child() -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "tests"))
-    import torch
-    import torch.nn.functional  # noqa: F401 - module imports are process start-up, not the call
+    import sqlite3  # noqa: F401 - the driver SQLAlchemy imports at the first connect
 
     import alembic.command  # noqa: F401
-    import cache_db.store  # noqa: F401
     import cuda.core  # noqa: F401
     import sqlalchemy.dialects.sqlite  # noqa: F401
-    import sqlite3  # noqa: F401 - the driver SQLAlchemy imports at the first connect
-    import tunefuse.serialize  # noqa: F401 - imported by the first fusion_id
-    import tunefuse.runtime.executor  # noqa: F401 - imported lazily by the first execute
+    import torch
+    import torch.nn.functional  # noqa: F401 - module imports are process start-up, not the call
     from fusion_zoo import ZOO, build
+
+    import cache_db.store  # noqa: F401
+    import tunefuse.runtime.executor  # noqa: F401 - imported lazily by the first execute
+    import tunefuse.serialize  # noqa: F401 - imported by the first fusion_id
     from tunefuse import DataType
     from tunefuse.compiler import STATS
 

@@ -14,8 +14,8 @@ streaming stores (st.global.cs) gained nothing. A deterministic split of the col
 best against 53.6 unsplit; the row sum with its row length a constant 49.8 against 49.7.
 """
 
-import sys
 import statistics
+import sys
 
 import cupy as cp
 
@@ -326,9 +326,9 @@ def row_extent_as_constant(x, y, want_r, read_bytes):
     for tr, rows, unroll in [(256, 2, 4), (512, 1, 2), (1024, 1, 1), (256, 2, 1)]:
         for nred in ("n_red", str(C)):
             k = kernel(ROW, TR=tr, ROWS=rows, UNROLL=unroll, LOAD="__ldcs", NRED=nred)
-            run = lambda k=k, tr=tr, rows=rows: k(
+            run = lambda k=k, tr=tr, rows=rows: k(  # noqa: E731
                 (-(-R // rows),), (tr, rows), (x, y, cp.int32(R), cp.int32(C))
-            )  # noqa: E731
+            )
             run()
             assert bool(cp.allclose(y, want_r, rtol=1e-3, atol=1e-2))
             runs[f"{tr} x {rows} unroll {unroll} n_red={nred}"] = run
@@ -373,9 +373,9 @@ def pointwise(x, copy_us, sm):
             options=("-std=c++17",),
         )
         blocks = grid * sm if grid > 0 else -(-n4 // block)
-        run = lambda k=k, blocks=blocks, block=block: k(
+        run = lambda k=k, blocks=blocks, block=block: k(  # noqa: E731
             (blocks,), (block,), (x, bias, out, cp.int64(n4), cp.int32(C // 4))
-        )  # noqa: E731
+        )
         run()
         if want is None:
             want = out.copy()
@@ -412,9 +412,9 @@ def transpose(x, copy_us):
             "k",
             options=("-std=c++17",),
         )
-        run = lambda k=k, tile=tile, tx=tx, ty=ty: k(
+        run = lambda k=k, tile=tile, tx=tx, ty=ty: k(  # noqa: E731
             (C // tile, R // tile), (tx, ty), (x, yt, cp.int32(R), cp.int32(C))
-        )  # noqa: E731
+        )
         run()
         ok = bool((yt == want).all())
         us = timed(run)

@@ -18,6 +18,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fusion_zoo import ZOO, build  # noqa: E402
+
 from tunefuse import DataType  # noqa: E402
 
 N = 5000

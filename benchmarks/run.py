@@ -22,6 +22,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from fusion_zoo import ZOO, build  # noqa: E402
+
 from tunefuse import DataType  # noqa: E402
 from tunefuse.fusion_file import load_fusion_file  # noqa: E402
 
@@ -172,12 +173,12 @@ def main() -> None:
         )
         if base == "transpose_with_views":
             n0 = inputs[0].shape[0]
-            ref_fn = lambda x, n0=n0: (
+            ref_fn = lambda x, n0=n0: (  # noqa: E731
                 x.view(n0 // 12, 12, 128, 64)
                 .permute(0, 2, 1, 3)
                 .contiguous()
                 .view(n0 // 12 * 128, 768)
-            )  # noqa: E731
+            )
         t0 = time.perf_counter()
         outs = fd.execute(inputs)
         torch.cuda.synchronize()
@@ -290,7 +291,8 @@ def main() -> None:
     lines = [
         f"Device: {result['device']}; copy bandwidth {bw:.2f} TB/s (read + write)",
         "",
-        "| case | kernels | tunefuse µs | tuned µs (trials) | eager µs | torch.compile µs | copy of the same bytes µs | tunefuse % of copy BW | tuned % | NVRTC ms/kernel | correct |",
+        "| case | kernels | tunefuse µs | tuned µs (trials) | eager µs | torch.compile µs "
+        "| copy of the same bytes µs | tunefuse % of copy BW | tuned % | NVRTC ms/kernel | correct |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
@@ -303,18 +305,22 @@ def main() -> None:
         )
         tuned_bw = "-" if r["tuned_bw_frac"] is None else f"{r['tuned_bw_frac'] * 100:.0f}%"
         lines.append(
-            f"| {r['case']} | {r['kernels']} ({', '.join(r['schedulers'])}) | {r['tunefuse_us']} | {tuned} | {r['eager_us']} | "
-            f"{r['compile_us']} | {r['copy_same_bytes_us']} | {r['tunefuse_bw_frac'] * 100:.0f}% | {tuned_bw} | {', '.join(map(str, r['nvrtc_ms']))} | {r['correct']} |"
+            f"| {r['case']} | {r['kernels']} ({', '.join(r['schedulers'])}) | {r['tunefuse_us']} | {tuned} "
+            f"| {r['eager_us']} | {r['compile_us']} | {r['copy_same_bytes_us']} "
+            f"| {r['tunefuse_bw_frac'] * 100:.0f}% | {tuned_bw} | {', '.join(map(str, r['nvrtc_ms']))} "
+            f"| {r['correct']} |"
         )
     lines += [
         "",
         f"Host cost of one cache-hit call (small bias+GELU): tunefuse {host_tf:.1f} µs, "
-        f"torch eager op {host_eager:.1f} µs, torch.compile'd fn {host_compiled if host_compiled is None else round(host_compiled, 1)} µs",
+        f"torch eager op {host_eager:.1f} µs, torch.compile'd fn "
+        f"{host_compiled if host_compiled is None else round(host_compiled, 1)} µs",
     ]
     lines += [
         "",
         f"First call of 4 fusions (softmax, layernorm, bias+GELU, row sum; 1024x1024) in a fresh process: "
-        f"cold {first_call['cold_ms']} ms (median of 3) ({first_call['cold_compiles']} NVRTC compiles), warm from the cache "
+        f"cold {first_call['cold_ms']} ms (median of 3) ({first_call['cold_compiles']} NVRTC compiles), "
+        "warm from the cache "
         f"{first_call['warm_ms']} ms ({first_call['warm_compiles']} compiles): {first_call['speedup']}x",
     ]
     (out / "bench.md").write_text("\n".join(lines) + "\n")

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from run import copy_bandwidth, timed  # noqa: E402
+
 from tunefuse import DataType, FusionDefinition  # noqa: E402
 
 TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16}
@@ -112,8 +113,8 @@ def main() -> None:
                     moved = x.numel() * x.element_size() + sum(
                         o.numel() * o.element_size() for o in ours
                     )
-                    t_ours = timed(lambda: fd.execute([x], cache=None))
-                    t_compile = timed(lambda: compiled(x))
+                    t_ours = timed(lambda x=x: fd.execute([x], cache=None))
+                    t_compile = timed(lambda x=x: compiled(x))
                     copy_us = moved / (bandwidth * 1e12) * 1e6
                     cells.append(
                         {

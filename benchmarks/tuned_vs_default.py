@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from run import timed  # noqa: E402
 from sweep import only_segment, zoo_case  # noqa: E402
+
 from tunefuse import Cache, DataType, tune  # noqa: E402
 from tunefuse.runtime.executor import Executor  # noqa: E402
 from tunefuse.schedulers import params_from_dict  # noqa: E402

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
-import functools
 import hashlib
 import json
 import math
@@ -31,8 +30,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from cache_db import migrate
-from cache_db.models import BinaryRow, FusionRow, JobRow, LaunchPlanRow, RecordRow, utcnow
 from cache_db.env import Env  # noqa: F401 - defined there; imported from here by many
+from cache_db.models import BinaryRow, FusionRow, JobRow, LaunchPlanRow, RecordRow, utcnow
 
 ENV_VAR = "TUNEFUSE_CACHE_URL"
 EXPORT_FORMAT = "tunefuse.cache.v1"

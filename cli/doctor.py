@@ -119,12 +119,9 @@ def daemon_lines(store, queued: int, silent_after: float, line) -> None:  # noqa
     """One line per daemon worker that reported to this cache: alive (seen within
     `silent_after` seconds), stopped cleanly, or silent while it should be running."""
     import datetime as dt
-
-    from cache_db.queue import workers
-
     import socket
 
-    from cache_db.queue import WORKER_TTL
+    from cache_db.queue import WORKER_TTL, workers
 
     now = dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
     here = socket.gethostname()

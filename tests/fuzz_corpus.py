@@ -9,9 +9,10 @@ Every input is its own allocation, sized to the bytes it spans (an offset view s
 element into its allocation, so it stays misaligned), so a read past a buffer's end is a
 read past an allocation; `--padding` puts unallocated bytes between allocations, without
 which memcheck misses a read that lands in a neighbouring allocation (with the guard pass
-switched off, the rotary embedding reads 16 bytes past its row: reported only with padding). Kernels are compiled up front in parallel
-processes. Prints one line a failure and a summary; exit 1 when any result differs or any
-case fails. `--large` adds the fusions of more than 2**31 elements (checked at samples).
+switched off, the rotary embedding reads 16 bytes past its row: reported only with padding).
+Kernels are compiled up front in parallel processes. Prints one line a failure and a summary;
+exit 1 when any result differs or any case fails. `--large` adds the fusions of more than 2**31
+elements (checked at samples).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from fuzz import corpus, large_cases, named_cases, random_params  # noqa: E402
+
 from tunefuse.dtypes import DataType  # noqa: E402
 
 

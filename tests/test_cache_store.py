@@ -10,11 +10,11 @@ import pytest
 import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from postgres import own_database, postgres_available
 
 from cache_db import migrate
 from cache_db.models import Base, BinaryRow, RecordRow
 from cache_db.store import CacheError, CacheStore, Env, TunedRecord
-from postgres import own_database, postgres_available
 from tunefuse import Cache, DataType, FusionDefinition
 
 ENV = Env("9.0", "NVIDIA H100 80GB HBM3", "13.5", "13000", "1")

@@ -8,10 +8,10 @@ import datetime as dt
 import multiprocessing
 
 import pytest
-
-from cache_db.store import CacheStore
 from postgres import own_database, postgres_available
 from test_cache_store import ENV, fusion_row, record
+
+from cache_db.store import CacheStore
 
 PROCESSES, ROUNDS = 8, 5
 

@@ -1,9 +1,9 @@
 import json
 
+from test_frontend import ROOT
 from typer.testing import CliRunner
 
 from cli.main import app
-from test_frontend import ROOT
 
 runner = CliRunner()
 
@@ -50,10 +50,10 @@ import datetime as dt  # noqa: E402
 
 import pytest  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
+from test_cache_store import ENV, OTHER_ENV, fusion_row, put_real, record  # noqa: E402
 
 from cache_db.models import BinaryRow, RecordRow  # noqa: E402
 from cache_db.store import CacheStore  # noqa: E402
-from test_cache_store import ENV, OTHER_ENV, fusion_row, put_real, record  # noqa: E402
 
 
 @pytest.fixture

@@ -5,14 +5,14 @@ import dataclasses
 
 import numpy as np
 import pytest
+from fusion_zoo import ZOO, build, inputs_for, shared_costly_values
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-
-from fusion_zoo import ZOO, build, inputs_for, shared_costly_values
 from strategies import fusions
 from test_frontend import ROOT
 from test_gpu_output_vectors import CASES as OUTPUT_VECTOR_CASES
 from test_gpu_output_vectors import case_inputs as output_vector_inputs
+
 from tunefuse import DataType, FusionDefinition
 from tunefuse.codegen import generate
 from tunefuse.compiler import CompileError, compile_kernel

@@ -10,11 +10,11 @@ import sys
 import time
 
 import pytest
+from daemon_runners import ENV
+from postgres import own_database, postgres_available
 
 from cache_db import queue
 from cache_db.store import CacheStore
-from daemon_runners import ENV
-from postgres import own_database, postgres_available
 from tunefuse import DataType, FusionDefinition
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]

@@ -5,7 +5,7 @@ from tunefuse import DataType
 from tunefuse.dtypes import from_any_dtype, promote_types, python_scalar_dtype
 from tunefuse.errors import DefinitionError
 
-F, D, H, B, I, I32, BO = (
+F, D, H, B, I, I32, BO = (  # noqa: E741 - the dtypes' initials
     DataType.Float,
     DataType.Double,
     DataType.Half,

@@ -200,7 +200,8 @@ def test_seed_repro_scripts_build_with_only_the_import_changed(script):
 
 def test_legacy_and_current_nvfuser_names():
     from tunefuse.nvfuser import DataType as LegacyDataType
-    from tunefuse.nvfuser import Fusion, FusionDefinition as LegacyFD
+    from tunefuse.nvfuser import Fusion
+    from tunefuse.nvfuser import FusionDefinition as LegacyFD
 
     fs = Fusion()
     with LegacyFD(fs) as fd:

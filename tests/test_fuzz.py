@@ -13,8 +13,8 @@ import re
 
 import numpy as np
 import pytest
-
 from fuzz import EVERY_OP, corpus, fuzz_case, named_cases, ops_covered, random_params
+
 from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.codegen import generate
 from tunefuse.codegen.guards import guarded_loads, lane_uniform

@@ -3,10 +3,10 @@
 import json
 
 import pytest
+from test_frontend import ROOT
 from typer.testing import CliRunner
 
 from cli.main import app
-from test_frontend import ROOT
 
 pytestmark = pytest.mark.gpu
 

@@ -2,11 +2,11 @@
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
-
 from fusion_zoo import ZOO, build, inputs_for
+from hypothesis import HealthCheck, given, settings
 from strategies import fusions
 from test_frontend import ROOT, _seed_script
+
 from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.elementwise import ELEMENTWISE, ResultType
 from tunefuse.fusion_file import load_fusion_file
@@ -281,6 +281,7 @@ def test_values_kept_across_passes(rows, cols, rng):
 def test_static_shape_kernels(name, rows, cols, rng):
     """A kernel with its sizes, strides and offsets as constants computes what the reference does."""
     from test_tuning_space import static_shape_params
+
     from tunefuse.runtime.executor import Executor
     from tunefuse.schedulers import scheduler_for
 

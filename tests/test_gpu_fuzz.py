@@ -3,7 +3,6 @@ random valid point of every kernel's space), and the fusions of more than 2**31 
 The same runner, under compute-sanitizer, is the memory-safety gate (tests/fuzz_corpus.py)."""
 
 import pytest
-
 from fuzz_corpus import run_corpus, run_large
 
 pytestmark = pytest.mark.gpu

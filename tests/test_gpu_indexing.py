@@ -8,9 +8,9 @@ import itertools
 
 import numpy as np
 import pytest
-
 from test_gpu_execute import to_device, to_host, torch_or_skip
 from test_indexing import CASES, build, case_inputs
+
 from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.errors import IndexOutOfRangeError
 

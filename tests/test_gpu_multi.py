@@ -4,8 +4,8 @@ that hits a sticky CUDA error on device 1 and comes back."""
 
 import numpy as np
 import pytest
-
 from fusion_zoo import ZOO, build, inputs_for
+
 from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.errors import InputMismatchError
 

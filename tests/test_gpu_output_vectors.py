@@ -8,9 +8,9 @@ import functools
 
 import numpy as np
 import pytest
-
 from test_gpu_execute import TOL
 from test_gpu_split import int_sum0, middle_reduction, run_with_reduction_params
+
 from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.device_info import PROFILES
 from tunefuse.schedulers import reduction

@@ -4,12 +4,12 @@ test_uniform / test_normal statistics and a dropout."""
 
 import numpy as np
 import pytest
-
-import tunefuse
+from fuzz import random_params
 from test_gpu_execute import to_host, torch_or_skip
 from test_random import FLOATING, random_fusion
+
+import tunefuse
 from tunefuse import DataType, FusionDefinition, reference
-from fuzz import random_params
 from tunefuse.runtime.device import runtime
 from tunefuse.runtime.executor import Executor
 

@@ -7,8 +7,8 @@ import functools
 
 import numpy as np
 import pytest
-
 from test_gpu_execute import TOL, to_device, to_host
+
 from tunefuse import DataType, FusionDefinition, reference
 
 pytestmark = pytest.mark.gpu

@@ -8,8 +8,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from fusion_zoo import ZOO, build, inputs_for
+
 from tunefuse import Cache, DataType, tune
 
 pytestmark = pytest.mark.gpu

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from test_codegen_compile import ARCHS, compile_plan
+
 from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.errors import DefinitionError, IndexOutOfRangeError, ShapeError
 from tunefuse.kernel_ir import SchedulerKind

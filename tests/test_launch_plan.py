@@ -7,13 +7,13 @@ import json
 import numpy as np
 import pytest
 import sqlalchemy as sa
-from hypothesis import HealthCheck, given, settings
-
-from cache_db.models import BinaryRow
 from fusion_zoo import ZOO, build, inputs_for
+from hypothesis import HealthCheck, given, settings
 from strategies import fusions
 from test_cache_store import ENV, OTHER_ENV, fusion_row, store  # noqa: F401 - the store fixture
 from test_frontend import ROOT
+
+from cache_db.models import BinaryRow
 from tunefuse import DataType
 from tunefuse.arrays import Device
 from tunefuse.codegen import generate

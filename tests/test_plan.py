@@ -5,9 +5,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
-
 from strategies import fusions
 from test_frontend import ROOT
+
 from tunefuse import DataType, FusionDefinition, InputMismatchError, ShapeError, reference
 from tunefuse.concretize import concretize
 from tunefuse.fusion_file import load_fusion_file
@@ -384,8 +384,8 @@ def test_index_type_is_int64_only_when_needed():
         x = fd2.define_tensor(shape=[-1, -1])
         fd2.add_output(fd2.ops.neg(x))
     # A transposed view of 2**31 + elements would need int64 offsets; check the rule directly.
+    from tunefuse.indexing import Var, scale, var
     from tunefuse.segment import _index_type
-    from tunefuse.indexing import Var, var, scale
 
     big = scale(var(Var(0, 2**20)), 2**12)
     assert _index_type((2**20,), [], [type("S", (), {"offset": big})()], {}) == "int64"

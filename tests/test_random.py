@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from test_codegen_compile import ARCHS, compile_plan
 
 import tunefuse
-from test_codegen_compile import ARCHS, compile_plan
 from tunefuse import DataType, FusionDefinition, reference, rng
 from tunefuse.errors import DefinitionError
 from tunefuse.philox import philox

@@ -5,12 +5,17 @@ import math
 import ml_dtypes
 import numpy as np
 import pytest
-
-from tunefuse import DataType, DefinitionError, FusionDefinition, InputMismatchError, ShapeError
-from tunefuse import reference
-from tunefuse.fusion_file import load_fusion_file
-
 from test_frontend import ROOT
+
+from tunefuse import (
+    DataType,
+    DefinitionError,
+    FusionDefinition,
+    InputMismatchError,
+    ShapeError,
+    reference,
+)
+from tunefuse.fusion_file import load_fusion_file
 
 SEEDS = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 from hypothesis import HealthCheck, given, settings
-
 from strategies import fusions
+
 from tunefuse import DataType, FusionDefinition, SerializationError
 from tunefuse.ir import Fusion
 from tunefuse.serialize import fusion_from_json

@@ -22,8 +22,9 @@ from tunefuse.arrays import (
     describe_array,
     stride_order_of,
 )
-from tunefuse.dtypes import DataType, from_any_dtype, python_scalar_dtype
+from tunefuse.cache import DEFAULT as _DEFAULT_CACHE
 from tunefuse.composite_ops import CompositeOps
+from tunefuse.dtypes import DataType, from_any_dtype, python_scalar_dtype
 from tunefuse.elementwise import ELEMENTWISE
 from tunefuse.errors import DefinitionError, ExecutionError, InputMismatchError
 from tunefuse.infer import FusionBuilder
@@ -50,8 +51,6 @@ from tunefuse.ops import (
     TensorInputAttrs,
 )
 from tunefuse.shapes import normalize_dim, normalize_dims
-
-from tunefuse.cache import DEFAULT as _DEFAULT_CACHE
 
 if TYPE_CHECKING:
     from tunefuse.plan import Plan

@@ -16,7 +16,7 @@ from typing import Union
 
 from tunefuse.canonical import fusion_to_json
 from tunefuse.dtypes import DataType
-from tunefuse.ops import OpKind, OpAttrs
+from tunefuse.ops import OpAttrs, OpKind
 from tunefuse.printer import fusion_to_python
 
 

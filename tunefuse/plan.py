@@ -13,23 +13,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tunefuse.alias import StridedView, strided_view, view_root
-from tunefuse.arrays import contiguous_strides, strides_in_order
-from tunefuse.concretize import ConcretizationInfo, ConcreteFusion, concretize
+from tunefuse.arrays import contiguous_strides, describe_array, strides_in_order
+from tunefuse.concretize import ConcreteFusion, ConcretizationInfo, concretize
 from tunefuse.errors import InputMismatchError
-from tunefuse.ir import Fusion, Node, ScalarType
-from tunefuse.kernel_ir import Buffer, BufferKind, Load, SchedulerKind, Store
 from tunefuse.indexing import Var, add, const, scale, var
+from tunefuse.ir import Fusion, Node, ScalarType
+from tunefuse.kernel_ir import Buffer, BufferKind, ELoad, Load, SchedulerKind, Store
 from tunefuse.ops import OpKind
 from tunefuse.segment import (
     Segment,
     StoreRequest,
+    _index_type,
     _Materialize,
     _SplitByShape,
-    _index_type,
     build_segment,
 )
-from tunefuse.kernel_ir import ELoad
-from tunefuse.arrays import describe_array
 from tunefuse.signature import (
     BoundInputs,
     FusionInputs,

@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import math
 import typing
 from types import NoneType, UnionType
 from typing import Any, Union
 
+from tunefuse.canonical import FORMAT, VERSION, encode_attrs, fusion_to_dict, fusion_to_json  # noqa: F401 - serialize's API
 from tunefuse.dtypes import DataType
 from tunefuse.errors import DefinitionError, SerializationError
 from tunefuse.infer import FusionBuilder
-from tunefuse.canonical import FORMAT, VERSION, encode_attrs, fusion_to_dict, fusion_to_json  # noqa: F401 - serialize's API
 from tunefuse.ir import Fusion
 from tunefuse.ops import OpKind, ScalarRef, attrs_class
 

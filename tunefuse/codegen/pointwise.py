@@ -188,7 +188,7 @@ class _PointwiseEmitter:
 
     # -- kernels --------------------------------------------------------------------------
     def emit(self, name: str, args: list[KernelArg]) -> str:
-        p, it = self.p, self.it
+        p = self.p
         lines = [kernel_opening(name, args, p.block_size)]
         if p.split == 0:
             lines += self.flat()
@@ -203,7 +203,8 @@ class _PointwiseEmitter:
         lines = [
             f"  const {it} groups = {numel} / {vec};",
             f"  const {it} step = ({it})gridDim.x * {p.block_size * p.unroll};",
-            f"  for ({it} base = ({it})blockIdx.x * {p.block_size * p.unroll} + threadIdx.x; base < groups; base += step) {{",
+            f"  for ({it} base = ({it})blockIdx.x * {p.block_size * p.unroll} + threadIdx.x; "
+            "base < groups; base += step) {",
             "    #pragma unroll",
             f"    for (int u = 0; u < {p.unroll}; ++u) {{",
             f"      const {it} g = base + ({it})u * {p.block_size};",
@@ -231,7 +232,8 @@ class _PointwiseEmitter:
         lines += self.load_lines(sorted(self.hoisted), "  ", "h")
         lines += [
             f"  const {it} step = ({it})gridDim.y * blockDim.y * {p.unroll};",
-            f"  for ({it} base = ({it})blockIdx.y * blockDim.y * {p.unroll} + threadIdx.y; base < outer; base += step) {{",
+            f"  for ({it} base = ({it})blockIdx.y * blockDim.y * {p.unroll} + threadIdx.y; "
+            "base < outer; base += step) {",
             "    #pragma unroll",
             f"    for (int u = 0; u < {p.unroll}; ++u) {{",
             f"      const {it} o = base + ({it})u * blockDim.y;",

@@ -524,10 +524,12 @@ class _Emitter:
             if acc.family == "welford":
                 here, there = at(slot), at(f"{slot} + s")
                 self.w(
-                    f"{indent}    TfWelford<{t}> x{{sm{acc.index}_mean[{here}], sm{acc.index}_m2[{here}], sm{acc.index}_n[{here}]}};"
+                    f"{indent}    TfWelford<{t}> x{{sm{acc.index}_mean[{here}], "
+                    f"sm{acc.index}_m2[{here}], sm{acc.index}_n[{here}]}};"
                 )
                 self.w(
-                    f"{indent}    TfWelford<{t}> y{{sm{acc.index}_mean[{there}], sm{acc.index}_m2[{there}], sm{acc.index}_n[{there}]}};"
+                    f"{indent}    TfWelford<{t}> y{{sm{acc.index}_mean[{there}], "
+                    f"sm{acc.index}_m2[{there}], sm{acc.index}_n[{there}]}};"
                 )
                 self.w(f"{indent}    TfWelford<{t}> z = tf_welford_merge<{t}>(x, y);")
                 for f_ in fields:
@@ -678,7 +680,8 @@ class _Emitter:
         self.w(f"  const {it} r_end = ({it})min((long long)r_begin + tf_share, (long long)n_red);")
         self.w("  unsigned int* tf_counter = reinterpret_cast<unsigned int*>(WS);")
         self.w(
-            f"  long long tf_at = (4 * (((long long)n_out + {p.rows_per_block - 1}) / {p.rows_per_block}) + 15) / 16 * 16;"
+            f"  long long tf_at = (4 * (((long long)n_out + {p.rows_per_block - 1}) / {p.rows_per_block}) + 15)"
+            " / 16 * 16;"
         )
         for acc_index, field, ctype in partial_fields(self.s):
             name = _partial_name(acc_index, field)
@@ -693,13 +696,13 @@ class _Emitter:
         block and published; then a counter per row tile tells the last block to arrive,
         which combines every share in share order (the same order whichever block is last:
         deterministic) and stores."""
-        p, it = self.p, self.itype
+        p = self.p
         for acc in self.accs:
             self.reduce_pass(acc, "    ")
             self.block_reduce(acc, "    ")
         fields = partial_fields(self.s)
         self.w("    if (row_ok && tr == 0) {")
-        self.w(f"      const long long at = (long long)blockIdx.y * n_out + row;")
+        self.w("      const long long at = (long long)blockIdx.y * n_out + row;")
         for acc_index, field, _ in fields:
             self.w(
                 f"      {_partial_name(acc_index, field)}[at] = acc{acc_index}{'.' + field if field else ''};"
@@ -721,9 +724,9 @@ class _Emitter:
             a = f"acc{acc.index}"
             t = acc.ctype.cuda
             self.w(f"      {_acc_type(acc)} {a} = {_init(acc)};")
-            self.w(f"      if (row_ok) {{")
+            self.w("      if (row_ok) {")
             self.w(f"        for (int s = tr; s < {p.split}; s += {p.threads_r}) {{")
-            self.w(f"          const long long at = (long long)s * n_out + row;")
+            self.w("          const long long at = (long long)s * n_out + row;")
             if acc.family == "welford":
                 parts = ", ".join(
                     f"*(volatile {t}*)&{_partial_name(acc.index, f)}[at]"
@@ -816,7 +819,8 @@ class _Emitter:
         # the innermost index the vector's first.
         n_rows = f"(n_out / {self.vec})" if self.along_outputs else "n_out"
         self.w(
-            f"  for ({it} row_base = ({it})blockIdx.x * {p.rows_per_block}; row_base < {n_rows}; row_base += ({it})gridDim.x * {p.rows_per_block}) {{"
+            f"  for ({it} row_base = ({it})blockIdx.x * {p.rows_per_block}; row_base < {n_rows}; "
+            f"row_base += ({it})gridDim.x * {p.rows_per_block}) {{"
         )
         self.w(f"    const {it} row = row_base + to;")
         self.w(f"    const bool row_ok = row < {n_rows};")

@@ -60,7 +60,8 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
         vt = f"TfVec<{ld.dtype.cuda}, {vec}>"
         offset = render_affine(ld.offset, "L", k, lambda j: f"i{j}", it)
         lines.append(
-            f"        const {vt} v{k} = {load_text(ld.buffer, offset, p.evict_first and moves_with_every_dim(segment, k), vt)};"
+            f"        const {vt} v{k} = "
+            f"{load_text(ld.buffer, offset, p.evict_first and moves_with_every_dim(segment, k), vt)};"
         )
 
     def var_name(j: int) -> str:

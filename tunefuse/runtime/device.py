@@ -101,9 +101,9 @@ class Runtime:
     @functools.cached_property
     def env(self):  # noqa: ANN201 - cache_db.Env
         """What a cached result must have been measured on to be used here."""
-        from cache_db.store import Env
         from cuda.bindings import driver
 
+        from cache_db.store import Env
         from tunefuse.codegen import CODEGEN_VERSION
         from tunefuse.compiler import nvrtc_version
 

@@ -29,8 +29,8 @@ def outputs_agree(got: np.ndarray, want: np.ndarray) -> bool:
 def _setup(state: dict) -> dict:
     if "executor_inputs" in state:
         return state
-    from tunefuse.serialize import fusion_from_json
     from tunefuse.runtime.device import runtime
+    from tunefuse.serialize import fusion_from_json
     from tunefuse.tuning.inputs import make_inputs
     from tunefuse.tuning.timing import Timer
 

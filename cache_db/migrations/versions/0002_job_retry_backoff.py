@@ -5,9 +5,8 @@ Revises: 0001
 Create Date: 2026-11-22 11:54:16.514226
 """
 
-from alembic import op
 import sqlalchemy as sa
-
+from alembic import op
 
 revision = "0002"
 down_revision = "0001"
