@@ -22,17 +22,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from fusion_zoo import ZOO, build  # noqa: E402
 from run import timed  # noqa: E402
+
 from tunefuse import DataType  # noqa: E402
-from tunefuse.runtime.executor import Executor  # noqa: E402
+from tunefuse.runtime.executor import Executor, torch_dtype  # noqa: E402
 from tunefuse.schedulers import scheduler_for, with_values  # noqa: E402
-
-
-def torch_dtype(dtype: DataType):  # noqa: ANN201
-    return {
-        DataType.Float: torch.float32,
-        DataType.BFloat16: torch.bfloat16,
-        DataType.Half: torch.float16,
-    }[dtype]
 
 
 def choice(space: dict, kind: str, name: str, text: str):  # noqa: ANN201

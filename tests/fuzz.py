@@ -241,9 +241,22 @@ class _Builder:
                 "integer",
                 "clamp",
                 "gather",
+                "scan",
             ]
         )
         getattr(self, f"step_{kind}")()
+
+    def step_scan(self) -> None:
+        """cumsum, cummax or cummin along a random dim (a reduction of each prefix: its
+        iteration space is the value's times the scanned extent, kept small)."""
+        v = self.float_value()
+        if not v.shape:
+            return None
+        dim = int(self.rng.integers(0, len(v.shape)))
+        if v.shape[dim] > 64 or _numel(v.shape) * v.shape[dim] > MAX_NUMEL:
+            return None
+        name = self.pick(["cumsum", "cummax", "cummin"])
+        self.push(self.op(name, v.tensor, dim), v.shape)
 
     def step_unary(self) -> None:
         v = self.float_value()

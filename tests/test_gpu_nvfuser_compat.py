@@ -4,8 +4,8 @@ inputs (torch's expand: stride 0) in pointwise and reduction kernels, `validate`
 
 import numpy as np
 import pytest
-
 from test_gpu_execute import to_host, torch_or_skip
+
 from tunefuse import DataType, FusionDefinition, InputMismatchError, reference
 
 pytestmark = pytest.mark.gpu
@@ -264,3 +264,21 @@ def test_composite_ops_match_torch():
     torch.testing.assert_close(mean, want_mean)
     torch.testing.assert_close(upper, torch.triu(x, 3), rtol=0, atol=0)
     torch.testing.assert_close(picked, x.select(1, 7), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("rows, cols", [(8, 16), (3, 1000), (700, 5)])
+def test_scans_compute_what_the_reference_computes(rows, cols, rng):
+    """nvFuser's test_cumsum/test_cumprod and cummax/cummin, along each dim."""
+    from test_nvfuser_compat import scan_fusion, scan_inputs
+
+    torch = torch_or_skip()
+    fd = scan_fusion()
+    inputs = scan_inputs(rng, rows, cols)
+    got = fd.execute([torch.from_numpy(x).cuda() for x in inputs])
+    for g, w in zip(got, reference.run(fd, inputs), strict=True):
+        g = to_host(g)
+        assert g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-4, equal_nan=True)
+    x = torch.from_numpy(inputs[0]).cuda()
+    torch.testing.assert_close(got[0], torch.cumsum(x, 0), rtol=1e-4, atol=1e-3, equal_nan=True)
+    torch.testing.assert_close(got[3], torch.cummin(x, 0).values, rtol=0, atol=0, equal_nan=True)

@@ -3,10 +3,10 @@
 import random
 
 import numpy as np
+from fusion_zoo import ZOO, build, inputs_for
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fusion_zoo import ZOO, build, inputs_for
 from tunefuse import DataType
 from tunefuse.codegen import generate
 from tunefuse.compiler import compile_kernel
@@ -69,6 +69,7 @@ def test_a_transpose_with_nothing_to_tile_is_tuned_as_its_pointwise_kernel():
     runs as a pointwise kernel, and the tuner searches that kernel's space (it used to search
     tile shapes that were all invalid, and tuned nothing)."""
     from test_frontend import ROOT
+
     from tunefuse.fusion_file import load_fusion_file
     from tunefuse.schedulers import value_of
 
@@ -198,3 +199,13 @@ def test_the_tuner_tries_the_default_with_each_flag_flipped():
             and flat[0]["static_shape"] is base["static_shape"]
         )
         assert flat[1]["static_shape"] is True and flat[1]["evict_first"] is base["evict_first"]
+
+
+def test_every_scheduler_is_a_scheduler():
+    """Each scheduler module has what the pipeline asks of it (tunefuse.schedulers.Scheduler)."""
+    from tunefuse.kernel_ir import SchedulerKind
+    from tunefuse.schedulers import SCHEDULERS, Scheduler
+
+    assert set(SCHEDULERS) == set(SchedulerKind)
+    for kind, module in SCHEDULERS.items():
+        assert isinstance(module, Scheduler), kind

@@ -9,6 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from tunefuse.dtypes import DataType
 from tunefuse.errors import DefinitionError, NotBuiltError
 from tunefuse.shapes import normalize_dim, normalize_dims
@@ -17,13 +19,8 @@ if TYPE_CHECKING:
     from tunefuse.frontend import Operand, Tensor, Value, Vector
 
 
-_SCANS = "scans (a running sum, product, max or min along a dim) are not built"
 # nvFuser ops tunefuse declines: asking for one names the refusal (never a bare AttributeError).
 NOT_BUILT = {
-    "cumsum": _SCANS,
-    "cumprod": _SCANS,
-    "cummax": _SCANS,
-    "cummin": _SCANS,
     "scatter": "data-dependent writes are not built (index_select, gather and take_along_axis read)",
     "index_put_accumulate": "data-dependent writes are not built",
     "linear": "matrix multiplication is not built: tunefuse generates memory-bound kernels",
@@ -96,6 +93,47 @@ class CompositeOps:
         scaled = self.mul(wide, scale)
         return scaled if wide is rows else self.cast(scaled, dtype)  # type: ignore[return-value]
 
+    # Scans (torch.cumsum and its kin) as a reduction of each prefix: out[i] = op over j <= i
+    # of x[j], the elements after i replaced by op's identity. Exact, and fused like any
+    # reduction, but quadratic in the scanned extent: a scan scheduler is the next step.
+    def cumsum(self, arg: Value, dim: int) -> Tensor:
+        """torch.cumsum: integers and bools are summed in int64."""
+        return self._scan("cumsum", arg, dim)
+
+    def cumprod(self, arg: Value, dim: int) -> Tensor:
+        """torch.cumprod: integers and bools are multiplied in int64."""
+        return self._scan("cumprod", arg, dim)
+
+    def cummax(self, arg: Value, dim: int) -> Tensor:
+        """torch.cummax's values (a NaN carries on, as in torch)."""
+        return self._scan("cummax", arg, dim)
+
+    def cummin(self, arg: Value, dim: int) -> Tensor:
+        """torch.cummin's values."""
+        return self._scan("cummin", arg, dim)
+
+    def _scan(self, name: str, arg: Value, dim: int) -> Tensor:
+        vid = self._tensor(arg, name)
+        rank = self._rank(vid)
+        d = normalize_dim(name, dim, rank)
+        dtype = self._fd._builder.values[vid].dtype
+        x = self._as_tensor(vid)
+        if name in ("cumsum", "cumprod") and not dtype.is_floating:
+            x, dtype = self.cast(x, DataType.Int), DataType.Int
+        shape = list(x.shape())
+        n = shape[d]
+        # [..., i, j, ...]: x's dim d becomes j; i, the output's position, is new.
+        grid = shape[:d] + [n, n] + shape[d + 1 :]
+        spread = self.broadcast_in_dim(x, grid, [k if k < d else k + 1 for k in range(rank)])
+        i = self.broadcast_in_dim(self.iota(n, 0, 1, DataType.Int), grid, [d])
+        j = self.broadcast_in_dim(self.iota(n, 0, 1, DataType.Int), grid, [d + 1])
+        identity = self._fd._constant(_scan_identity(name, dtype), dtype)
+        prefix = self.where(self.le(j, i), spread, identity)
+        reduce = {"cumsum": self.sum, "cumprod": self.prod, "cummax": self.max, "cummin": self.min}[
+            name
+        ]
+        return reduce(prefix, [d + 1])
+
     def triu(self, arg: Value, diagonal: Operand = 0) -> Tensor:
         """torch.triu: the elements of the last two dims on and above the `diagonal`-th
         diagonal (0 the main one, > 0 above it, < 0 below it); the others zero."""
@@ -145,3 +183,18 @@ class CompositeOps:
             count = t.size(d) * count
         n = self.full([t.size(d) for d in range(rank) if d not in reduced], count, DataType.Int)
         return mean, self.mul(var, count), n
+
+
+def _scan_identity(name: str, dtype: DataType) -> object:
+    """The value that leaves a scan's reduction unchanged, in `dtype`."""
+    if name == "cumsum":
+        return 0
+    if name == "cumprod":
+        return 1
+    low = name == "cummax"
+    if dtype.is_bool:
+        return not low
+    if dtype.is_floating:
+        return float("-inf") if low else float("inf")
+    info = np.iinfo(dtype.numpy)
+    return int(info.min) if low else int(info.max)

@@ -7,8 +7,8 @@ value's declared dtype, which is exactly what the generated CUDA does.
 from __future__ import annotations
 
 import enum
-from typing import NoReturn
 from collections.abc import Iterable
+from typing import NoReturn
 
 import ml_dtypes
 import numpy as np
@@ -161,6 +161,16 @@ _TORCH_NAMES = {
     "torch.int32": DataType.Int32,
     "torch.bool": DataType.Bool,
 }
+
+
+def torch_dtype_name(dtype: DataType) -> str:
+    """The name of a DataType's torch dtype (`getattr(torch, name)`): the one table both ways."""
+    for name, dt in _TORCH_NAMES.items():
+        if dt is dtype:
+            return name.removeprefix("torch.")
+    raise DefinitionError(
+        f"{dtype!r} has no torch dtype"
+    )  # pragma: no cover - every DataType has one
 
 
 def from_any_dtype(dtype: object) -> DataType:

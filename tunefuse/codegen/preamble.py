@@ -77,23 +77,16 @@ TF_FLOAT_FN(tf_tan, tanf, tan)
 TF_FLOAT_FN(tf_tanh, tanhf, tanh)
 TF_FLOAT_FN(tf_erf, erff, erf)
 TF_FLOAT_FN(tf_erfc, erfcf, erfc)
-TF_FLOAT_FN(tf_floorf, floorf, floor)
-TF_FLOAT_FN(tf_ceilf, ceilf, ceil)
-TF_FLOAT_FN(tf_rintf, rintf, rint)
-TF_FLOAT_FN(tf_truncf, truncf, trunc)
 
-template <typename T> __device__ __forceinline__ T tf_floor(T x) { return x; }
-template <> __device__ __forceinline__ float tf_floor(float x) { return floorf(x); }
-template <> __device__ __forceinline__ double tf_floor(double x) { return floor(x); }
-template <typename T> __device__ __forceinline__ T tf_ceil(T x) { return x; }
-template <> __device__ __forceinline__ float tf_ceil(float x) { return ceilf(x); }
-template <> __device__ __forceinline__ double tf_ceil(double x) { return ceil(x); }
-template <typename T> __device__ __forceinline__ T tf_round(T x) { return x; }
-template <> __device__ __forceinline__ float tf_round(float x) { return rintf(x); }
-template <> __device__ __forceinline__ double tf_round(double x) { return rint(x); }
-template <typename T> __device__ __forceinline__ T tf_trunc(T x) { return x; }
-template <> __device__ __forceinline__ float tf_trunc(float x) { return truncf(x); }
-template <> __device__ __forceinline__ double tf_trunc(double x) { return trunc(x); }
+// Rounding: an integer is already whole (the identity); a float or double rounds.
+#define TF_ROUNDING_FN(name, ffn, dfn)                                          \
+  template <typename T> __device__ __forceinline__ T name(T x) { return x; }    \
+  template <> __device__ __forceinline__ float name(float x) { return ffn(x); } \
+  template <> __device__ __forceinline__ double name(double x) { return dfn(x); }
+TF_ROUNDING_FN(tf_floor, floorf, floor)
+TF_ROUNDING_FN(tf_ceil, ceilf, ceil)
+TF_ROUNDING_FN(tf_round, rintf, rint)
+TF_ROUNDING_FN(tf_trunc, truncf, trunc)
 
 template <typename T> __device__ __forceinline__ T tf_abs(T x) { return x < T(0) ? -x : x; }
 template <> __device__ __forceinline__ float tf_abs(float x) { return fabsf(x); }

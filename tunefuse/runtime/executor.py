@@ -18,9 +18,9 @@ from tunefuse.arrays import Device, framework_of
 from tunefuse.cache import signature_json
 from tunefuse.codegen import generate
 from tunefuse.compiler import compile_kernel
-from tunefuse.dtypes import DataType
+from tunefuse.dtypes import DataType, torch_dtype_name
 from tunefuse.errors import ExecutionError, IndexOutOfRangeError
-from tunefuse.kernel_ir import BufferKind
+from tunefuse.kernel_ir import BufferKind, SchedulerKind
 from tunefuse.plan import Plan, out_signature, plan_for
 from tunefuse.reference import eval_node, index_error_text
 from tunefuse.runtime.device import Runtime, runtime
@@ -33,7 +33,6 @@ from tunefuse.runtime.launch_plan import (
     launch_plan_key,
 )
 from tunefuse.runtime.transfer import host_to_device
-from tunefuse.kernel_ir import SchedulerKind
 from tunefuse.schedulers import params_from_dict, scheduler_for
 from tunefuse.segment import Segment
 from tunefuse.signature import FusionInputs, bind_inputs
@@ -438,15 +437,7 @@ def torch_dtype(dtype: DataType):  # noqa: ANN201 - a torch.dtype
     """The torch dtype of a tunefuse DataType (torch imported by the caller already)."""
     import torch
 
-    return {
-        DataType.Double: torch.float64,
-        DataType.Float: torch.float32,
-        DataType.Half: torch.float16,
-        DataType.BFloat16: torch.bfloat16,
-        DataType.Int: torch.int64,
-        DataType.Int32: torch.int32,
-        DataType.Bool: torch.bool,
-    }[dtype]
+    return getattr(torch, torch_dtype_name(dtype))
 
 
 def _framework(inputs: Sequence[object]) -> str:

@@ -3,8 +3,32 @@ from device properties and sizes, a validity check, and an Optuna search space."
 
 from __future__ import annotations
 
+from typing import Any, Protocol, runtime_checkable
+
+from tunefuse.device_info import DeviceInfo
 from tunefuse.kernel_ir import SchedulerKind
 from tunefuse.schedulers import normalization, pointwise, reduction, transpose
+from tunefuse.segment import Segment
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """What the pipeline asks of a scheduler (each is a module of this package): its frozen
+    `Params`, the default heuristic, the validity check that refuses what cannot run, the
+    Optuna search space around the default, and the launch geometry."""
+
+    Params: type
+
+    def default_params(self, segment: Segment, device: DeviceInfo) -> Any: ...
+
+    def is_valid(self, segment: Segment, device: DeviceInfo, p: Any) -> str | None: ...
+
+    def search_space(self, segment: Segment, device: DeviceInfo) -> dict: ...
+
+    def grid(
+        self, segment: Segment, device: DeviceInfo, p: Any
+    ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]: ...
+
 
 # Bump when a default heuristic changes: stored launch plans (whose kernels the defaults may
 # have chosen) are then planned again, so that a new process runs the new defaults. Tuned
@@ -15,7 +39,7 @@ from tunefuse.schedulers import normalization, pointwise, reduction, transpose
 #    pointwise (segmentation).
 HEURISTICS_VERSION = 5
 
-SCHEDULERS = {
+SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
     SchedulerKind.REDUCTION: reduction,
     SchedulerKind.NORMALIZATION: normalization,
@@ -23,7 +47,7 @@ SCHEDULERS = {
 }
 
 
-def scheduler_for(kind: SchedulerKind):  # noqa: ANN201 - a scheduler module
+def scheduler_for(kind: SchedulerKind) -> Scheduler:
     return SCHEDULERS[kind]
 
 

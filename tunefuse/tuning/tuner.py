@@ -231,16 +231,15 @@ def tune(
                 ] = {}  # kernel name -> (us, params, answer)
                 failed = done = asks = 0
 
-                def run_candidate(
-                    params: Any, src: Any, cubin: bytes, check_reference: bool = False
-                ) -> Any:
+                def run_candidate(params: Any, kernel: str, cubin: bytes, **how: Any) -> Any:
+                    """One measurement in the worker (`how`: check_reference, min_total_us)."""
                     return worker.request(
                         {
                             "kernel_key": seg.kernel_key,
                             "scheduler": seg.scheduler.value,
                             "params": params_to_dict(params),
-                            "cubins": {src.name: cubin},
-                            "check_reference": check_reference,
+                            "cubins": {kernel: cubin},
+                            **how,
                         }
                     )
 
@@ -250,7 +249,7 @@ def tune(
                     (default_src.source, default_src.name, rt.info.arch)
                 )
                 answer = (
-                    run_candidate(default, default_src, default_cubin, check_reference=True)
+                    run_candidate(default, default_src.name, default_cubin, check_reference=True)
                     if default_cubin
                     else None
                 )
@@ -296,7 +295,7 @@ def tune(
                             log.warning("trial %d: compile failed: %s", trial.number, err[:200])
                             study.tell(trial, state=optuna.trial.TrialState.FAIL)
                             continue
-                        answer = run_candidate(params, src, cubin)
+                        answer = run_candidate(params, src.name, cubin)
                         if isinstance(answer, WorkerDied) or not answer.get("ok"):
                             failed += 1
                             why = (
@@ -330,15 +329,7 @@ def tune(
                 again: dict[str, list[float]] = {name: [] for name, _ in top}
                 for _ in range(3):
                     for name, (_, params, info) in top:
-                        answer = worker.request(
-                            {
-                                "kernel_key": seg.kernel_key,
-                                "scheduler": seg.scheduler.value,
-                                "params": params_to_dict(params),
-                                "cubins": {name: info["cubin"]},
-                                "min_total_us": 100_000.0,
-                            }
-                        )
+                        answer = run_candidate(params, name, info["cubin"], min_total_us=100_000.0)
                         if not isinstance(answer, WorkerDied) and answer.get("ok"):
                             again[name].append(answer["median_us"])
                 scored = {name: min(v) for name, v in again.items() if v}
