@@ -4,9 +4,9 @@ is never used outside its env. Its own module: the store and the import checks b
 from __future__ import annotations
 
 import functools
-import hashlib
-import json
 from dataclasses import asdict, dataclass
+
+from tunefuse import keys
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,4 +31,4 @@ class Env:
 
 @functools.lru_cache(maxsize=64)
 def _env_key(env: Env) -> str:
-    return hashlib.sha256(json.dumps(asdict(env), sort_keys=True).encode()).hexdigest()
+    return keys.env_key(asdict(env))

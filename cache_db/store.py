@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import datetime as dt
-import hashlib
 import json
 import math
 import os
@@ -32,6 +31,7 @@ from sqlalchemy.orm import Session
 from cache_db import migrate
 from cache_db.env import Env  # noqa: F401 - defined there; imported from here by many
 from cache_db.models import BinaryRow, FusionRow, JobRow, LaunchPlanRow, RecordRow, utcnow
+from tunefuse import keys
 
 ENV_VAR = "TUNEFUSE_CACHE_URL"
 EXPORT_FORMAT = "tunefuse.cache.v1"
@@ -501,7 +501,7 @@ class CacheStore:
         source: str | None = None,
     ) -> None:
         """In the caller's transaction (an ORM session or a Core connection)."""
-        digest = hashlib.sha256(cubin).hexdigest()
+        digest = keys.binary_digest(cubin)
         now = utcnow()
         self._insert_ignore(
             s,
@@ -529,7 +529,7 @@ class CacheStore:
         if row is None:
             return
         changes: dict = {}
-        if row.quarantined or row.sha256 != hashlib.sha256(row.cubin).hexdigest():
+        if row.quarantined or row.sha256 != keys.binary_digest(row.cubin):
             # A quarantined or corrupt copy is replaced by the good one.
             changes.update(cubin=cubin, sha256=digest, size=len(cubin), quarantined=False)
         if row.source is None and source is not None:
@@ -551,7 +551,7 @@ class CacheStore:
             if row is None or row.quarantined:
                 return None
             cubin, digest, name = bytes(row.cubin), row.sha256, row.kernel_name
-        if hashlib.sha256(cubin).hexdigest() != digest:
+        if keys.binary_digest(cubin) != digest:
             self.quarantine_binary(code_key)
             return None
         return cubin, name
@@ -589,7 +589,7 @@ class CacheStore:
                     BinaryRow.quarantined.is_(False)
                 )
             ):
-                if hashlib.sha256(cubin).hexdigest() != digest:
+                if keys.binary_digest(cubin) != digest:
                     bad.append(code_key)
         for code_key in bad:
             self.quarantine_binary(code_key)
@@ -748,7 +748,7 @@ class CacheStore:
         whose bytes match their sha256; the others are quarantined."""
         found: dict[str, tuple[bytes, str]] = {}
         for code_key, cubin, digest, name in rows:
-            if hashlib.sha256(cubin).hexdigest() == digest:
+            if keys.binary_digest(cubin) == digest:
                 found[code_key] = (bytes(cubin), name)
             else:
                 self.quarantine_binary(code_key)
@@ -1344,7 +1344,7 @@ class CacheStore:
                 elif kind == "binary":
                     check_binary(item)  # type: ignore[arg-type]
                     cubin = base64.b64decode(item["cubin"], validate=True)  # type: ignore[index]
-                    if hashlib.sha256(cubin).hexdigest() != item["sha256"]:  # type: ignore[index]
+                    if keys.binary_digest(cubin) != item["sha256"]:  # type: ignore[index]
                         raise CacheError(
                             f"binary {item['code_key'][:12]} does not match its sha256"
                         )  # type: ignore[index]
@@ -1409,7 +1409,7 @@ class CacheStore:
                         BinaryRow,
                         dict(
                             code_key=item["code_key"],
-                            sha256=hashlib.sha256(cubin).hexdigest(),
+                            sha256=keys.binary_digest(cubin),
                             cubin=cubin,
                             size=len(cubin),
                             kernel_name=item["kernel_name"],

@@ -7,10 +7,10 @@ stores its output by the sha256 of the same triple.
 from __future__ import annotations
 
 import functools
-import hashlib
 import time
 from dataclasses import dataclass
 
+from tunefuse import keys
 from tunefuse.errors import ExecutionError
 
 COMPILE_OPTIONS = ("-std=c++17", "--use_fast_math=false", "-default-device")
@@ -37,7 +37,7 @@ class CompiledKernel:
 
     @property
     def sha256(self) -> str:
-        return hashlib.sha256(self.cubin).hexdigest()
+        return keys.binary_digest(self.cubin)
 
 
 @functools.cache
@@ -53,8 +53,7 @@ def source_key(
 ) -> str:
     """What a binary is stored under: everything that decides its bytes (the NVRTC version
     this process has, unless `nvrtc` names another: checking an imported binary's key)."""
-    text = "\0".join([source, arch, nvrtc if nvrtc is not None else nvrtc_version(), *options])
-    return hashlib.sha256(text.encode()).hexdigest()
+    return keys.source_key(source, arch, nvrtc if nvrtc is not None else nvrtc_version(), options)
 
 
 @dataclass

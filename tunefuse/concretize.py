@@ -9,12 +9,11 @@ changes a reshape's transforms changes the key (the bug the seed fixed in nvFuse
 
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import dataclass
 
 import numpy as np
 
+from tunefuse import keys
 from tunefuse.errors import ShapeError
 from tunefuse.infer import RULES, InferContext
 from tunefuse.ir import Fusion, ScalarType, Sym, TensorType
@@ -38,8 +37,7 @@ class ConcretizationInfo:
 
     @property
     def conc_key(self) -> str:
-        doc = {"fusion": self.fusion_id, "reshapes": self.reshapes, "extents": self.extents}
-        return hashlib.sha256(json.dumps(doc, separators=(",", ":")).encode()).hexdigest()
+        return keys.concretization_key(self.fusion_id, self.reshapes, self.extents)
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,12 @@ from its JSON has exactly the same ids.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Union
 
+from tunefuse import keys
 from tunefuse.canonical import fusion_to_json
 from tunefuse.dtypes import DataType
 from tunefuse.ops import OpAttrs, OpKind
@@ -124,7 +124,7 @@ class Fusion:
     @property
     def fusion_id(self) -> str:
         """sha256 of the canonical JSON: equal definitions share it."""
-        return hashlib.sha256(self.to_json().encode()).hexdigest()
+        return keys.fusion_key(self.to_json())
 
     @property
     def number(self) -> int:

@@ -10,10 +10,10 @@ to tie them, and `segment_set`.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from tunefuse import keys
 from tunefuse.concretize import ConcreteFusion
 from tunefuse.dtypes import DataType
 from tunefuse.elementwise import ELEMENTWISE, elementwise_types
@@ -147,11 +147,11 @@ class Segment:
 
     @cached_property
     def kernel_key(self) -> str:
-        return hashlib.sha256(self.structure.encode()).hexdigest()
+        return keys.kernel_key(self.structure)
 
     @property
     def shape_key(self) -> str:
-        return "x".join(str(e) for e in self.extents)
+        return keys.shape_key(self.extents)
 
 
 class _Materialize(Exception):

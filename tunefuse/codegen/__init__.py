@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from tunefuse import keys
 from tunefuse.codegen.expr import KernelArg, kernel_args
 from tunefuse.codegen.pointwise import emit_pointwise
 from tunefuse.codegen.preamble import PREAMBLE
@@ -40,13 +41,8 @@ class KernelSource:
 def kernel_name(segment: Segment, params: object, args: tuple[KernelArg, ...] = ()) -> str:
     """A name unique to the code: the segment's structure, the params and, for a static_shape
     kernel, the constants it declares (its binary serves that shape alone)."""
-    import hashlib
-
     constants = [(a.name, a.constant) for a in args if a.constant is not None]
-    digest = hashlib.sha256(
-        (segment.kernel_key + repr(params) + (repr(constants) if constants else "")).encode()
-    ).hexdigest()[:16]
-    return f"tf_{segment.scheduler.value}_{digest}"
+    return keys.kernel_name(segment.scheduler.value, segment.kernel_key, params, constants)
 
 
 def emitted_params(segment: Segment, params: object) -> object:

@@ -11,7 +11,6 @@ binaries. JSON, never pickle: a cache may be a database that many machines share
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from tunefuse import keys
 from tunefuse.alias import StridedView
 from tunefuse.dtypes import DataType
 from tunefuse.errors import TunefuseError
@@ -272,7 +272,7 @@ def launch_plan_key(fusion_id: str, signature: tuple, out_signature: tuple, env_
         [_signature_item(s) for s in out_signature],
         env_key,
     ]
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+    return keys.launch_plan_key(parts)
 
 
 def _signature_item(sig: Any) -> list | None:
