@@ -167,3 +167,26 @@ def test_random_kernels_compile(op, dtype, arch):
     fd = random_fusion(op, dtype, seeded=dtype is not DataType.Half)
     inputs = [np.zeros((64, 96), np.float32)] + ([1, 2] if dtype is not DataType.Half else [])
     assert compile_plan(fd.plan(inputs), arch)
+
+
+def test_rand_like_and_randn_like_draw_in_the_shape_and_dtype_of_a_tensor():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
+        fd.add_output(fd.ops.rand_like(x, rng_seed=3, rng_offset=4))
+        fd.add_output(fd.ops.randn_like(x))
+    with FusionDefinition() as bad:
+        i = bad.define_tensor(shape=[-1], dtype=DataType.Int)
+        with pytest.raises(DefinitionError, match="rand_like: draws floating values"):
+            bad.ops.rand_like(i)
+        bad.add_output(i)
+    u, n = reference.run(fd, [np.zeros((64, 100), DataType.BFloat16.numpy)])
+    assert u.shape == n.shape == (64, 100) and u.dtype == n.dtype == DataType.BFloat16.numpy
+    with FusionDefinition() as ref:
+        y = ref.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
+        ref.add_output(
+            ref.ops.uniform(0.0, 1.0, y.shape(), dtype=DataType.BFloat16, rng_seed=3, rng_offset=4)
+        )
+    np.testing.assert_array_equal(
+        u, reference.run(ref, [np.zeros((64, 100), DataType.BFloat16.numpy)])[0]
+    )
+    assert abs(float(n.astype(np.float32).std()) - 1.0) < 0.05

@@ -134,6 +134,28 @@ class CompositeOps:
         ]
         return reduce(prefix, [d + 1])
 
+    def rand_like(
+        self, arg: Value, rng_seed: Operand | None = None, rng_offset: Operand | None = None
+    ) -> Tensor:
+        """uniform(0, 1) of `arg`'s shape and dtype (nvFuser's rand_like)."""
+        return self._like("rand_like", self.uniform, arg, rng_seed, rng_offset)
+
+    def randn_like(
+        self, arg: Value, rng_seed: Operand | None = None, rng_offset: Operand | None = None
+    ) -> Tensor:
+        """normal(0, 1) of `arg`'s shape and dtype (nvFuser's randn_like)."""
+        return self._like("randn_like", self.normal, arg, rng_seed, rng_offset)
+
+    def _like(
+        self, name: str, draw: Any, arg: Value, seed: Operand | None, offset: Operand | None
+    ) -> Tensor:
+        vid = self._tensor(arg, name)
+        dtype = self._fd._builder.values[vid].dtype
+        if not dtype.is_floating:
+            raise DefinitionError(f"{name}: draws floating values; {arg!r} is {dtype.value}")
+        shape = self._as_tensor(vid).shape()
+        return draw(0.0, 1.0, shape, dtype=dtype, rng_seed=seed, rng_offset=offset)
+
     def triu(self, arg: Value, diagonal: Operand = 0) -> Tensor:
         """torch.triu: the elements of the last two dims on and above the `diagonal`-th
         diagonal (0 the main one, > 0 above it, < 0 below it); the others zero."""
