@@ -60,18 +60,23 @@ def _unit53(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
     return bits.astype(np.float64) * 2.0**-53
 
 
+def _unit(words: tuple[np.ndarray, ...], k: int, double: bool) -> np.ndarray:
+    """The k-th number in [0, 1) of a position's words: 24 bits of word k, or 53 of words
+    2k and 2k + 1."""
+    return _unit53(words[2 * k], words[2 * k + 1]) if double else _unit24(words[k])
+
+
+def _compute(value: object, dtype: DataType) -> np.ndarray:
+    return np.asarray(value).astype(dtype.compute.numpy)
+
+
 def uniform(
     position: np.ndarray, seed: int, offset: int, low: object, high: object, dtype: DataType
 ) -> np.ndarray:
     """low + (high - low) * u, u in [0, 1), computed in the dtype's compute type."""
-    words = philox(position, seed, offset)
-    compute = dtype.compute
-    if compute is DataType.Double:
-        u = _unit53(words[0], words[1])
-    else:
-        u = _unit24(words[0])
-    lo, hi = np.asarray(low).astype(compute.numpy), np.asarray(high).astype(compute.numpy)
-    return (lo + (hi - lo) * u.astype(compute.numpy)).astype(dtype.numpy)
+    u = _unit(philox(position, seed, offset), 0, dtype.compute is DataType.Double)
+    lo, hi = _compute(low, dtype), _compute(high, dtype)
+    return (lo + (hi - lo) * _compute(u, dtype)).astype(dtype.numpy)
 
 
 def normal(
@@ -79,14 +84,8 @@ def normal(
 ) -> np.ndarray:
     """mean + std * z, z standard normal by Box-Muller: sqrt(-2 log u1) cos(2 pi u2), u1 in (0, 1]."""
     words = philox(position, seed, offset)
-    compute = dtype.compute
-    if compute is DataType.Double:
-        u1 = 1.0 - _unit53(words[0], words[1])
-        u2 = _unit53(words[2], words[3])
-        z = np.sqrt(-2.0 * np.log(u1)) * np.cos(2.0 * np.pi * u2)
-    else:
-        u1 = np.float32(1.0) - _unit24(words[0])
-        u2 = _unit24(words[1])
-        z = np.sqrt(np.float32(-2.0) * np.log(u1)) * np.cos(np.float32(2.0 * np.pi) * u2)
-    m, s = np.asarray(mean).astype(compute.numpy), np.asarray(std).astype(compute.numpy)
-    return (m + s * z.astype(compute.numpy)).astype(dtype.numpy)
+    double = dtype.compute is DataType.Double
+    one, two_pi = (1.0, 2.0 * np.pi) if double else (np.float32(1.0), np.float32(2.0 * np.pi))
+    u1, u2 = one - _unit(words, 0, double), _unit(words, 1, double)
+    z = np.sqrt(-2 * one * np.log(u1)) * np.cos(two_pi * u2)
+    return (_compute(mean, dtype) + _compute(std, dtype) * _compute(z, dtype)).astype(dtype.numpy)
