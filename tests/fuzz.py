@@ -129,6 +129,7 @@ class _Builder:
         self.fd = FusionDefinition()
         self.pool: list[_Value] = []
         self.inputs: list[np.ndarray] = []
+        self.input_values: list[_Value] = []
         self.ops: list[str] = []
         self.layouts: list[str] = []
 
@@ -182,7 +183,26 @@ class _Builder:
         t = self.fd.from_array(array)
         v = _Value(t, shape, dtype, True)
         self.pool.append(v)
+        self.input_values.append(v)
         return v
+
+    def write_in_place(self, computed: list[_Value]) -> None:
+        """Write a computed value into an input of its shape and dtype (`alias_input`), and
+        half the time return it too (it comes back as that input): the in-place paths,
+        issue 2664's races among them, in every fused pattern the fuzzer makes."""
+        pairs = [
+            (v, x)
+            for v in computed
+            for x in self.input_values
+            if x.shape == v.shape and x.dtype is v.dtype
+        ]
+        if not pairs:
+            return
+        v, x = self.pick(pairs)
+        self.ops.append("in_place")
+        self.fd.add_output(v.tensor, alias_input=x.tensor)
+        if self.rng.random() < 0.5:
+            self.fd.add_output(v.tensor)
 
     # -- steps -------------------------------------------------------------------------
     def op(self, name: str, *args, **kwargs):  # noqa: ANN002, ANN003, ANN201
@@ -686,10 +706,20 @@ def fuzz_case(seed: int, max_steps: int = 10) -> FuzzCase:
                 outs = computed[-int(b.rng.integers(1, 3)) :] if computed else [b.pool[-1]]
                 for v in outs:
                     b.fd.add_output(v.tensor)
+                if computed and b.rng.random() < 0.25:
+                    b.write_in_place(computed)
         except TunefuseError:
             continue
         return FuzzCase(seed, b.fd, b.inputs, b.ops, b.layouts)
     raise AssertionError(f"fuzz seed {seed}: no well-formed fusion in 20 attempts")
+
+
+def in_run_order(fusion, outputs: list) -> list:  # noqa: ANN001
+    """`reference.run(..., include_aliased=True)`'s outputs (in definition order) in the order a
+    run gives them: the returned ones, then the in-place ones."""
+    order = [k for k, o in enumerate(fusion.outputs) if o.alias_input is None]
+    order += [k for k, o in enumerate(fusion.outputs) if o.alias_input is not None]
+    return [outputs[k] for k in order]
 
 
 def corpus(seed: int, count: int) -> Iterator[FuzzCase]:

@@ -125,7 +125,15 @@ def run_corpus(
         "compile_s": round(compile_s, 1),
     }
     for case in cases:
-        want = reference.run(case.fd.fusion, case.inputs)
+        fusion = case.fd.fusion
+        want = reference.run(fusion, case.inputs, include_aliased=True)
+        # (the returned outputs, then each in-place one and the position of the input it writes)
+        returned = [w for w, o in zip(want, fusion.outputs) if o.alias_input is None]
+        in_place = [
+            (w, fusion.inputs.index(o.alias_input))
+            for w, o in zip(want, fusion.outputs)
+            if o.alias_input is not None
+        ]
         for variant in variants:
             chooser = None
             if variant == "random":
@@ -152,8 +160,9 @@ def run_corpus(
                 launched = [r for r in exe.recipes if r.launch.numel > 0]
                 summary["kernel_launches"] += len(launched)
                 summary["distinct_kernels"].update(r.launch.kernel_name for r in launched)
-            loosest = _loosest_tolerance(case.fd.fusion)
-            for g, w in zip(got, want):
+            loosest = _loosest_tolerance(fusion)
+            pairs = list(zip(got, returned)) + [(inputs[k], w) for w, k in in_place]
+            for g, w in pairs:
                 g = to_host(g) if hasattr(g, "cpu") else np.asarray(g)
                 if not _agree(g, w, loosest):
                     summary["mismatches"] += 1

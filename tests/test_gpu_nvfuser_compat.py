@@ -137,7 +137,8 @@ def test_stride_ordered_outputs_come_back_in_that_layout(rng):
 
 
 def test_an_output_written_in_place_and_returned_is_that_input():
-    """nvFuser's returning_aliased_outputs: every returned T4 (and T0) is the input itself."""
+    """nvFuser's returning_aliased_outputs: every returned T4 is the input itself; T0 returned
+    is T0 as passed in (nvFuser returns the written input there)."""
     torch = torch_or_skip()
     with FusionDefinition() as fd:
         t0 = fd.define_tensor(shape=[-1, -1, -1, -1], dtype=DataType.Float)
@@ -147,11 +148,12 @@ def test_an_output_written_in_place_and_returned_is_that_input():
         fd.add_output(t4)
         fd.add_output(t0)
     x = torch.randn(1, 2, 3, 4, device="cuda")
-    expected = x.clamp(min=0)
+    original, expected = x.clone(), x.clamp(min=0)
     out = fd.execute([x])
     assert len(out) == 3
-    assert all(o.data_ptr() == x.data_ptr() for o in out)
+    assert [o.data_ptr() == x.data_ptr() for o in out] == [True, True, False]
     torch.testing.assert_close(x, expected, rtol=0, atol=0)
+    torch.testing.assert_close(out[2], original, rtol=0, atol=0)  # T0 as passed in
 
 
 @pytest.mark.parametrize("example", [1, 2, 3, 4])

@@ -223,7 +223,9 @@ def test_a_pointwise_in_place_update_stays_one_kernel(rng):
 
 def test_an_output_also_written_in_place_is_returned_as_that_input():
     """nvFuser's returning_aliased_outputs: T4 written into T0 and also returned comes back
-    as T0 itself (one store, no second copy)."""
+    as T0 itself (one store, no second copy). T0 returned is T0 as it was passed in: a copy
+    taken before the write (nvFuser returns the input, written: a value the definition does
+    not have)."""
     with FusionDefinition() as fd:
         t0 = fd.define_tensor(shape=[-1, -1, -1, -1])
         t4 = fd.ops.where(fd.ops.gt(t0, 0.0), t0, 0.0)
@@ -235,11 +237,31 @@ def test_an_output_also_written_in_place_is_returned_as_that_input():
     plan = fd.plan([x])
     returned = [o for o in plan.outputs if o.returned]
     assert len(returned) == 3
-    assert all(plan.buffers[o.buffer].kind is BufferKind.INPUT for o in returned)
-    assert sum(len(seg.stores) for seg in plan.segments) == 1
+    kinds = [plan.buffers[o.buffer].kind for o in returned]
+    assert kinds == [BufferKind.INPUT, BufferKind.INPUT, BufferKind.OUTPUT]
     got = run_via_plan(fd.fusion, [x.copy()])
-    for g in got:
-        np.testing.assert_array_equal(g, np.maximum(x, 0))
+    np.testing.assert_array_equal(got[0], np.maximum(x, 0))
+    np.testing.assert_array_equal(got[1], np.maximum(x, 0))
+    np.testing.assert_array_equal(got[2], x)
+
+
+def test_views_of_an_input_written_in_place_are_read_before_the_write(rng):
+    """A slice (or the input itself) returned beside an in-place write of that input holds the
+    input as passed in; the kernels that read it run before the one that writes it (a cycle in
+    the kernel order before: found by the fuzzer's in-place outputs)."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[-1, 1], contiguity=[True, None])
+        t1 = fd.ops.segment_set(t0)
+        t5 = fd.ops.minimum(t1, fd.ops.where(fd.ops.gt(t1, 0.25), t1, t0))
+        fd.add_output(fd.ops.slice(t0, [0, 0], [128, 1]))
+        fd.add_output(fd.ops.max(fd.ops.slice(t1, [85, 0], [108, 1], [3, 1]), dims=[0]))
+        fd.add_output(t5, alias_input=t0)
+        fd.add_output(t5)
+    x = rng.standard_normal((128, 1), dtype=np.float32)
+    plan = fd.plan([x])
+    writer = next(k for k, seg in enumerate(plan.segments) if 0 in seg.stored_buffers)
+    assert all(0 not in seg.read_buffers for seg in plan.segments[writer + 1 :])
+    assert_plan_matches_reference(fd, [x])
 
 
 def test_in_place_shape_mismatch_is_refused():

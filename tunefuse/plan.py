@@ -226,6 +226,7 @@ def _bind_outputs(
     bindings: list[OutputBinding] = []
     returned_index = 0
     written_in_place: dict[int, int] = {}  # value -> the input it is written into
+    written_inputs = {spec.alias_input for spec in f.outputs if spec.alias_input is not None}
     for spec in f.outputs:
         if spec.alias_input is not None and spec.stride_order is None:
             written_in_place.setdefault(spec.value, spec.alias_input)
@@ -307,11 +308,13 @@ def _bind_outputs(
             continue
         if root in input_buffers:
             buf = input_buffers[root]
-            view = strided_view(cf, v, buf.strides)
+            # A view of an input that is written in place would show the written values: it
+            # is copied by a kernel that runs before the write (the value as defined).
+            view = None if root in written_inputs else strided_view(cf, v, buf.strides)
             if view is not None:
                 bindings.append(OutputBinding(position, v, buf.id, view, True))
                 continue
-            root = v  # the view needs index arithmetic: a kernel copies it
+            root = v  # the view needs index arithmetic, or the input changes: a kernel copies it
         elif root != v and strided_view(cf, v) is None:
             root = v  # not a strided view of its root (a reshape of a broadcast): computed itself
         if root not in requests:
@@ -338,7 +341,7 @@ def _bind_outputs(
             )
     materialized = dict(input_buffers)
     for key, req in requests.items():
-        if key >= 0:
+        if key >= 0 and req.value not in input_buffers:  # an input's copy is read from the input
             materialized[req.value] = buffers.items[req.buffer]
     return bindings, list(requests.values()), materialized
 
@@ -381,12 +384,17 @@ def _segment(
     for _ in range(len(requests) + 1):
         built = _build_groups(cf, buffers, groups, materialized)
         # Order kernels so that each runs after the kernels writing what it reads.
+        # A kernel writing an input in place runs after every other kernel that reads that
+        # input (they read what was passed in); any other buffer is read after its writer.
+        inputs = {b.id for b in buffers.items if b.kind is BufferKind.INPUT}
         writers = {st.buffer: k for k, (_, seg) in enumerate(built) for st in seg.stores}
         sorter: graphlib.TopologicalSorter = graphlib.TopologicalSorter()
         for k, (_, seg) in enumerate(built):
-            sorter.add(
-                k, *{writers[b] for b in seg.read_buffers if b in writers and writers[b] != k}
-            )
+            after = {writers[b] for b in seg.read_buffers - inputs if b in writers}
+            sorter.add(k, *(after - {k}))
+            for b in seg.read_buffers & inputs:
+                if b in writers and writers[b] != k:
+                    sorter.add(writers[b], k)
         try:
             order = list(sorter.static_order())
         except graphlib.CycleError as e:

@@ -190,7 +190,8 @@ class _SegmentBuilder:
         self.f = cf.fusion
         self.materialized = materialized
         self.group = group
-        self.stored_here = {r.value for r in group}
+        # Values this kernel computes and stores (an input it stores is a copy: it is loaded).
+        self.stored_here = {r.value for r in group if not self.f.producer(r.value).op.is_input}
         self.loads: list[Load] = []
         self.load_ids: dict[tuple[int, Affine], int] = {}
         self.gathers: list[GatherLoad] = []
