@@ -80,6 +80,29 @@ def test_every_fuzzed_plan_agrees_with_the_reference_and_stays_in_bounds():
     assert not failures, "\n".join(failures[:10])
 
 
+def test_every_fuzzed_plan_writes_into_preallocated_outputs():
+    """execute(out=...): each returned output into a buffer of its own layout (row-major, or
+    the dims reversed), beside in-place writes; the plan writes every one of them."""
+    rng = np.random.default_rng(SEED)
+    failures = []
+    for case in list(corpus(SEED, COUNT // 2)):
+        f = case.fd.fusion
+        every = reference.run(f, case.inputs, include_aliased=True)
+        returned = [w for w, o in zip(every, f.outputs) if o.alias_input is None]
+        out = [
+            np.zeros(w.shape[::-1], w.dtype).T
+            if w.ndim >= 2 and rng.random() < 0.5
+            else np.zeros_like(w)
+            for w in returned
+        ]
+        got = run_plan(make_plan(f, case.inputs, out), case.inputs, out)
+        if not all(agree(g, w) for g, w in zip(got, in_run_order(f, every))):
+            failures.append(f"{case}: differs from the reference")
+        elif not all(agree(o, w) for o, w in zip(out, returned)):
+            failures.append(f"{case}: an out= buffer was not written")
+    assert not failures, "\n".join(failures[:10])
+
+
 def _sources(case):  # noqa: ANN001, ANN202
     plan = make_plan(case.fd.fusion, case.inputs)
     dtypes = {b.id: b.dtype for b in plan.buffers}
