@@ -705,7 +705,12 @@ def fuzz_case(seed: int, max_steps: int = 10) -> FuzzCase:
                 computed = [v for v in b.pool[len(b.inputs) :]]
                 outs = computed[-int(b.rng.integers(1, 3)) :] if computed else [b.pool[-1]]
                 for v in outs:
-                    b.fd.add_output(v.tensor)
+                    if len(v.shape) >= 2 and b.rng.random() < 0.2:  # in a memory layout of its own
+                        order = [int(k) for k in b.rng.permutation(len(v.shape))]
+                        b.ops.append("stride_order")
+                        b.fd.add_output(v.tensor, stride_order=order)
+                    else:
+                        b.fd.add_output(v.tensor)
                 if computed and b.rng.random() < 0.25:
                     b.write_in_place(computed)
         except TunefuseError:

@@ -16,6 +16,7 @@ import pytest
 from fuzz import EVERY_OP, corpus, fuzz_case, in_run_order, named_cases, ops_covered, random_params
 
 from tunefuse import DataType, FusionDefinition, reference
+from tunefuse.arrays import strides_in_order
 from tunefuse.codegen import generate
 from tunefuse.codegen.guards import guarded_loads, lane_uniform
 from tunefuse.compiler import compile_kernel
@@ -67,6 +68,12 @@ def test_every_fuzzed_plan_agrees_with_the_reference_and_stays_in_bounds():
         )
         plan = make_plan(case.fd.fusion, case.inputs)
         kernels += len(plan.segments)
+        for binding in plan.outputs:  # an output given a stride order is laid out in it
+            order = case.fd.fusion.outputs[binding.position].stride_order
+            if order is not None and binding.view.strides != strides_in_order(
+                binding.view.shape, order
+            ):
+                failures.append(f"{case}: output {binding.position} not in stride order {order}")
         try:
             got = run_plan(plan, case.inputs)  # the returned outputs, then the in-place ones
         except LoadOutOfBounds as e:
