@@ -112,7 +112,7 @@ class FuzzCase:
     layouts: list[str] = field(default_factory=list)
 
     def __repr__(self) -> str:
-        shapes = [list(x.shape) for x in self.inputs]
+        shapes = [list(np.shape(x)) for x in self.inputs]
         return (
             f"FuzzCase(seed={self.seed}, inputs={shapes}, layouts={self.layouts}, ops={self.ops})"
         )
@@ -643,7 +643,14 @@ class _Builder:
             size = self.op("size", v.tensor, int(self.rng.integers(0, len(v.shape))))
             self.push(self.op("mul", v.tensor, size), v.shape)
         else:
-            s = self.fd.define_scalar(float(self.pick((0.5, 2.0, -1.25))))
+            value = float(self.pick((0.5, 2.0, -1.25)))
+            if self.rng.random() < 0.5:  # a scalar passed at run time (a kernel argument)
+                dtype = self.pick([DataType.Double, DataType.Float, DataType.Int])
+                s = self.fd.define_scalar(dtype=dtype)
+                self.inputs.append(int(value * 4) if dtype is DataType.Int else value)
+                self.layouts.append("scalar")
+            else:
+                s = self.fd.define_scalar(value)
             self.push(self.op(self.pick(["mul", "add", "sub"]), v.tensor, s), v.shape)
 
     def step_integer(self) -> None:

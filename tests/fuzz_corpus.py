@@ -65,6 +65,8 @@ def torch_input(torch, array: np.ndarray, layout: str, device: int):  # noqa: AN
     from tunefuse.arrays import describe_array
     from tunefuse.runtime.executor import torch_dtype
 
+    if layout == "scalar":  # a scalar input, passed as the number it is
+        return array
     info = describe_array(array)
     span = 1 + sum((e - 1) * s for e, s in zip(info.shape, info.strides)) if array.size else 0
     lead = 1 if layout == "offset" else 0
