@@ -130,6 +130,7 @@ class _Builder:
         self.pool: list[_Value] = []
         self.inputs: list[np.ndarray] = []
         self.input_values: list[_Value] = []
+        self.expanded: set[int] = set()  # ids of the inputs laid out expanded (never written)
         self.ops: list[str] = []
         self.layouts: list[str] = []
 
@@ -148,9 +149,12 @@ class _Builder:
         self, shape: tuple[int, ...], dtype: DataType, index_below: int | None = None
     ) -> np.ndarray:
         """An input laid out as one of: contiguous, an offset view (misaligned for vectors),
-        a permuted view (non-contiguous), a strided view (every other element). With
+        a permuted view (non-contiguous), a strided view (every other element), an expanded
+        one (a dim of stride 0, torch's expand: nvFuser's contiguity None). With
         `index_below`, integers in [0, index_below): an index tensor."""
-        layout = self.pick(["contiguous", "contiguous", "offset", "permuted", "strided"])
+        layout = self.pick(
+            ["contiguous", "contiguous", "offset", "permuted", "strided", "expanded"]
+        )
         if index_below is not None:
             make = lambda s: self.rng.integers(0, index_below, s).astype(dtype.numpy)  # noqa: E731
         elif dtype.is_floating:
@@ -169,6 +173,10 @@ class _Builder:
         elif layout == "strided" and shape and shape[-1] > 0:
             base = make((*shape[:-1], 2 * shape[-1]))
             array = base[..., ::2]
+        elif layout == "expanded" and any(e > 1 for e in shape):
+            dim = self.pick([d for d, e in enumerate(shape) if e > 1])
+            base = make(tuple(1 if d == dim else e for d, e in enumerate(shape)))
+            array = np.broadcast_to(base, shape)
         else:
             layout = "contiguous"
             array = make(shape)
@@ -184,6 +192,8 @@ class _Builder:
         v = _Value(t, shape, dtype, True)
         self.pool.append(v)
         self.input_values.append(v)
+        if self.layouts[-1] == "expanded":
+            self.expanded.add(id(v))
         return v
 
     def write_in_place(self, computed: list[_Value]) -> None:
@@ -194,7 +204,7 @@ class _Builder:
             (v, x)
             for v in computed
             for x in self.input_values
-            if x.shape == v.shape and x.dtype is v.dtype
+            if x.shape == v.shape and x.dtype is v.dtype and id(x) not in self.expanded
         ]
         if not pairs:
             return

@@ -9,6 +9,7 @@ from strategies import fusions
 from test_frontend import ROOT
 
 from tunefuse import DataType, FusionDefinition, InputMismatchError, ShapeError, reference
+from tunefuse.arrays import strides_in_order
 from tunefuse.concretize import concretize
 from tunefuse.fusion_file import load_fusion_file
 from tunefuse.kernel_ir import BufferKind, SchedulerKind
@@ -584,3 +585,31 @@ def test_an_extent_one_reduction_inside_a_real_one_keeps_the_real_ones_space(rng
     plan = fd.plan([x])
     assert [s.scheduler for s in plan.segments] == [SchedulerKind.REDUCTION]
     assert_plan_matches_reference(fd, [x])
+
+
+def test_views_of_a_stride_ordered_output_read_its_layout(rng):
+    """A slice of an output laid out in its own stride order is a view of that layout (it was
+    computed as if the buffer were row-major: a wrong answer the fuzzer found), whichever of
+    the two comes first; one value in two stride orders is stored in both."""
+    for view_first in (False, True):
+        with FusionDefinition() as fd:
+            x = fd.define_tensor(shape=[-1, -1, -1, -1], dtype=DataType.Half)
+            t = fd.ops.add(x, 0.5)
+            view = fd.ops.slice(t, [1, 0, 1, 29], [3, 5, 4, 32], [1, 1, 2, 1])
+            if view_first:
+                fd.add_output(view)
+            fd.add_output(t, stride_order=[1, 2, 3, 0])
+            if not view_first:
+                fd.add_output(view)
+            fd.add_output(t, stride_order=[0, 1, 2, 3])
+        x = rng.standard_normal((4, 5, 5, 32)).astype(np.float16)
+        plan = fd.plan([x])
+        layouts = {
+            o.position: o.view.strides
+            for o in plan.outputs
+            if fd.fusion.outputs[o.position].stride_order is not None
+        }
+        for position, strides in layouts.items():
+            order = fd.fusion.outputs[position].stride_order
+            assert strides == strides_in_order((4, 5, 5, 32), order)
+        assert_plan_matches_reference(fd, [x])

@@ -230,6 +230,31 @@ def _bind_outputs(
     for spec in f.outputs:
         if spec.alias_input is not None and spec.stride_order is None:
             written_in_place.setdefault(spec.value, spec.alias_input)
+    # Outputs in a stride order of their own first: their buffers have that layout, and an
+    # output that is a view of one is a view of that layout.
+    ordered: dict[int, object] = {}  # position -> its request's key
+    for position, spec in enumerate(f.outputs):
+        if spec.stride_order is None or spec.alias_input is not None:
+            continue
+        if (
+            spec.alias_input is None
+            and returned_before(f, position) < len(out)
+            and out[returned_before(f, position)] is not None
+        ):
+            continue  # written into the caller's buffer instead
+        strides = strides_in_order(cf.shape(spec.value), spec.stride_order)
+        key: object = spec.value
+        if key in requests and requests[key].strides != strides:
+            key = -2000 - position  # the same value in a second layout: stored twice
+        if key not in requests:
+            buf = buffers.add(BufferKind.OUTPUT, cf, spec.value, strides)
+            requests[key] = StoreRequest(  # type: ignore[index]
+                spec.value,
+                buf.id,
+                buf.strides,
+                f"computes output {f.name(spec.value)} in stride order {list(spec.stride_order)}",
+            )
+        ordered[position] = key
     for position, spec in enumerate(f.outputs):
         v = spec.value
         prealloc = None
@@ -291,17 +316,7 @@ def _bind_outputs(
         root = view_root(cf, v)
         if spec.stride_order is not None:
             # Its own layout: computed into a buffer of it (never a view of another).
-            if v not in requests:
-                buf = buffers.add(
-                    BufferKind.OUTPUT, cf, v, strides_in_order(cf.shape(v), spec.stride_order)
-                )
-                requests[v] = StoreRequest(
-                    v,
-                    buf.id,
-                    buf.strides,
-                    f"computes output {f.name(v)} in stride order {list(spec.stride_order)}",
-                )
-            buf = buffers.items[requests[v].buffer]
+            buf = buffers.items[requests[ordered[position]].buffer]
             bindings.append(
                 OutputBinding(position, v, buf.id, StridedView(buf.shape, buf.strides, 0), True)
             )
@@ -315,13 +330,17 @@ def _bind_outputs(
                 bindings.append(OutputBinding(position, v, buf.id, view, True))
                 continue
             root = v  # the view needs index arithmetic, or the input changes: a kernel copies it
-        elif root != v and strided_view(cf, v) is None:
+        elif root != v and strided_view(cf, v, _strides_of(requests, root)) is None:
             root = v  # not a strided view of its root (a reshape of a broadcast): computed itself
         if root not in requests:
             buf = buffers.add(BufferKind.OUTPUT, cf, root)
             requests[root] = StoreRequest(root, buf.id, buf.strides, f"computes output {f.name(v)}")
         buf = buffers.items[requests[root].buffer]
-        view = strided_view(cf, v) if root != v else StridedView(buf.shape, buf.strides, 0)
+        view = (
+            strided_view(cf, v, buf.strides)
+            if root != v
+            else StridedView(buf.shape, buf.strides, 0)
+        )
         assert view is not None
         bindings.append(OutputBinding(position, v, buf.id, view, True))
     # segment_set: its result lives in memory between two kernels.
@@ -344,6 +363,18 @@ def _bind_outputs(
         if key >= 0 and req.value not in input_buffers:  # an input's copy is read from the input
             materialized[req.value] = buffers.items[req.buffer]
     return bindings, list(requests.values()), materialized
+
+
+def returned_before(f: Fusion, position: int) -> int:
+    """How many returned (not in-place) outputs come before output `position`: its index in
+    execute's results and in out=."""
+    return sum(1 for o in f.outputs[:position] if o.alias_input is None)
+
+
+def _strides_of(requests: dict, value: int) -> tuple[int, ...] | None:
+    """The strides of the buffer `value` is stored in, if one is decided yet (else None:
+    contiguous, as the buffer it gets will be)."""
+    return requests[value].strides if value in requests else None
 
 
 def copy_segment(name: str, src: Buffer, dst: Buffer, value: int, why: str) -> Segment:
