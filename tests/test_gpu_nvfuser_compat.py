@@ -260,12 +260,14 @@ def test_composite_ops_match_torch():
         fd.add_output(mean)
         fd.add_output(fd.ops.triu(t, 3))
         fd.add_output(fd.ops.select(t, fd.define_scalar(7, dtype=DataType.Int), 1))
-    var, mean, upper, picked = fd.execute([x])
+        fd.add_output(fd.ops.select(t, fd.define_scalar(dtype=DataType.Int), 2))
+    var, mean, upper, picked, from_end = fd.execute([x, -3])
     want_var, want_mean = torch.var_mean(x, [-1], correction=0)
     torch.testing.assert_close(var, want_var)
     torch.testing.assert_close(mean, want_mean)
     torch.testing.assert_close(upper, torch.triu(x, 3), rtol=0, atol=0)
     torch.testing.assert_close(picked, x.select(1, 7), rtol=0, atol=0)
+    torch.testing.assert_close(from_end, x.select(2, -3), rtol=0, atol=0)
 
 
 @pytest.mark.parametrize("rows, cols", [(8, 16), (3, 1000), (700, 5)])

@@ -404,8 +404,6 @@ def test_ops_and_dtypes_tunefuse_declines_are_refused_by_name():
                 fd.ops.cast(t, getattr(DataType, dtype))
         with pytest.raises(DefinitionError, match="triu: needs a tensor of rank 2"):
             fd.ops.triu(fd.define_tensor(shape=[-1]))
-        with pytest.raises(DefinitionError, match="negative index -1 counts from an extent"):
-            fd.ops.select(t, -1, 0)
         fd.add_output(t)
     assert DataType.ComplexFloat not in list(DataType)
 
@@ -463,3 +461,23 @@ def test_scan_kernels_compile(arch, rng):
     from test_codegen_compile import compile_plan
 
     assert compile_plan(scan_fusion().plan(scan_inputs(rng, 8, 16)), arch)
+
+
+def test_select_counts_a_negative_index_from_the_end(rng):
+    """torch.select's negative indices: a constant of a symbolic extent, or one passed at run
+    time, counts from the end when the fusion runs; below -extent is out of range."""
+    from tunefuse.errors import IndexOutOfRangeError
+
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        k = fd.define_scalar(DataType.Int)
+        fd.add_output(fd.ops.select(t, -1, 0))
+        fd.add_output(fd.ops.select(t, k, 1))
+    x = rng.standard_normal((3, 5)).astype(np.float32)
+    for index in (-5, -1, 0, 4):
+        last, picked = reference.run(fd, [x, index])
+        np.testing.assert_array_equal(last, x[-1])
+        np.testing.assert_array_equal(picked, x[:, index])
+    for index in (-6, 5):
+        with pytest.raises(IndexOutOfRangeError):
+            reference.run(fd, [x, index])

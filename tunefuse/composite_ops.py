@@ -171,22 +171,20 @@ class CompositeOps:
         return self.where(keep, arg, self._fd._constant(False if dtype.is_bool else 0, dtype))
 
     def select(self, arg: Value, index: Operand, dim: int) -> Tensor:
-        """torch.select: the slice at `index` along `dim`, that dim removed. The index is
-        checked as index_select's are (an IndexOutOfRangeError when the fusion runs); a
-        negative constant counts from the end of a dim whose extent is static."""
+        """torch.select: the slice at `index` along `dim`, that dim removed; a negative index
+        counts from the end (a constant one at definition where the extent is static, else
+        when the fusion runs). An index outside the dim is an IndexOutOfRangeError when the
+        fusion runs, as index_select's."""
         vid = self._tensor(arg, "select")
-        rank = self._rank(vid)
-        d = normalize_dim("select", dim, rank)
-        if isinstance(index, int) and index < 0:
-            extent = self._fd._builder.values[vid].shape[d]
-            if not isinstance(extent, int):
-                raise DefinitionError(
-                    f"select: the negative index {index} counts from an extent of dim {d} known "
-                    "only when the fusion runs; give a non-negative index"
-                )
+        d = normalize_dim("select", dim, self._rank(vid))
+        extent = self._fd._builder.values[vid].shape[d]
+        if isinstance(index, int) and index < 0 and isinstance(extent, int):
             index += extent
-        picked = self.index_select(arg, self.full([1], index, DataType.Int), d)
-        return self.squeeze(picked, [d])
+        position = self.full([1], index, DataType.Int)
+        if not (isinstance(index, int) and index >= 0):
+            size = self._as_tensor(vid).size(d)
+            position = self.where(self.lt(position, 0), self.add(position, size), position)
+        return self.squeeze(self.index_select(arg, position, d), [d])
 
     def shape(self, arg: Value) -> Vector:
         """The extents of `arg` as Int scalars (nvFuser's fd.ops.shape; `arg.shape()`)."""
