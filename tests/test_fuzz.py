@@ -53,7 +53,7 @@ def test_the_corpus_is_deterministic_and_reaches_every_op():
     assert str(again.fd) == str(cases[5].fd)
     assert all(np.array_equal(a, b) for a, b in zip(again.inputs, cases[5].inputs))
     layouts = {layout for c in cases for layout in c.layouts}
-    assert layouts == {"contiguous", "offset", "permuted", "strided", "scalar"}
+    assert layouts == {"contiguous", "offset", "permuted", "strided", "expanded", "scalar"}
     assert any(0 in np.shape(x) for c in cases for x in c.inputs) or any(
         1 in np.shape(x) for c in cases for x in c.inputs
     )
