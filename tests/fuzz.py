@@ -188,7 +188,7 @@ class _Builder:
     ) -> _Value:
         array = self.host_array(shape, dtype, index_below)
         self.inputs.append(array)
-        t = self.fd.from_array(array)
+        t = self.fd.from_array(array, static_sizes=bool(self.rng.random() < 0.3))
         v = _Value(t, shape, dtype, True)
         self.pool.append(v)
         self.input_values.append(v)

@@ -481,3 +481,20 @@ def test_select_counts_a_negative_index_from_the_end(rng):
     for index in (-6, 5):
         with pytest.raises(IndexOutOfRangeError):
             reference.run(fd, [x, index])
+
+
+def test_scans_and_reductions_with_no_output_element_are_empty():
+    """A scan over an empty dim (its prefix reductions reduce nothing into nothing) and a max
+    whose output is empty give empty results; a max of an empty dim into elements is refused."""
+    from tunefuse import ShapeError
+
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1, -1], dtype=DataType.Float)
+        fd.add_output(fd.ops.cummin(t, 1))
+        fd.add_output(fd.ops.cummax(t, 0))
+        fd.add_output(fd.ops.max(t, dims=[1]))
+    for shape in ((0, 0, 4), (0, 3, 0)):
+        outs = reference.run(fd, [np.zeros(shape, np.float32)])
+        assert [o.shape for o in outs] == [shape, shape, (shape[0], shape[2])]
+    with pytest.raises(ShapeError, match="cannot reduce an empty dim"):
+        reference.run(fd, [np.zeros((2, 0, 3), np.float32)])

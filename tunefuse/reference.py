@@ -51,21 +51,23 @@ def _reduction(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
         xc = x.astype(np.int64)
     else:
         xc = x.astype(compute.numpy)
+    kept = [d for d in range(x.ndim) if d not in a.dims]
+    shape = (
+        [1 if d in a.dims else x.shape[d] for d in range(x.ndim)]
+        if a.keepdim
+        else [x.shape[d] for d in kept]
+    )
+    if any(x.shape[d] == 0 for d in kept):  # no output element: nothing is reduced
+        return [np.zeros(shape, dtype=fusion.values[v].dtype.numpy) for v in node.outputs]
     if node.op in (OpKind.MAX, OpKind.MIN) and any(x.shape[d] == 0 for d in a.dims):
         raise ShapeError(
             f"{node.op.value}: cannot reduce an empty dim {list(a.dims)} of shape {list(x.shape)}"
         )
     # Canonical order: reduced dims last, one row per output element, reduced along the row.
     # Kernels and the plan interpreter reduce in this order too, so results compare exactly.
-    kept = [d for d in range(x.ndim) if d not in a.dims]
     rows = np.ascontiguousarray(np.transpose(xc, kept + list(a.dims)))
     rows = rows.reshape([x.shape[d] for d in kept] + [int(np.prod([x.shape[d] for d in a.dims]))])
     outs = reduce_rows(node.op, rows, a.correction)
-    shape = (
-        [1 if d in a.dims else x.shape[d] for d in range(x.ndim)]
-        if a.keepdim
-        else [x.shape[d] for d in kept]
-    )
     outs = [o.reshape(shape) for o in outs]
     return [np.asarray(o).astype(fusion.values[v].dtype.numpy) for o, v in zip(outs, node.outputs)]
 
