@@ -613,3 +613,35 @@ def test_views_of_a_stride_ordered_output_read_its_layout(rng):
             order = fd.fusion.outputs[position].stride_order
             assert strides == strides_in_order((4, 5, 5, 32), order)
         assert_plan_matches_reference(fd, [x])
+
+
+def test_an_in_place_writer_splits_from_a_store_another_kernel_reads(rng):
+    """One kernel stores T19 and writes T15 into T0 in place; another reads T19 and T0 (a cat of
+    different shape): the writer is split, the reader runs between its halves (the fuzzer
+    found the kernel order failing with a cycle)."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(
+            shape=[-1, 1, -1], contiguity=[True, None, True], dtype=DataType.Double
+        )
+        t19 = fd.ops.neg(fd.ops.exp(t0))
+        fd.add_output(t19)
+        fd.add_output(fd.ops.cat([t19, t0, t19], dim=0))
+        fd.add_output(fd.ops.mul(t0, 3.0), alias_input=t0)
+    x = rng.standard_normal((64, 1, 31))
+    plan = fd.plan([x])
+    writer = next(k for k, seg in enumerate(plan.segments) if 0 in seg.stored_buffers)
+    assert all(0 not in seg.read_buffers for seg in plan.segments[writer + 1 :])
+    assert_plan_matches_reference(fd, [x])
+
+
+def test_a_reshape_of_an_empty_view_is_empty():
+    """A reshape of an empty slice into another empty shape (row-major strides of 0: the index
+    arithmetic divided by zero)."""
+    with FusionDefinition() as fd:
+        t0 = fd.define_tensor(shape=[9, 64, 2, 16])
+        t1 = fd.ops.slice(t0, [2, 0, 1, 12], [5, 64, 1, 13], [1, 1, 1, 2])
+        fd.add_output(fd.ops.reshape(t1, new_shape=[3, 64, 0]))
+    x = np.zeros((9, 64, 2, 16), np.float32)
+    plan = fd.plan([x])
+    assert plan.outputs[0].view.shape == (3, 64, 0)
+    assert_plan_matches_reference(fd, [x])

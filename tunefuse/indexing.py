@@ -187,6 +187,8 @@ def linearize(index: Sequence[Affine], shape: Sequence[int]) -> Affine:
 
 def unravel(position: Affine, shape: Sequence[int]) -> Index:
     """The index of row-major `position` in `shape`."""
+    if 0 in shape:  # no element: no position to unravel (and no stride to divide by)
+        return tuple(ZERO for _ in shape)
     out = []
     stride = 1
     strides = []

@@ -434,9 +434,14 @@ def _segment(
             # of the cycle reads leave their group for a kernel of their own; then again.
             cycle = e.args[1]
             groups = [g for g, _ in built]
+            # (A step of the cycle may be an in-place writer waiting for a reader: nothing of
+            # it is needed there, so only a step that passes some stores but not all splits.)
             for k, after in zip(cycle, cycle[1:]):
-                needed = [r for r in groups[k] if r.buffer in built[after][1].read_buffers]
-                if len(needed) < len(groups[k]):
+                reads = (
+                    built[after][1].read_buffers - inputs
+                )  # an input is read before it is written
+                needed = [r for r in groups[k] if r.buffer in reads]
+                if 0 < len(needed) < len(groups[k]):
                     rest = [r for r in groups[k] if r not in needed]
                     groups[k : k + 1] = [needed, rest]
                     break
