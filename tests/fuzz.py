@@ -400,6 +400,8 @@ class _Builder:
             return self.step_unary()
         dim = int(self.rng.integers(0, len(v.shape)))
         name = self.pick(["max", "sum", "mean"])
+        if name == "max" and v.shape[dim] == 0 and 0 not in v.shape[:dim] + v.shape[dim + 1 :]:
+            name = "sum"  # the max of nothing is refused by name (a ShapeError), as torch's
         r = self.op(name, v.tensor, dims=[dim], keepdim=True)
         b = self.op(
             "broadcast_in_dim", r, shape=list(v.shape), broadcast_dims=list(range(len(v.shape)))
