@@ -738,6 +738,24 @@ def fuzz_case(seed: int, max_steps: int = 10) -> FuzzCase:
     raise AssertionError(f"fuzz seed {seed}: no well-formed fusion in 20 attempts")
 
 
+def agree(got: np.ndarray, want: np.ndarray, loosest: tuple[float, float] = (0.0, 0.0)) -> bool:
+    """Same shape and values within ten times the tolerance of `want`'s dtype (or of
+    `loosest`, the least precise floating type of the fusion, where that is looser); NaN equals
+    NaN."""
+    from tunefuse.dtypes import from_any_dtype
+
+    rtol, atol = (max(a, b) for a, b in zip(from_any_dtype(want.dtype).tolerance, loosest))
+    return got.shape == want.shape and bool(
+        np.allclose(
+            got.astype(np.float64),
+            want.astype(np.float64),
+            rtol=10 * rtol,
+            atol=10 * atol,
+            equal_nan=True,
+        )
+    )
+
+
 def in_run_order(fusion, outputs: list) -> list:  # noqa: ANN001
     """`reference.run(..., include_aliased=True)`'s outputs (in definition order) in the order a
     run gives them: the returned ones, then the in-place ones."""

@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
-from fuzz import corpus, large_cases, named_cases, random_params  # noqa: E402
+from fuzz import agree, corpus, large_cases, named_cases, random_params  # noqa: E402
 
 from tunefuse.dtypes import DataType  # noqa: E402
 
@@ -166,7 +166,7 @@ def run_corpus(
             pairs = list(zip(got, returned)) + [(inputs[k], w) for w, k in in_place]
             for g, w in pairs:
                 g = to_host(g) if hasattr(g, "cpu") else np.asarray(g)
-                if not _agree(g, w, loosest):
+                if not agree(g, w, loosest):
                     summary["mismatches"] += 1
                     if verbose:
                         print(f"MISMATCH {variant} {case}", flush=True)
@@ -188,21 +188,6 @@ def _loosest_tolerance(fusion) -> tuple[float, float]:  # noqa: ANN001
         if isinstance(v, TensorType) and v.dtype.is_floating
     ]
     return max(tolerances, default=(0.0, 0.0))
-
-
-def _agree(got: np.ndarray, want: np.ndarray, loosest: tuple[float, float] = (0.0, 0.0)) -> bool:
-    from tunefuse.dtypes import from_any_dtype
-
-    rtol, atol = (max(a, b) for a, b in zip(from_any_dtype(want.dtype).tolerance, loosest))
-    return got.shape == want.shape and bool(
-        np.allclose(
-            got.astype(np.float64),
-            want.astype(np.float64),
-            rtol=10 * rtol,
-            atol=10 * atol,
-            equal_nan=True,
-        )
-    )
 
 
 def run_large(device: int = 0, samples: int = 2000, verbose: bool = True) -> dict:

@@ -13,7 +13,16 @@ import re
 
 import numpy as np
 import pytest
-from fuzz import EVERY_OP, corpus, fuzz_case, in_run_order, named_cases, ops_covered, random_params
+from fuzz import (
+    EVERY_OP,
+    agree,
+    corpus,
+    fuzz_case,
+    in_run_order,
+    named_cases,
+    ops_covered,
+    random_params,
+)
 
 from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.arrays import strides_in_order
@@ -29,21 +38,6 @@ from tunefuse.schedulers import scheduler_for
 SEED = int(os.environ.get("TUNEFUSE_FUZZ_SEED", "0"))
 COUNT = int(os.environ.get("TUNEFUSE_FUZZ_COUNT", "600"))
 COMPILE_COUNT = int(os.environ.get("TUNEFUSE_FUZZ_COMPILE_COUNT", "150"))
-
-
-def agree(got: np.ndarray, want: np.ndarray) -> bool:
-    from tunefuse.dtypes import from_any_dtype
-
-    rtol, atol = from_any_dtype(want.dtype).tolerance
-    return got.shape == want.shape and bool(
-        np.allclose(
-            got.astype(np.float64),
-            want.astype(np.float64),
-            rtol=10 * rtol,
-            atol=10 * atol,
-            equal_nan=True,
-        )
-    )
 
 
 def test_the_corpus_is_deterministic_and_reaches_every_op():
