@@ -957,26 +957,21 @@ class CacheStore:
     def _write_counts(s: sa.Connection, pending: Counter, now: dt.datetime) -> None:
         records, queue = RecordRow.__table__, JobRow.__table__
         for (table, kernel_key, shape_key, env_key), n in sorted(pending.items()):
-            if table == "hits":
-                s.execute(
-                    update(records)
-                    .where(
-                        records.c.kernel_key == kernel_key,
-                        records.c.shape_key == shape_key,
-                        records.c.env_key == env_key,
-                    )
-                    .values(hits=records.c.hits + n, last_used_at=now)
+            # A hit counts on its record; a repeated job request raises the job's priority.
+            target, values = (
+                (records, {"hits": records.c.hits + n, "last_used_at": now})
+                if table == "hits"
+                else (queue, {"priority": queue.c.priority + n, "updated_at": now})
+            )
+            s.execute(
+                update(target)
+                .where(
+                    target.c.kernel_key == kernel_key,
+                    target.c.shape_key == shape_key,
+                    target.c.env_key == env_key,
                 )
-            else:
-                s.execute(
-                    update(queue)
-                    .where(
-                        queue.c.kernel_key == kernel_key,
-                        queue.c.shape_key == shape_key,
-                        queue.c.env_key == env_key,
-                    )
-                    .values(priority=queue.c.priority + n, updated_at=now)
-                )
+                .values(**values)
+            )
 
     def records(self) -> list[TunedRecord]:
         with self.session() as s:

@@ -66,44 +66,30 @@ class Value:
     def __repr__(self) -> str:
         return self.fd._builder_name(self.id)
 
-    # Python operators on tensors and scalars (`T0.size(0) * T0.size(1)`) are the ops.
-    def __add__(self, other: Operand) -> Value:
-        return self.fd.ops.add(self, other)
-
-    def __radd__(self, other: Operand) -> Value:
-        return self.fd.ops.add(other, self)
-
-    def __sub__(self, other: Operand) -> Value:
-        return self.fd.ops.sub(self, other)
-
-    def __rsub__(self, other: Operand) -> Value:
-        return self.fd.ops.sub(other, self)
-
-    def __mul__(self, other: Operand) -> Value:
-        return self.fd.ops.mul(self, other)
-
-    def __rmul__(self, other: Operand) -> Value:
-        return self.fd.ops.mul(other, self)
-
-    def __truediv__(self, other: Operand) -> Value:
-        """Python's `/`: true division (`fd.ops.div` truncates integers, as C and nvFuser do)."""
-        return self.fd.ops.truediv(self, other)
-
-    def __rtruediv__(self, other: Operand) -> Value:
-        return self.fd.ops.truediv(other, self)
-
-    def __mod__(self, other: Operand) -> Value:
-        """Python's `%`: the remainder with the divisor's sign."""
-        return self.fd.ops.remainder(self, other)
-
-    def __rmod__(self, other: Operand) -> Value:
-        return self.fd.ops.remainder(other, self)
-
+    # Python operators on tensors and scalars (`T0.size(0) * T0.size(1)`) are the ops: the
+    # binary ones are made from _OPERATORS below the class. `/` is true division (`fd.ops.div`
+    # truncates integers, as C and nvFuser do); `%` is the remainder with the divisor's sign.
     def __neg__(self) -> Value:
         return self.fd.ops.neg(self)
 
     def __abs__(self) -> Value:
         return self.fd.ops.abs(self)
+
+
+_OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "truediv", "mod": "remainder"}
+
+
+def _make_operator(op: str, reflected: bool):  # noqa: ANN202 - builds a method
+    def operator(self: Value, other: Operand) -> Value:
+        ops = self.fd.ops
+        return getattr(ops, op)(other, self) if reflected else getattr(ops, op)(self, other)
+
+    return operator
+
+
+for _name, _op in _OPERATORS.items():
+    setattr(Value, f"__{_name}__", _make_operator(_op, reflected=False))
+    setattr(Value, f"__r{_name}__", _make_operator(_op, reflected=True))
 
 
 class Tensor(Value):

@@ -236,11 +236,8 @@ def _bind_outputs(
     for position, spec in enumerate(f.outputs):
         if spec.stride_order is None or spec.alias_input is not None:
             continue
-        if (
-            spec.alias_input is None
-            and returned_before(f, position) < len(out)
-            and out[returned_before(f, position)] is not None
-        ):
+        k = returned_before(f, position)
+        if k < len(out) and out[k] is not None:
             continue  # written into the caller's buffer instead
         strides = strides_in_order(cf.shape(spec.value), spec.stride_order)
         key: object = spec.value
