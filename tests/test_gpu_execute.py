@@ -304,3 +304,25 @@ def test_static_shape_kernels(name, rows, cols, rng):
         np.testing.assert_allclose(
             to_host(g).astype(np.float64), e.astype(np.float64), rtol=1e-4, atol=1e-4
         )
+
+
+def test_a_reduction_over_an_empty_dim_writes_every_output_element():
+    """torch's values of nothing (sum 0, prod 1, mean and var NaN), not the uninitialized memory
+    of a reduction kernel that is never launched over its empty space."""
+    torch = torch_or_skip()
+    from test_plan import empty_reductions_fusion
+
+    fd = empty_reductions_fusion()
+    x = torch.zeros(4, 0, 6, device="cuda")
+    got = fd.execute([x])
+    var, mean = torch.var_mean(x, dim=1, correction=0)
+    want = [
+        x.sum(1),
+        x.prod(1, keepdim=True),
+        x.mean((0, 1)),
+        x.var(1, correction=1),
+        var + mean,
+        x / x.sum(1, keepdim=True),
+    ]
+    for g, w in zip(got, want, strict=True):
+        torch.testing.assert_close(g, w, equal_nan=True)

@@ -645,3 +645,49 @@ def test_a_reshape_of_an_empty_view_is_empty():
     plan = fd.plan([x])
     assert plan.outputs[0].view.shape == (3, 64, 0)
     assert_plan_matches_reference(fd, [x])
+
+
+def empty_reductions_fusion() -> FusionDefinition:
+    """Every reduction over an empty dim with outputs left: a sum, a product, a mean, a
+    variance and a var_mean, and a pointwise output of the same (empty) space beside them."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1, -1])
+        fd.add_output(fd.ops.sum(x, dims=[1]))
+        fd.add_output(fd.ops.prod(x, dims=[1], keepdim=True))
+        fd.add_output(fd.ops.mean(x, dims=[0, 1]))
+        fd.add_output(fd.ops.var(x, dims=[1], correction=1))
+        var, mean = fd.ops.var_mean(x, dims=[1], correction=0)
+        fd.add_output(fd.ops.add(var, mean))
+        fd.add_output(
+            fd.ops.div(x, fd.ops.broadcast_in_dim(fd.ops.sum(x, dims=[1]), [4, 0, 6], [0, 2]))
+        )
+    return fd
+
+
+def test_a_reduction_over_an_empty_dim_is_its_value_of_nothing():
+    """The output elements are there, the reduced elements are not: each output is the op's value
+    of an empty set (0, 1, NaN), written by a pointwise kernel. (A kernel over the empty space
+    is never launched, so a reduction scheduled there left its outputs unwritten: the GPU
+    returned uninitialized memory.)"""
+    fd = empty_reductions_fusion()
+    x = np.zeros((4, 0, 6), np.float32)
+    plan = fd.plan([x])
+    assert all(s.scheduler is SchedulerKind.POINTWISE for s in plan.segments if s.numel)
+    got = run_via_plan(fd.fusion, [x])
+    np.testing.assert_array_equal(got[0], np.zeros((4, 6), np.float32))
+    np.testing.assert_array_equal(got[1], np.ones((4, 1, 6), np.float32))
+    for nan in got[2:5]:
+        assert np.isnan(nan).all() and nan.size == 24 // (4 if nan is got[2] else 1)
+    assert got[5].shape == (4, 0, 6)
+    assert_plan_matches_reference(fd, [x])
+
+
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_the_max_of_an_empty_dim_is_refused_by_name(op):
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1])
+        fd.add_output(getattr(fd.ops, op)(x, dims=[1]))
+    with pytest.raises(ShapeError, match=rf"{op} T1: cannot reduce the empty dims \[1\]"):
+        fd.plan([np.zeros((3, 0), np.float32)])
+    # no output element: nothing to reduce, nothing refused
+    assert fd.plan([np.zeros((0, 0), np.float32)]).outputs[0].view.shape == (0,)

@@ -26,6 +26,9 @@ from tunefuse.reference import eval_node, reduce_rows
 from tunefuse.segment import Segment
 
 CHUNK = 1 << 20
+# What the interpreter fills buffers with before any kernel writes them (the GPU leaves them
+# uninitialized): a value no fuzzed output is likely to hold by chance.
+UNWRITTEN = 77
 
 
 def eval_affine(a: Affine, vars_: dict[int, np.ndarray]) -> np.ndarray:
@@ -219,14 +222,16 @@ def run_plan(
             memory[buf.id] = _flat_memory(to_numpy(inputs[buf.input_index]), buf.strides)
         elif buf.out_index is not None:
             memory[buf.id] = _flat_memory(out[buf.out_index], buf.strides)  # type: ignore[index]
-        else:
-            memory[buf.id] = np.zeros(max(buf.numel, 1), dtype=buf.dtype.numpy)
+        else:  # as on the GPU, what no kernel writes is not zero: a poison shows it
+            memory[buf.id] = np.full(max(buf.numel, 1), UNWRITTEN).astype(buf.dtype.numpy)
     for node in plan.host_scalar_nodes:
         env = {v: np.asarray(host[v]) for v in node.inputs}
         for v, r in zip(node.outputs, eval_node(f, node, env)):
             host[v] = r.item()
     with np.errstate(all="ignore"):
         for seg in plan.segments:
+            if seg.numel == 0:  # the executor launches no kernel over an empty space
+                continue
             scalars = [host[s.value] for s in seg.scalars]
             _SegmentRun(seg, memory, scalars).run()
     results = []

@@ -8,6 +8,7 @@ to the value's dtype, as the generated kernels do.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 
 import numpy as np
@@ -82,7 +83,9 @@ def reduce_rows(op: OpKind, rows: np.ndarray, correction: int) -> list[np.ndarra
         return [rows.max(axis=-1)]
     if op is OpKind.MIN:
         return [rows.min(axis=-1)]
-    mean = rows.mean(axis=-1, keepdims=True)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the mean of nothing is NaN, as in torch
+        mean = rows.mean(axis=-1, keepdims=True)
     if op is OpKind.MEAN:
         return [mean[..., 0]]
     count = rows.shape[-1]

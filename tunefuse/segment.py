@@ -10,6 +10,7 @@ to tie them, and `segment_set`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 
@@ -17,6 +18,7 @@ from tunefuse import keys
 from tunefuse.concretize import ConcreteFusion
 from tunefuse.dtypes import DataType
 from tunefuse.elementwise import ELEMENTWISE, elementwise_types
+from tunefuse.errors import ShapeError
 from tunefuse.indexing import (
     ZERO,
     Affine,
@@ -65,6 +67,39 @@ def is_trivial_reduction(cf: ConcreteFusion, node) -> bool:  # noqa: ANN001
         return False
     shape = cf.shape(node.inputs[0])
     return all(shape[d] == 1 for d in node.attrs.dims)
+
+
+def is_empty_reduction(cf: ConcreteFusion, node) -> bool:  # noqa: ANN001
+    """A reduction node over an empty extent: each output element reduces nothing, so it is
+    the op's value of an empty set (a constant), and no kernel reduces it. (Its space has no
+    element: a kernel over it would not be launched, and the outputs would stay unwritten.)"""
+    if node.op not in GroupOp.REDUCTION or not node.attrs.dims:
+        return False
+    shape = cf.shape(node.inputs[0])
+    return any(shape[d] == 0 for d in node.attrs.dims)
+
+
+def empty_reduction_value(cf: ConcreteFusion, node, value: int) -> EConst:  # noqa: ANN001
+    """What `value`, an output of a reduction over an empty extent, holds: as torch, a sum 0,
+    a product 1, a mean and a variance NaN; a max or min of nothing is refused by name (it
+    has none), as is NaN in an integer type."""
+    dtype = cf.fusion.values[value].dtype
+    name = f"{node.op.value} T{value}"
+    shape = list(cf.shape(node.inputs[0]))
+    if 0 in cf.shape(value):  # no output element either: nothing is stored
+        return EConst(0, dtype)
+    if node.op in (OpKind.MAX, OpKind.MIN):
+        raise ShapeError(
+            f"{name}: cannot reduce the empty dims {list(node.attrs.dims)} of shape {shape} "
+            "(the max or min of nothing has no value)"
+        )
+    result = {OpKind.SUM: 0, OpKind.PROD: 1}.get(node.op, math.nan)
+    if isinstance(result, float) and (dtype.is_integral or dtype.is_bool):
+        raise ShapeError(
+            f"{name}: the {node.op.value} of the empty dims {list(node.attrs.dims)} of shape "
+            f"{shape} is NaN, which {dtype.value} cannot hold"
+        )
+    return EConst(result, dtype)
 
 
 @dataclass(frozen=True)
@@ -219,6 +254,7 @@ class _SegmentBuilder:
             if (
                 node.op in GroupOp.REDUCTION
                 and not is_trivial_reduction(self.cf, node)
+                and not is_empty_reduction(self.cf, node)
                 and v not in order
             ):
                 # The output reached (var_mean's mean may be read without its var): that is
@@ -457,6 +493,8 @@ class _SegmentBuilder:
             return EOp(
                 OpKind.CAST, (self.build(src, tuple(src_index)),), dtype, self.f.values[src].dtype
             )
+        if is_empty_reduction(self.cf, node):
+            return empty_reduction_value(self.cf, node, value)
         if self.cf.shape(src) != self.space or a.dims != self.reduce_dims:
             raise _Materialize(value, f"{node.op.value} T{value} reduces another space")
         expected = self.outer_index(self.cf.shape(value))
