@@ -938,3 +938,28 @@ def random_params(segment, device, seed: int):  # noqa: ANN001, ANN201
         if params != default and sched.is_valid(segment, device, params) is None:
             return params
     return None
+
+
+def device_plan(case: FuzzCase):  # noqa: ANN201
+    """The plan `fd.execute` makes for the case's inputs on the GPU: each array with its own
+    strides and alignment (host arrays are copied contiguous before a kernel reads them), so
+    the CPU interpreter runs the strided, offset, expanded and in-place paths the GPU corpus
+    runs (a strided input written in place, first seen on the GPU)."""
+    from dataclasses import replace
+
+    from tunefuse.arrays import Device, describe_array
+    from tunefuse.plan import plan_for
+    from tunefuse.signature import TensorSignature, bind_inputs
+
+    bound = bind_inputs(case.fd.fusion, case.inputs)
+    signature = []
+    for sig, array, layout in zip(bound.signature, case.inputs, case.layouts):
+        if isinstance(sig, TensorSignature):
+            sig = replace(
+                sig,
+                strides=describe_array(array).strides,
+                device=Device.CUDA,
+                alignment=min(array.itemsize, 16) if layout == "offset" else 16,
+            )
+        signature.append(sig)
+    return plan_for(case.fd.fusion, replace(bound, signature=tuple(signature)))

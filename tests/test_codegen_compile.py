@@ -244,3 +244,36 @@ def test_vectors_of_outputs_compile(case, arch):
             assert "TfVec<" in ks.source and "acc0_v[" in ks.source
             compile_kernel(ks.source, ks.name, arch)
     assert reduction.split_error(seg, dataclasses.replace(base, vector=2, split=2))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize(
+    "name,dtype,cols",
+    [
+        ("softmax", DataType.Float, 50257),
+        ("layernorm", DataType.BFloat16, 100000),
+        ("rmsnorm", DataType.Half, 60000),
+    ],
+)
+def test_rows_too_long_for_registers_are_staged_where_shared_memory_holds_them(
+    name, dtype, cols, arch
+):
+    """The default stages a row of more than 32 elements a thread in shared memory when the
+    device's opt-in shared memory holds it (the A100's 163 KB does not hold 200 KB), else
+    re-reads it; every kernel compiles and asks for the bytes its staged inputs take."""
+    from tunefuse.schedulers.normalization import SHARED_ROW_RESERVE, shared_row_bytes
+
+    fd = build(ZOO[name], dtype)
+    plan = fd.plan(inputs_for(fd, 4, cols, np.random.default_rng(0)))
+    device = PROFILES[arch]
+    (seg,) = plan.segments
+    params = scheduler_for(seg.scheduler).default_params(seg, device)
+    staged = shared_row_bytes(seg, 1)
+    assert staged == -(-cols * dtype.itemsize // 16) * 16  # x alone: weight and bias read once
+    assert params.shared_row == (staged + SHARED_ROW_RESERVE <= device.shared_optin_per_block)
+    assert not params.cache_row
+    ks = generate(seg, params, device, {b.id: b.dtype for b in plan.buffers})
+    assert ks.shared_bytes == (staged if params.shared_row else 0)
+    compile_kernel(ks.source, ks.name, arch)
+    too_many = dataclasses.replace(params, shared_row=True, rows_per_block=2, threads_r=256)
+    assert "shared memory" in scheduler_for(seg.scheduler).is_valid(seg, device, too_many)

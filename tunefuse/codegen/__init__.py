@@ -22,7 +22,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.segment import Segment
 
 CODEGEN_VERSION = (
-    "9"  # bump when generated code changes: tuned records of another version are not used
+    "10"  # bump when generated code changes: tuned records of another version are not used
 )
 
 
@@ -74,12 +74,15 @@ def generate(
         args.append(KernelArg("WS", "unsigned char* __restrict__", "workspace", (workspace,)))
     name = kernel_name(segment, params, tuple(args))
     kind = segment.scheduler
+    dynamic_shared = 0
     if kind is SchedulerKind.POINTWISE or emitted is not params:
         body = emit_pointwise(segment, name, args, emitted)  # type: ignore[arg-type]
     elif kind is SchedulerKind.TRANSPOSE:
         body = emit_transpose(segment, name, args, params)  # type: ignore[arg-type]
     else:
-        body = emit_reduction(segment, name, args, params, kind is SchedulerKind.NORMALIZATION)
+        body, dynamic_shared = emit_reduction(
+            segment, name, args, params, kind is SchedulerKind.NORMALIZATION
+        )
     grid, block, smem = scheduler.grid(segment, device, params)
     if grid[2] > 65535:
         grid = (grid[0], grid[1], 65535)
@@ -90,7 +93,7 @@ def generate(
         tuple(args),
         grid,
         block,
-        smem,
+        smem + dynamic_shared,
         params,
         workspace,
     )

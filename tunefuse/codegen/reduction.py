@@ -29,8 +29,9 @@ from tunefuse.codegen.expr import (
 from tunefuse.codegen.guards import guarded_loads
 from tunefuse.dtypes import DataType
 from tunefuse.indexing import Var
-from tunefuse.kernel_ir import EGather, EGuard, ELoad, EOp, EReduce, Expr
+from tunefuse.kernel_ir import EGather, ELoad, EOp, EReduce, Expr
 from tunefuse.ops import OpKind
+from tunefuse.schedulers.phases import FAMILY, phases_reading, post_order, reduction_groups
 from tunefuse.segment import Segment
 
 
@@ -42,32 +43,6 @@ class _Accumulator:
     correction: int
     index: int | str
     reduces: list[EReduce]
-
-
-def _post_order(roots: list[Expr]) -> list[Expr]:
-    """Every subexpression of `roots` once, operands before their users."""
-    out: list[Expr] = []
-    seen: set[int] = set()
-
-    def visit(e: Expr) -> None:
-        if id(e) in seen:
-            return
-        seen.add(id(e))
-        if isinstance(e, EReduce):
-            visit(e.operand)
-        elif isinstance(e, EOp):
-            for x in e.operands:
-                visit(x)
-        elif isinstance(e, EGuard):
-            visit(e.then)
-            visit(e.other)
-        elif isinstance(e, EGather):
-            visit(e.index)
-        out.append(e)
-
-    for root in roots:
-        visit(root)
-    return out
 
 
 # Element ops worth a register a cached element to compute once rather than in two passes.
@@ -113,34 +88,18 @@ def _children(e: Expr) -> tuple[Expr, ...]:
     return e.operands if isinstance(e, EOp) else ()
 
 
-_FAMILY = {
-    OpKind.SUM: "sum",
-    OpKind.MEAN: "sum",
-    OpKind.PROD: "prod",
-    OpKind.MAX: "max",
-    OpKind.MIN: "min",
-    OpKind.VAR: "welford",
-    OpKind.VAR_MEAN: "welford",
-}
-
-
 def accumulators(segment: Segment) -> list[_Accumulator]:
     """Distinct accumulators, operands before their users (post-order)."""
-    reduces = [e for e in _post_order([st.expr for st in segment.stores]) if isinstance(e, EReduce)]
     accs: list[_Accumulator] = []
-    by_key: dict[tuple, _Accumulator] = {}
-    for r in reduces:
-        family = _FAMILY[r.op]
-        key = (family, id(r.operand), r.correction if family == "welford" else 0)
-        if key not in by_key:
-            ctype = (
-                r.dtype.compute
-                if r.dtype.is_floating
-                else (DataType.Int if family in ("sum", "prod") else r.dtype)
-            )
-            by_key[key] = _Accumulator(family, r.operand, ctype, r.correction, len(accs), [])
-            accs.append(by_key[key])
-        by_key[key].reduces.append(r)
+    for reduces in reduction_groups(segment):
+        r = reduces[0]
+        family = FAMILY[r.op]
+        ctype = (
+            r.dtype.compute
+            if r.dtype.is_floating
+            else (DataType.Int if family in ("sum", "prod") else r.dtype)
+        )
+        accs.append(_Accumulator(family, r.operand, ctype, r.correction, len(accs), reduces))
     return accs
 
 
@@ -204,6 +163,10 @@ class _Emitter:
         self.outer = [j for j in range(len(segment.extents)) if j not in segment.reduce_dims]
         self.accs = accumulators(segment)
         self.cache = persistent and getattr(p, "cache_row", False)
+        # The row staged in shared memory: the first phase that reads an input writes its
+        # elements there (sl<k>), later phases read them back; each thread reads only what it
+        # wrote itself, so the phases need no barrier of their own.
+        self.shared = persistent and not self.cache and getattr(p, "shared_row", False)
         self.ept = getattr(p, "elements_per_thread", 1)
         self.vec = getattr(p, "vector", 1)
         last = len(segment.extents) - 1
@@ -242,13 +205,13 @@ class _Emitter:
         self.divided_by = self.reductions_used_as_divisors()
         self.lines: list[str] = []
         self.counter = [0]
-        passes = self.phases_reading()
+        passes = phases_reading(segment)
         self.streamed = {
             k
             for k in range(len(segment.loads))
             if p.evict_first
             and moves_with_every_dim(segment, k)
-            and (self.cache or passes.get(k, 0) <= 1)
+            and (self.cache or self.shared or passes.get(k, 0) <= 1)
         }
         # With the row cached, an input lives in registers across the phases only when more
         # than one phase reads it; one read in a single phase (a norm's weight, read by the
@@ -256,7 +219,7 @@ class _Emitter:
         self.cached_loads = [
             k
             for k, ld in enumerate(segment.loads)
-            if self.cache
+            if (self.cache or self.shared)
             and passes.get(k, 0) > 1
             and k not in self.guarded
             and (
@@ -264,6 +227,7 @@ class _Emitter:
                 or any(ld.offset.coeff(Var(j, segment.extents[j])) for j in self.red)
             )
         ]
+        self.staged: set[int] = set()  # cached loads a shared row holds already
         self.phase = 0  # the pass being emitted: accumulator position, len(accs) for the outputs
         self.kept_values = self.values_kept_across_passes() if self.cache else {}
 
@@ -299,24 +263,10 @@ class _Emitter:
                 stack.extend(_children(e))
         return kept
 
-    def phases_reading(self) -> dict[int, int]:
-        """Load -> how many phases (each accumulator's pass, then the output pass) read it:
-        what decides whether a load is read once (evict-first) and whether a cached row keeps
-        it in registers."""
-        phases = [[acc.operand] for acc in self.accs]
-        full = [st.expr for st in self.s.stores if not st.reduced]
-        if full:
-            phases.append(full)
-        passes: dict[int, int] = {}
-        for roots in phases:
-            for k in {e.load for e in _post_order(roots) if isinstance(e, ELoad)}:
-                passes[k] = passes.get(k, 0) + 1
-        return passes
-
     def reductions_used_as_divisors(self) -> dict[tuple[int, int], DataType]:
         """(accumulator, reduce) -> the floating compute type of the divisions by it."""
         found: dict[tuple[int, int], DataType] = {}
-        for e in _post_order([st.expr for st in self.s.stores]):
+        for e in post_order([st.expr for st in self.s.stores]):
             if (
                 isinstance(e, EOp)
                 and e.op in (OpKind.DIV, OpKind.TRUEDIV)
@@ -359,6 +309,8 @@ class _Emitter:
                 return f"cl{k}[c * {self.vec} + v]"
             if in_vector and vector_loaded and k in self.vec_loads:
                 return f"vl{k}.v[v]"
+            if in_vector and self.shared and k in self.cached_loads:
+                return f"sl{k}[r0 + v]"
             return self.load_inline(k, in_vector)
 
         def reduce_value(e: EReduce) -> str:
@@ -454,10 +406,23 @@ class _Emitter:
                     self.w(f"{inner}  cl{k}[c * {vec} + v] = {self.load_inline(k, True)};")
                 self.w(f"{inner}}}")
         else:
-            read = {e.load for e in _post_order(list(reads)) if isinstance(e, ELoad)}
+            read = {e.load for e in post_order(list(reads)) if isinstance(e, ELoad)}
+            stage = set()
+            if self.shared:
+                stage = {k for k in self.cached_loads if k in read and k not in self.staged}
+                self.staged |= stage
             for k in sorted(self.vec_loads & read):
-                if not cached or k not in self.cached_loads:
+                if self.shared and k in self.cached_loads:
+                    self.shared_vector(k, inner, k in stage)
+                elif not cached or k not in self.cached_loads:
                     self.vector_load(k, f"vl{k}", inner)
+            scalar_stage = sorted(stage - self.vec_loads)
+            if scalar_stage:
+                self.w(f"{inner}#pragma unroll")
+                self.w(f"{inner}for (int v = 0; v < {vec}; ++v) {{")
+                for k in scalar_stage:
+                    self.w(f"{inner}  sl{k}[r0 + v] = {self.load_inline(k, True)};")
+                self.w(f"{inner}}}")
             if chunk_open:
                 chunk_open(inner)
             self.w(f"{inner}#pragma unroll")
@@ -468,6 +433,46 @@ class _Emitter:
                 chunk_close(inner)
         self.w(f"{indent}  }}")
         self.w(f"{indent}}}")
+
+    def shared_vector(self, k: int, indent: str, stage: bool) -> None:
+        """vl<k>, this chunk of a staged input: read from memory and written to the shared
+        row (`stage`, the first phase that reads it) or read back from there."""
+        vt = f"TfVec<{self.s.loads[k].dtype.cuda}, {self.vec}>"
+        if stage:
+            self.vector_load(k, f"vl{k}", indent)
+            self.w(f"{indent}*reinterpret_cast<{vt}*>(&sl{k}[r0]) = vl{k};")
+        else:
+            self.w(f"{indent}const {vt} vl{k} = *reinterpret_cast<const {vt}*>(&sl{k}[r0]);")
+
+    def dynamic_shared_bytes(self) -> int:
+        """The shared memory the staged rows take (the launch's dynamic shared memory): a
+        16-byte aligned region a staged input, `rows_per_block` rows each."""
+        if not self.shared:
+            return 0
+        n_red = 1
+        for j in self.red:
+            n_red *= self.s.extents[j]
+        rows = self.p.rows_per_block
+        return sum(
+            -(-(rows * n_red * self.s.loads[k].dtype.itemsize) // 16) * 16
+            for k in self.cached_loads
+        )
+
+    def shared_rows(self) -> None:
+        """sl<k>: this row's region of the staged input k in the dynamic shared memory (laid
+        out as `dynamic_shared_bytes` counts it)."""
+        if not (self.shared and self.cached_loads):
+            return
+        self.w("  extern __shared__ __align__(16) unsigned char tf_smem[];")
+        self.w("  long long tf_at = 0;")
+        for k in self.cached_loads:
+            t = self.s.loads[k].dtype.cuda
+            self.w(
+                f"  {t}* const sl{k} = reinterpret_cast<{t}*>(tf_smem + tf_at) + (long long)to * n_red;"
+            )
+            self.w(
+                f"  tf_at += ({self.p.rows_per_block}LL * n_red * (long long)sizeof({t}) + 15) / 16 * 16;"
+            )
 
     def fill_cache(self, indent: str) -> None:
         """Loads every row-dependent input of this thread's elements into registers."""
@@ -815,6 +820,7 @@ class _Emitter:
             self.w("  const int to = threadIdx.x; const int tr = threadIdx.y;")
         if self.split > 1:
             self.split_opening()
+        self.shared_rows()
         # A lane's row: one output, or (a vector along the outputs) `vec` consecutive ones,
         # the innermost index the vector's first.
         n_rows = f"(n_out / {self.vec})" if self.along_outputs else "n_out"
@@ -838,10 +844,11 @@ class _Emitter:
             self.w(f"    const {it} i{last} = i{last}_v * {self.vec};")
         else:
             self.unravel(self.outer, "rowc", "    ")
-        for k in self.cached_loads:
+        registers = self.cached_loads if self.cache else []  # (a shared row stages them)
+        for k in registers:
             ld = s.loads[k]
             self.w(f"    {ld.dtype.cuda} cl{k}[{self.ept}];")
-        if self.cached_loads:
+        if registers:
             for k in self.cached_loads:
                 self.w("    #pragma unroll")
                 self.w(
@@ -915,5 +922,13 @@ class _Emitter:
         return "\n".join(self.lines)
 
 
-def emit_reduction(segment: Segment, name: str, args: list[KernelArg], p, persistent: bool) -> str:  # noqa: ANN001
-    return _Emitter(segment, name, args, p, persistent).emit()
+def emit_reduction(
+    segment: Segment,
+    name: str,
+    args: list[KernelArg],
+    p,
+    persistent: bool,  # noqa: ANN001
+) -> tuple[str, int]:
+    """The kernel's source and the dynamic shared memory its launch needs."""
+    emitter = _Emitter(segment, name, args, p, persistent)
+    return emitter.emit(), emitter.dynamic_shared_bytes()

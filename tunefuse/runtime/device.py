@@ -11,6 +11,8 @@ import numpy as np
 from tunefuse.device_info import DeviceInfo
 from tunefuse.errors import ExecutionError
 
+DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what every kernel may ask for without opting in
+
 
 @dataclass(frozen=True)
 class _ForeignStream:
@@ -69,11 +71,14 @@ class Runtime:
             sm_count=int(props.multiprocessor_count),
             max_threads_per_block=int(props.max_threads_per_block),
             shared_per_block=int(props.max_shared_memory_per_block),
+            shared_optin_per_block=int(props.max_shared_memory_per_block_optin),
+            shared_per_sm=int(props.max_shared_memory_per_multiprocessor),
             l2_bytes=int(getattr(props, "l2_cache_size", 50 * 1024 * 1024)),
         )
         with self.active():
             self.default_stream = self.device.create_stream()
         self._kernels: dict[str, object] = {}
+        self._dynamic_shared: dict[str, int] = {}  # kernel name -> the bytes it may ask for
         self._streams: dict[int, object] = {}
 
     def active(self) -> _Activation:
@@ -113,15 +118,37 @@ class Runtime:
             f"{cc[0]}.{cc[1]}", self.info.name, nvrtc_version(), str(version), CODEGEN_VERSION
         )
 
-    def kernel(self, name: str, cubin: bytes) -> object:
-        """The loaded kernel `name` from `cubin` (each module loaded once)."""
+    def kernel(self, name: str, cubin: bytes, dynamic_shared: int = 0) -> object:
+        """The loaded kernel `name` from `cubin` (each module loaded once), allowed the
+        `dynamic_shared` bytes its launches ask for (beyond 48 KB a kernel must opt in)."""
         k = self._kernels.get(name)
         if k is None:
             from cuda.core import ObjectCode
 
             k = ObjectCode.from_cubin(cubin).get_kernel(name)
             self._kernels[name] = k
+        if dynamic_shared > self._dynamic_shared.get(name, DEFAULT_DYNAMIC_SHARED):
+            self._allow_dynamic_shared(name, k, dynamic_shared)
         return k
+
+    def _allow_dynamic_shared(self, name: str, kernel: object, nbytes: int) -> None:
+        from cuda.bindings import driver
+
+        attribute = driver.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        handle = kernel.handle  # type: ignore[attr-defined]
+        with self.active():
+            if isinstance(handle, driver.CUkernel):
+                (err,) = driver.cuKernelSetAttribute(
+                    attribute, nbytes, handle, driver.CUdevice(self.index)
+                )
+            else:
+                (err,) = driver.cuFuncSetAttribute(handle, attribute, nbytes)
+        if int(err) != 0:
+            raise ExecutionError(
+                f"kernel {name}: the device refused {nbytes} bytes of dynamic shared memory "
+                f"({err}; at most {self.info.shared_optin_per_block} a block on {self.info.name})"
+            )
+        self._dynamic_shared[name] = nbytes
 
     def stream_for(self, handle: int | None) -> object:
         """cuda.core Stream for a foreign handle (None: tunefuse's default stream)."""

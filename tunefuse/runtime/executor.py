@@ -202,7 +202,12 @@ class Executor:
             fusion = (self.fusion.fusion_id, self.fusion.to_json(), self.name)
             self.cache.guard(lambda: store.note_plan(env, fusion=fusion, jobs=jobs), None)
         recipes = [
-            _recipe(k, rt.kernel(k.kernel_name, binaries[k.code_key][0]) if k.numel > 0 else None)
+            _recipe(
+                k,
+                rt.kernel(k.kernel_name, binaries[k.code_key][0], k.shared_bytes)
+                if k.numel > 0
+                else None,
+            )
             for k in launch.kernels
         ]
         self.restored += 1
@@ -267,7 +272,7 @@ class Executor:
             recipes.append(
                 _recipe(
                     launch,
-                    rt.kernel(source.name, compiled.cubin),
+                    rt.kernel(source.name, compiled.cubin, source.shared_bytes),
                     compiled.compile_ms,
                     not from_cache,
                 )

@@ -1,15 +1,20 @@
 """Normalization scheduler (inner persistent): a row is reduced, the result broadcast back
 and combined, in one kernel. With `cache_row` each thread holds its `elements_per_thread`
 elements of every row-dependent input in registers across all phases (memory is read once);
-without it each phase reads them again (any row length)."""
+with `shared_row` the first phase that reads an input stages the row in shared memory and
+the later ones read it there (memory is read once, rows up to the opt-in shared memory of
+a block: a GPT-2 vocabulary row of 50257 floats); without either each phase reads them
+again (any row length)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
+from tunefuse.indexing import Var
 from tunefuse.schedulers import reduction
 from tunefuse.schedulers.common import evict_first_pays, flag_space
+from tunefuse.schedulers.phases import phases_reading
 from tunefuse.segment import Segment
 
 
@@ -29,6 +34,7 @@ class Params:
     static_shape: bool = (
         False  # sizes, strides and offsets as constants: a binary for this shape alone
     )
+    shared_row: bool = False  # without cache_row: inputs read by several phases staged in smem
 
     def as_reduction(self) -> reduction.Params:
         """The reduction layout these params share with the reduction scheduler."""
@@ -45,6 +51,32 @@ class Params:
 
 
 MAX_CACHED_ELEMENTS = 32  # per thread and cached input: beyond this, registers spill
+# Shared memory a block keeps beside a staged row: its block reductions' static arrays (a
+# few per accumulator, rows x warps x at most 24 bytes) and the driver's reserved bytes.
+SHARED_ROW_RESERVE = 8 * 1024
+
+
+def shared_row_bytes(segment: Segment, rows_per_block: int) -> int:
+    """The most shared memory a block's staged rows take: every load that moves along the
+    row and more than one pass reads, in a 16-byte aligned region each (codegen stages those
+    of them outside a pad/cat guard, so this bounds what the kernel asks for)."""
+    _, n_red = reduction.sizes(segment)
+    passes = phases_reading(segment)
+    total = 0
+    for k, ld in enumerate(segment.loads):
+        along_row = not ld.offset.is_affine or any(
+            ld.offset.coeff(Var(j, segment.extents[j])) for j in segment.reduce_dims
+        )
+        if along_row and passes.get(k, 0) > 1:
+            total += -(-(rows_per_block * n_red * ld.dtype.itemsize) // 16) * 16
+    return total
+
+
+def shared_row_fits(segment: Segment, device: DeviceInfo, rows_per_block: int) -> bool:
+    return (
+        shared_row_bytes(segment, rows_per_block) + SHARED_ROW_RESERVE
+        <= device.shared_optin_per_block
+    )
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
@@ -65,8 +97,30 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     # 95.7 -> 94.1 us, layernorm 95.8 -> 95.3 against 32 blocks an SM (benchmarks/sweep.py).
     if ept <= MAX_CACHED_ELEMENTS:
         return Params(threads, rows, True, 0, True, ept, vector, 1, evict_first_pays(segment))
+    # Too long for registers: staged in shared memory where it fits (read once), else re-read.
+    # A staged row of more than half an SM's shared memory leaves one block an SM: it takes
+    # every thread the SM may run, so that enough loads are in flight (Little's law).
+    staged = shared_row_fits(segment, device, 1)
+    if staged:
+        resident = max(
+            1, device.shared_per_sm // (shared_row_bytes(segment, 1) + SHARED_ROW_RESERVE)
+        )
+        threads = 32
+        while threads * 2 <= min(
+            device.max_threads_per_block, device.max_threads_per_sm // resident
+        ):
+            threads *= 2
     return Params(
-        min(threads, 512), 1, True, 0, False, vector, vector, 4, evict_first_pays(segment)
+        threads if staged else min(threads, 512),
+        1,
+        True,
+        0,
+        False,
+        vector,
+        vector,
+        4,
+        evict_first_pays(segment),
+        shared_row=staged,
     )
 
 
@@ -81,6 +135,14 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return f"a row of {n_red} does not fit {p.elements_per_thread} x {p.threads_r} registers"
     if p.elements_per_thread < 1 or p.elements_per_thread > 64:
         return "elements_per_thread"
+    if p.shared_row and p.cache_row:
+        return "shared_row stages what cache_row keeps in registers: one of the two"
+    if p.shared_row and not shared_row_fits(segment, device, p.rows_per_block):
+        return (
+            f"{p.rows_per_block} staged rows of {n_red} take "
+            f"{shared_row_bytes(segment, p.rows_per_block)} bytes of shared memory, more than "
+            f"the {device.shared_optin_per_block - SHARED_ROW_RESERVE} a block may use"
+        )
     return None
 
 
@@ -98,6 +160,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
             [v for v in (1, 2, 4, 8) if reduction.reduced_vector(segment) % v == 0]
         ),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
+        "shared_row": optuna.distributions.CategoricalDistribution([False, True]),
         **flag_space(),
     }
 
