@@ -79,10 +79,13 @@ def main() -> None:
         params = variant(segment, device, default, spec)
         runs[spec] = Executor(fd.fusion, params_source=lambda s, d, p=params: p)
     want = runs["default"].run(inputs)[0].float()
+    # Another reduction order may round the last bit of the output type differently.
+    rtol, atol = (4 * t for t in DataType(dtype_name).tolerance)
     for label, ex in runs.items():
         got = ex.run(inputs)[0].float()
-        if not bool((got - want).abs().max() <= 1e-3 * (1 + want.abs().max())):
-            raise SystemExit(f"{label}: a different result than the default's")
+        if not bool(((got - want).abs() <= atol + rtol * want.abs()).all()):
+            worst = float((got - want).abs().max())
+            raise SystemExit(f"{label}: a different result than the default's (by {worst})")
     calls = {label: (lambda ex=ex: ex.run(inputs)) for label, ex in runs.items()}
     if "--torch-compile" in sys.argv[1:]:
         if name not in ZOO:
