@@ -4,15 +4,13 @@ normalizations, odd and vector lengths, several rows a block, rows a block loops
 padded input (read inside its guard, never staged), and a row that another input of the
 same length reads once."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 from fusion_zoo import ZOO, build, inputs_for
-from test_gpu_execute import TOL, to_device, to_host
+from test_gpu_execute import TOL
+from test_gpu_split import run_with_reduction_params
 
 from tunefuse import DataType, FusionDefinition, reference
-from tunefuse.kernel_ir import SchedulerKind
 
 pytestmark = pytest.mark.gpu
 
@@ -28,19 +26,7 @@ def padded_softmax(fd, dtype):
 
 def run_normalization_with(fd, inputs, **changes):
     """Run with the normalization kernels' default params changed; the results, launches."""
-    from tunefuse.runtime.executor import Executor
-    from tunefuse.schedulers import scheduler_for
-
-    def choose(seg, device):
-        params = scheduler_for(seg.scheduler).default_params(seg, device)
-        if seg.scheduler is not SchedulerKind.NORMALIZATION:
-            return params
-        return dataclasses.replace(params, **changes)
-
-    executor = Executor(fd.fusion, params_source=choose)
-    got = [to_host(g) for g in executor.run(to_device(inputs))]
-    launched = [r.launch for exe in executor.plans.values() for r in exe.recipes if r.launch.numel]
-    return got, launched
+    return run_with_reduction_params(fd, inputs, kind="normalization", **changes)
 
 
 def check(fd, inputs, got, dtype):

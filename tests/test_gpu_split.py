@@ -62,8 +62,8 @@ def _inputs(dtype, shape, rng):
     return [rng.standard_normal(shape).astype(dtype.numpy) + np.float32(3).astype(dtype.numpy)]
 
 
-def run_with_reduction_params(fd, inputs, split=None, **changes):
-    """The fusion run with its reduction kernels' default params changed: `split` (None: the
+def run_with_reduction_params(fd, inputs, split=None, kind="reduction", **changes):
+    """The fusion run with its `kind` kernels' default params changed: `split` (None: the
     default's) and any other `changes`; the host results and the launches."""
     from tunefuse.runtime.executor import Executor
     from tunefuse.schedulers import scheduler_for
@@ -73,7 +73,7 @@ def run_with_reduction_params(fd, inputs, split=None, **changes):
 
     def choose(seg, device):
         params = scheduler_for(seg.scheduler).default_params(seg, device)
-        if seg.scheduler.value != "reduction" or not changes:
+        if seg.scheduler.value != kind or not changes:
             return params
         return dataclasses.replace(params, **changes)
 

@@ -399,12 +399,7 @@ class _Emitter:
                 self.w(f"{inner}#pragma unroll")
                 self.w(f"{inner}for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = x{k}.v[v];")
             scalar_fill = [k for k in self.cached_loads if k not in self.vec_loads]
-            if scalar_fill:
-                self.w(f"{inner}#pragma unroll")
-                self.w(f"{inner}for (int v = 0; v < {vec}; ++v) {{")
-                for k in scalar_fill:
-                    self.w(f"{inner}  cl{k}[c * {vec} + v] = {self.load_inline(k, True)};")
-                self.w(f"{inner}}}")
+            self.lane_copies(scalar_fill, lambda k: f"cl{k}[c * {vec} + v]", inner)
         else:
             read = {e.load for e in post_order(list(reads)) if isinstance(e, ELoad)}
             stage = set()
@@ -416,13 +411,7 @@ class _Emitter:
                     self.shared_vector(k, inner, k in stage)
                 elif not cached or k not in self.cached_loads:
                     self.vector_load(k, f"vl{k}", inner)
-            scalar_stage = sorted(stage - self.vec_loads)
-            if scalar_stage:
-                self.w(f"{inner}#pragma unroll")
-                self.w(f"{inner}for (int v = 0; v < {vec}; ++v) {{")
-                for k in scalar_stage:
-                    self.w(f"{inner}  sl{k}[r0 + v] = {self.load_inline(k, True)};")
-                self.w(f"{inner}}}")
+            self.lane_copies(sorted(stage - self.vec_loads), lambda k: f"sl{k}[r0 + v]", inner)
             if chunk_open:
                 chunk_open(inner)
             self.w(f"{inner}#pragma unroll")
@@ -432,6 +421,16 @@ class _Emitter:
             if chunk_close:
                 chunk_close(inner)
         self.w(f"{indent}  }}")
+        self.w(f"{indent}}}")
+
+    def lane_copies(self, loads: Sequence[int], target, indent: str) -> None:  # noqa: ANN001
+        """Each of this chunk's elements of `loads`, read lane by lane into target(k)."""
+        if not loads:
+            return
+        self.w(f"{indent}#pragma unroll")
+        self.w(f"{indent}for (int v = 0; v < {self.vec}; ++v) {{")
+        for k in loads:
+            self.w(f"{indent}  {target(k)} = {self.load_inline(k, True)};")
         self.w(f"{indent}}}")
 
     def shared_vector(self, k: int, indent: str, stage: bool) -> None:
