@@ -3,7 +3,7 @@ of shapes at fixed total bytes, from one huge row to many tiny ones, with the de
 heuristics, side by side with torch.compile and copy bandwidth in the same run. Judges a
 heuristic between the benchmark's points, not only on them.
 
-    python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle] [--mbytes 16 256]
+    python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle softmax] [--mbytes 16 256]
         [--dtypes float bfloat16] [--step 4]
 
 Writes DIR/surface.json and DIR/surface.md (a table a pattern: % of copy bandwidth, and the
@@ -26,16 +26,22 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+sys.path.insert(0, str(ROOT / "tests"))
+
+from fusion_zoo import softmax  # noqa: E402
 from run import copy_bandwidth, timed  # noqa: E402
 
 from tunefuse import DataType, FusionDefinition  # noqa: E402
 
 TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16}
+ROW_PATTERNS = ("row", "softmax")  # [outputs, reduced]
 
 
 def _fusion(pattern: str, dtype: DataType) -> FusionDefinition:
     with FusionDefinition() as fd:
-        if pattern == "middle":
+        if pattern == "softmax":  # a normalization: the row reduced twice, then written
+            softmax(fd, dtype)
+        elif pattern == "middle":
             x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
             fd.add_output(fd.ops.sum(x, dims=[1]))
         else:
@@ -54,6 +60,7 @@ def _fusion(pattern: str, dtype: DataType) -> FusionDefinition:
 def _torch_fn(pattern: str):
     return {
         "row": lambda x: x.sum(1),
+        "softmax": lambda x: torch.softmax(x.float(), dim=1).to(x.dtype),
         "col": lambda x: x.sum(0),
         "middle": lambda x: x.sum(1),
         "var_mean0": lambda x: torch.var_mean(x.float(), dim=0, correction=1),
@@ -67,7 +74,7 @@ def shapes(pattern: str, elements: int, step: int) -> list[tuple[int, ...]]:
     outputs = 1
     while outputs <= elements:
         reduced = elements // outputs
-        if pattern == "row":
+        if pattern in ROW_PATTERNS:
             out.append((outputs, reduced))
         elif pattern in ("col", "var_mean0"):
             out.append((reduced, outputs))
@@ -177,7 +184,7 @@ def main() -> None:
         cols = sorted(
             {
                 c["shape"][0]
-                if pattern == "row"
+                if pattern in ROW_PATTERNS
                 else c["shape"][-1]
                 if pattern != "middle"
                 else c["shape"][0] * 64
@@ -194,7 +201,7 @@ def main() -> None:
                         if (c["dtype"], c["mbytes"]) == r
                         and (
                             c["shape"][0]
-                            if pattern == "row"
+                            if pattern in ROW_PATTERNS
                             else c["shape"][-1]
                             if pattern != "middle"
                             else c["shape"][0] * 64
