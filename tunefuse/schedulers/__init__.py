@@ -37,7 +37,8 @@ class Scheduler(Protocol):
 # 3: reductions whose rows cannot fill the GPU are split across blocks (split).
 # 4: inner rows of at most 32 vectors one vector a lane; reductions of extent-1 dims are
 #    pointwise (segmentation).
-# 6: normalization rows too long for registers staged in shared memory (shared_row).
+# 6: normalization rows too long for registers staged in shared memory (shared_row); rows
+#    of at most 32 vectors laid out as the reduction scheduler lays them (lanes below a warp).
 HEURISTICS_VERSION = 6
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

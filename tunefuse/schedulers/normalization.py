@@ -86,8 +86,25 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     of it for softmax fp32 and bf16, layernorm fp32 and rmsnorm bf16 8192x4096 in
     `benchmarks/sweep.py CASE DTYPE 8192 4096 inner=True cache_row=True unroll=1 --all`
     (softmax bf16 52.3 us against ~55 for 256 threads)."""
-    _, n_red = reduction.sizes(segment)
+    n_out, n_red = reduction.sizes(segment)
     vector = reduction.reduced_vector(segment)
+    row_vectors = -(-n_red // vector)
+    if row_vectors <= 32:
+        # Short rows, laid out as the reduction scheduler lays them: a row's lanes read runs
+        # of at least 64 bytes or the whole row, up to 4 vectors a lane, and the lanes of a
+        # warp take rows back to back (32 lanes a row of 4 floats left 28 of them idle:
+        # 16x torch.compile's time on softmax [2**24, 4] fp32, H100, benchmarks/surface.py).
+        run = min(row_vectors, max(1, 64 // (vector * reduction.widest_load(segment))))
+        threads = 1 << (max(run, -(-row_vectors // 4)) - 1).bit_length()
+        rows = 512 // threads if threads < 32 else max(1, 128 // threads)
+        while (
+            rows > 1
+            and (threads >= 32 or threads * rows > 32)
+            and -(-n_out // rows) < 8 * device.sm_count
+        ):
+            rows //= 2
+        ept = -(-row_vectors // threads) * vector
+        return Params(threads, rows, True, 0, True, ept, vector, 1, evict_first_pays(segment))
     threads = 32
     while threads < device.max_threads_per_block and -(-n_red // threads) > MAX_CACHED_ELEMENTS:
         threads *= 2
@@ -150,8 +167,8 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
     return {
-        "threads_r": optuna.distributions.CategoricalDistribution([32, 64, 128, 256, 512, 1024]),
-        "rows_per_block": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
+        "threads_r": optuna.distributions.CategoricalDistribution([1 << k for k in range(11)]),
+        "rows_per_block": optuna.distributions.CategoricalDistribution([1 << k for k in range(10)]),
         "inner": optuna.distributions.CategoricalDistribution([True, False]),
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 4, 8, 16, 32, 64]),
         "cache_row": optuna.distributions.CategoricalDistribution([True, False]),
