@@ -32,9 +32,12 @@ from tunefuse.codegen.guards import guarded_loads, lane_uniform
 from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import PROFILES
 from tunefuse.indexing import Affine, Var
+from tunefuse.kernel_ir import SchedulerKind
+from tunefuse.ops import GroupOp
 from tunefuse.plan import make_plan
 from tunefuse.plan_interpreter import LoadOutOfBounds, run_plan
 from tunefuse.schedulers import scheduler_for
+from tunefuse.segment import Segment
 
 SEED = int(os.environ.get("TUNEFUSE_FUZZ_SEED", "0"))
 COUNT = int(os.environ.get("TUNEFUSE_FUZZ_COUNT", "600"))
@@ -55,13 +58,43 @@ def test_the_corpus_is_deterministic_and_reaches_every_op():
 
 
 def test_every_fuzzed_plan_agrees_with_the_reference_and_stays_in_bounds():
+    kernels = _check_plans(list(corpus(SEED, COUNT)) + named_cases())
+    assert kernels >= COUNT
+
+
+def test_every_normalization_split_into_a_kernel_a_pass_agrees_with_the_reference():
+    """What a GPU does with rows it can neither hold nor spread over its SMs (plan.py's split
+    policy), done to every normalization of the corpus: its reductions' kernels, then the
+    rest reading their results, must compute what the one kernel computes."""
+    cases = [c for c in corpus(SEED + 1, COUNT) if _normalizations(device_plan(c))]
+    splits = []
+
+    def every(seg: Segment) -> str:
+        splits.append(seg.name)
+        return "split by the test"
+
+    _check_plans(cases, split=every)
+    assert len(cases) >= 30 and len(splits) >= len(cases), (len(cases), len(splits))
+    for case in cases:  # what stays one kernel is a single pass: a var over a dim of 1
+        f = case.fd.fusion
+        for seg in _normalizations(device_plan(case, split=every)):
+            assert all(f.producer(st.value).op in GroupOp.REDUCTION for st in seg.stores), case
+
+
+def _normalizations(plan) -> list:  # noqa: ANN001
+    return [s for s in plan.segments if s.scheduler is SchedulerKind.NORMALIZATION]
+
+
+def _check_plans(cases: list, split=None) -> int:  # noqa: ANN001
+    """Runs each case's plan (planned as the GPU sees its inputs) on the CPU interpreter
+    against the reference; returns the number of kernels."""
     failures = []
     kernels = 0
-    for case in list(corpus(SEED, COUNT)) + named_cases():
+    for case in cases:
         want = in_run_order(
             case.fd.fusion, reference.run(case.fd.fusion, case.inputs, include_aliased=True)
         )
-        plan = device_plan(case)  # the inputs' own strides and alignment, as on the GPU
+        plan = device_plan(case, split)  # the inputs' own strides and alignment, as on the GPU
         kernels += len(plan.segments)
         for binding in plan.outputs:  # an output given a stride order is laid out in it
             order = case.fd.fusion.outputs[binding.position].stride_order
@@ -78,8 +111,8 @@ def test_every_fuzzed_plan_agrees_with_the_reference_and_stays_in_bounds():
         for g, w in zip(got, want):
             if not agree(g, w):
                 failures.append(f"{case}: differs from the reference")
-    assert kernels >= COUNT
     assert not failures, "\n".join(failures[:10])
+    return kernels
 
 
 def test_every_fuzzed_plan_writes_into_preallocated_outputs():

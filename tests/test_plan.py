@@ -691,3 +691,25 @@ def test_the_max_of_an_empty_dim_is_refused_by_name(op):
         fd.plan([np.zeros((3, 0), np.float32)])
     # no output element: nothing to reduce, nothing refused
     assert fd.plan([np.zeros((0, 0), np.float32)]).outputs[0].view.shape == (0,)
+
+
+def test_a_layernorm_whose_rows_an_h100_cannot_hold_nor_spread_is_a_kernel_a_pass(rng):
+    """Three rows of 70000 floats (280 KB: more than a block's shared memory, 3 rows for 132
+    SMs): var_mean's one pass (var and mean stored by one kernel), then the output reading
+    them; the same numbers as the reference. Without a device: one kernel."""
+    from fusion_zoo import ZOO, build
+
+    from tunefuse.device_info import H100
+
+    fd = build(ZOO["layernorm"], DataType.Float)
+    x = rng.standard_normal((3, 70000)).astype(np.float32)
+    w, b = (rng.standard_normal(70000).astype(np.float32) for _ in range(2))
+    assert [s.scheduler for s in fd.plan([x, w, b]).segments] == [SchedulerKind.NORMALIZATION]
+    plan = fd.plan([x, w, b], device=H100)
+    first, rest = plan.segments
+    assert first.scheduler is SchedulerKind.REDUCTION and len(first.stores) == 2
+    assert rest.scheduler is SchedulerKind.POINTWISE
+    assert "3 of them keep 2% of 132 SMs busy" in str(plan)
+    (got,) = run_plan(plan, [x, w, b])
+    (want,) = reference.run(fd.fusion, [x, w, b])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

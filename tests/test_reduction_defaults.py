@@ -7,8 +7,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tunefuse import DataType, FusionDefinition
-from tunefuse.device_info import H100
-from tunefuse.schedulers import reduction
+from tunefuse.device_info import A100, H100
+from tunefuse.kernel_ir import SchedulerKind
+from tunefuse.schedulers import normalization, reduction
 
 NUMPY = {DataType.Float: np.float32, DataType.BFloat16: ml_dtypes.bfloat16}
 
@@ -88,3 +89,57 @@ def test_outer_reductions_take_vectors_of_outputs_only_where_the_outputs_fill_th
         assert p.split == 1 and n_out // (p.vector * 32) >= target and widest % p.vector == 0
     if p.vector < widest:
         assert n_out // (2 * p.vector * 32) < target  # the next wider vector would starve the GPU
+
+
+def softmax_plan(rows: int, cols: int, dtype: DataType, device):  # noqa: ANN001, ANN201
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+        xf = fd.ops.cast(x, DataType.Float)
+        e = fd.ops.exp(fd.ops.sub(xf, fd.ops.max(xf, dims=[1], keepdim=True)))
+        fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
+    base = np.zeros(1, NUMPY[dtype])  # a view of the shape: planning reads no data
+    itemsize = base.itemsize
+    x = np.lib.stride_tricks.as_strided(base, (rows, cols), (cols * itemsize, itemsize))
+    return fd.plan([x], device=device)
+
+
+@given(
+    rows_log=st.integers(0, 14),
+    odd=st.booleans(),
+    cols_log=st.integers(10, 22),
+    dtype=st.sampled_from(list(NUMPY)),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_normalization_is_one_kernel_unless_its_rows_neither_fit_nor_fill_the_gpu(
+    rows_log, odd, cols_log, dtype, device
+):
+    """One kernel where a block holds its row (registers or shared memory: read once) or the
+    rows keep at least MIN_SM_BALANCE of the SMs busy; else a kernel a pass (max, sum, the
+    output), each reduction split across blocks where its rows do not cover the SMs."""
+    rows = (1 << rows_log) + (3 if odd else 0)
+    plan = softmax_plan(rows, 1 << cols_log, dtype, device)
+    kinds = [s.scheduler for s in plan.segments]
+    whole = softmax_plan(rows, 1 << cols_log, dtype, None).segments[0]
+    assert whole.scheduler is SchedulerKind.NORMALIZATION
+    p = normalization.default_params(whole, device)
+    held = p.cache_row or p.shared_row
+    waves = -(-rows // device.sm_count)
+    if held or rows / (waves * device.sm_count) >= normalization.MIN_SM_BALANCE:
+        assert kinds == [SchedulerKind.NORMALIZATION]
+        return
+    assert kinds == [SchedulerKind.REDUCTION, SchedulerKind.REDUCTION, SchedulerKind.POINTWISE]
+    assert "do not fit a block" in plan.segments[0].why
+    for seg in plan.segments[:2]:
+        q = reduction.default_params(seg, device)
+        (blocks, split, _), _, _ = reduction.grid(seg, device, q)
+        assert blocks >= device.sm_count or split > 1, (blocks, split)
+
+
+def test_the_same_rows_split_on_a_gpu_whose_shared_memory_cannot_hold_them():
+    """A GPT-2 vocabulary row of floats (201 KB) is staged in an H100 block's 227 KB; an A100
+    block has 163 KB: two such rows there run as a kernel a pass."""
+    h100 = softmax_plan(2, 50257, DataType.Float, H100)
+    a100 = softmax_plan(2, 50257, DataType.Float, A100)
+    assert [s.scheduler for s in h100.segments] == [SchedulerKind.NORMALIZATION]
+    assert len(a100.segments) == 3

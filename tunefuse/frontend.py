@@ -53,6 +53,7 @@ from tunefuse.ops import (
 from tunefuse.shapes import normalize_dim, normalize_dims
 
 if TYPE_CHECKING:
+    from tunefuse.device_info import DeviceInfo
     from tunefuse.plan import Plan
 
 
@@ -344,12 +345,20 @@ class FusionDefinition:
         )
 
     # -- running ---------------------------------------------------------------------------
-    def plan(self, inputs: Sequence[object], out: Sequence[object] | None = None) -> Plan:
+    def plan(
+        self,
+        inputs: Sequence[object],
+        out: Sequence[object] | None = None,
+        device: DeviceInfo | None = None,
+    ) -> Plan:
         """The executable plan for these inputs (and preallocated outputs): kernels,
-        buffers and aliases. `print(fd.plan(inputs))` shows what will run and why."""
+        buffers and aliases. `print(fd.plan(inputs))` shows what will run and why.
+        `device` (a `DeviceInfo`, e.g. `tunefuse.device_info.H100`): the plan for that GPU,
+        as `execute` makes it there (a normalization whose rows it cannot hold nor spread
+        over its SMs is split into a kernel a pass); None: every normalization one kernel."""
         from tunefuse.plan import make_plan
 
-        return make_plan(self.fusion, self.flat_inputs(inputs), out)
+        return make_plan(self.fusion, self.flat_inputs(inputs), out, device)
 
     def execute(
         self,

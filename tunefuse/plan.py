@@ -9,17 +9,19 @@ The executor consumes a Plan unchanged; the plan cache maps input signatures to 
 from __future__ import annotations
 
 import graphlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tunefuse.alias import StridedView, strided_view, view_root
 from tunefuse.arrays import contiguous_strides, describe_array, strides_in_order
 from tunefuse.concretize import ConcreteFusion, ConcretizationInfo, concretize
+from tunefuse.device_info import DeviceInfo
 from tunefuse.errors import InputMismatchError
 from tunefuse.indexing import Var, add, const, scale, var
 from tunefuse.ir import Fusion, Node, ScalarType
 from tunefuse.kernel_ir import Buffer, BufferKind, ELoad, Load, SchedulerKind, Store
-from tunefuse.ops import OpKind
+from tunefuse.ops import GroupOp, OpKind
+from tunefuse.schedulers import normalization
 from tunefuse.segment import (
     Segment,
     StoreRequest,
@@ -27,6 +29,8 @@ from tunefuse.segment import (
     _Materialize,
     _SplitByShape,
     build_segment,
+    is_empty_reduction,
+    is_trivial_reduction,
 )
 from tunefuse.signature import (
     BoundInputs,
@@ -403,6 +407,7 @@ def _segment(
     buffers: _Buffers,
     requests: list[StoreRequest],
     materialized: dict[int, Buffer],
+    split: SplitPolicy,
 ) -> list[Segment]:
     shared = [r for r in requests if not r.own_kernel]
     groups: list[list[StoreRequest]] = ([shared] if shared else []) + [
@@ -410,7 +415,7 @@ def _segment(
     ]
     prefix = cf.fusion.fusion_id[:8]
     for _ in range(len(requests) + 1):
-        built = _build_groups(cf, buffers, groups, materialized)
+        built = _build_groups(cf, buffers, groups, materialized, split)
         # Order kernels so that each runs after the kernels writing what it reads.
         # A kernel writing an input in place runs after every other kernel that reads that
         # input (they read what was passed in); any other buffer is read after its writer.
@@ -456,6 +461,7 @@ def _build_groups(
     buffers: _Buffers,
     groups: list[list[StoreRequest]],
     materialized: dict[int, Buffer],
+    split: SplitPolicy,
 ) -> list[tuple[list[StoreRequest], Segment]]:
     groups = list(groups)
     built: list[tuple[list[StoreRequest], Segment]] = []
@@ -497,8 +503,62 @@ def _build_groups(
                     [StoreRequest(r.value, r.buffer, r.strides, f"{r.why} ({s.why})") for r in part]
                 )
             continue
+        why = split(seg) if seg.scheduler is SchedulerKind.NORMALIZATION else None
+        if why and not {r.value for r in group} <= set(_first_reductions(cf, seg)):
+            # (A group of the first pass alone is that pass: a var over a dim of 1, stored
+            # at the full space, is a normalization with nothing to split.)
+            # The first pass over the rows (its reductions) becomes a kernel of its own; the
+            # rest is built again, reading their results (and split again while it is a
+            # normalization the device cannot run well in one kernel).
+            first = []
+            for v in _first_reductions(cf, seg):
+                mine = [r for r in group if r.value == v]
+                first += [
+                    StoreRequest(r.value, r.buffer, r.strides, f"{r.why} ({why})") for r in mine
+                ]
+                if v not in materialized:
+                    buf = buffers.add(BufferKind.INTERMEDIATE, cf, v)
+                    materialized[v] = buf
+                    first.append(StoreRequest(v, buf.id, buf.strides, why))
+                elif not mine:  # pragma: no cover - a value in memory is read, not computed
+                    raise AssertionError(f"T{v} is in memory but computed by {seg.name}")
+            rest = [r for r in group if r.value not in {q.value for q in first}]
+            groups[:0] = [first] + ([rest] if rest else [])
+            continue
         built.append((group, seg))
     return built
+
+
+def _first_reductions(cf: ConcreteFusion, seg: Segment) -> list[int]:
+    """The reduction results `seg` computes that read no other reduction result it computes:
+    its first pass over the rows (every output of such a node that it computes: var_mean's
+    var and mean are one pass)."""
+    f = cf.fusion
+    computed = set(seg.values)
+
+    def is_reduction(v: int) -> bool:
+        node = f.producer(v)
+        return (
+            node.op in GroupOp.REDUCTION
+            and not is_trivial_reduction(cf, node)
+            and not is_empty_reduction(cf, node)
+        )
+
+    def reads_reduction(v: int) -> bool:
+        stack, seen = list(f.producer(v).inputs), set()
+        while stack:
+            u = stack.pop()
+            if u in seen or u not in computed:
+                continue
+            seen.add(u)
+            if is_reduction(u):
+                return True
+            stack.extend(f.producer(u).inputs)
+        return False
+
+    first = [v for v in sorted(computed) if is_reduction(v) and not reads_reduction(v)]
+    assert first, f"{seg.name} is a normalization without a reduction"
+    return first
 
 
 def _renamed(seg: Segment, name: str) -> Segment:
@@ -549,16 +609,36 @@ def _make_inplace_safe(
     return [] if not unsafe else [k for k, _ in unsafe]  # type: ignore[return-value]
 
 
+# Which normalizations become a kernel a pass: why, or None to keep one kernel.
+SplitPolicy = Callable[[Segment], "str | None"]
+
+
+def split_policy(device: DeviceInfo | None) -> SplitPolicy:
+    """Those `device` cannot run well as one kernel (`normalization.split_reason`); without a
+    device, none."""
+    if device is None:
+        return lambda seg: None
+    return lambda seg: normalization.split_reason(seg, device)
+
+
 def plan_for(
-    fusion: Fusion, bound: BoundInputs, out: Sequence[TensorSignature | None] = ()
+    fusion: Fusion,
+    bound: BoundInputs,
+    out: Sequence[TensorSignature | None] = (),
+    device: DeviceInfo | None = None,
+    split: SplitPolicy | None = None,
 ) -> Plan:
-    """The pipeline, one pass a line: concretize -> alias -> segment."""
+    """The pipeline, one pass a line: concretize -> alias -> segment. `device`: the GPU the
+    plan is for, where a normalization it cannot run well as one kernel is split into a
+    kernel a pass; None: every normalization is one kernel. `split` overrides the device's
+    choice (the tests split every normalization they can)."""
+    split = split or split_policy(device)
     cf = concretize(fusion, bound)
     if out:
         check_preallocated(cf, bound, out)
     buffers = _Buffers()
     bindings, requests, materialized = _bind_outputs(cf, bound, buffers, out)
-    segments = _segment(cf, buffers, requests, materialized)
+    segments = _segment(cf, buffers, requests, materialized, split)
     if _make_inplace_safe(cf, buffers, segments, bindings):
         # Re-plan with every in-place output written to a temporary, then copied in.
         buffers = _Buffers()
@@ -572,7 +652,7 @@ def plan_for(
                     req.value, temp.id, temp.strides, req.why + " (through a temporary)"
                 )
                 copies.append((temp, target, req.value))
-        segments = _segment(cf, buffers, requests, materialized)
+        segments = _segment(cf, buffers, requests, materialized, split)
         for temp, target, value in copies:
             segments.append(
                 copy_segment(
@@ -620,6 +700,11 @@ def out_signature(out: Sequence[object] | None) -> tuple[TensorSignature | None,
 
 
 def make_plan(
-    fusion: Fusion, inputs: Sequence[object], out: Sequence[object] | None = None
+    fusion: Fusion,
+    inputs: Sequence[object],
+    out: Sequence[object] | None = None,
+    device: DeviceInfo | None = None,
 ) -> Plan:
-    return plan_for(fusion, bind_inputs(fusion, inputs, FusionInputs(fusion)), out_signature(out))
+    return plan_for(
+        fusion, bind_inputs(fusion, inputs, FusionInputs(fusion)), out_signature(out), device
+    )

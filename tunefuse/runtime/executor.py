@@ -392,7 +392,7 @@ class Executor:
                         exe = self.restore(bound, out_sig, rt)
                     if exe is None:
                         exe = self.prepare(
-                            plan_for(self.fusion, bound, out_sig), rt, bound, out_sig
+                            plan_for(self.fusion, bound, out_sig, rt.info), rt, bound, out_sig
                         )
                     self.plans[key] = exe
             self._last_key = key

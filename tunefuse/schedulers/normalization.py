@@ -141,6 +141,35 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     )
 
 
+# A pass over the rows keeps this share of the SMs busy at least, or the normalization is
+# split into its passes (`split_reason`).
+MIN_SM_BALANCE = 0.8
+
+
+def split_reason(segment: Segment, device: DeviceInfo) -> str | None:
+    """Why this normalization runs better as a kernel for each pass over its rows (its
+    reductions, then a pointwise kernel reading their results), or None. A row neither
+    registers nor a block's shared memory hold is read again by each pass of the one block
+    that owns it, so the one kernel moves the bytes the passes' kernels would; but it has
+    one block a row, and rows that leave SMs idle (or give some SMs one more row than the
+    others) cost what the whole GPU would do in a fraction of the time: softmax of fp32 [1,
+    2**26] ran on one SM of 132 (79x torch.compile's time, H100). Split, every pass fills
+    the GPU (a reduction of few rows is split across blocks). Rows held on chip keep their
+    one kernel: they are read once, which no split can match."""
+    p = default_params(segment, device)
+    if p.cache_row or p.shared_row:
+        return None
+    n_out, n_red = reduction.sizes(segment)
+    waves = -(-n_out // device.sm_count)
+    balance = n_out / (waves * device.sm_count)
+    if balance >= MIN_SM_BALANCE:
+        return None
+    return (
+        f"rows of {n_red} do not fit a block (each pass reads them again) and {n_out} of them "
+        f"keep {balance:.0%} of {device.sm_count} SMs busy: a kernel a pass, each across the GPU"
+    )
+
+
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     why = reduction.is_valid(segment, device, p.as_reduction())
     if why:

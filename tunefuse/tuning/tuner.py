@@ -163,9 +163,9 @@ def tune(
 
     fusion = fd.fusion if isinstance(fd, FusionDefinition) else fd
     bound = bind_inputs(fusion, inputs, FusionInputs(fusion))
-    plan = plan_for(fusion, bound)
     device = device_for(bound, None, device)
     rt = runtime(device)
+    plan = plan_for(fusion, bound, device=rt.info)  # the plan the executor makes on this GPU
     env = rt.env
     resolved = resolve(DEFAULT if cache == "default" else cache)
     store = resolved.store if resolved is not None else None

@@ -1,0 +1,48 @@
+"""GPU: normalizations whose rows the GPU can neither hold on chip nor spread over its SMs
+run as a kernel a pass (plan.py's split policy: each reduction a kernel across the GPU, then
+a pointwise kernel reading their results), and compute what the reference computes; rows
+enough to fill the SMs keep their one kernel."""
+
+import pytest
+from fusion_zoo import ZOO, build, inputs_for
+from test_gpu_shared_row import check
+from test_gpu_split import run_with_reduction_params
+
+from tunefuse import DataType
+from tunefuse.kernel_ir import SchedulerKind
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize(
+    "name,dtype,shape",
+    [
+        ("softmax", DataType.Float, (2, 70000)),  # 280 KB a row: more than a block's smem
+        ("softmax", DataType.BFloat16, (1, 2**20 + 3)),  # one row, odd: no vector
+        ("softmax", DataType.Float, (100, 65536)),  # 100 rows for 132 SMs: 76% busy
+        ("layernorm", DataType.Float, (3, 2**18)),  # var_mean: one reduction kernel
+        ("rmsnorm", DataType.BFloat16, (7, 150001)),
+    ],
+)
+def test_rows_the_gpu_cannot_hold_nor_spread_run_a_kernel_a_pass(name, dtype, shape, rng):
+    fd = build(ZOO[name], dtype)
+    inputs = inputs_for(fd, shape[0], shape[1], rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    kinds = [SchedulerKind(k.scheduler) for k in launched]
+    assert SchedulerKind.NORMALIZATION not in kinds, kinds
+    passes = 3 if name == "softmax" else 2  # max, sum, output; var_mean or mean, output
+    assert kinds == [SchedulerKind.REDUCTION] * (passes - 1) + [SchedulerKind.POINTWISE]
+    if shape[0] < 33:  # too few rows to fill the GPU alone: each reduction split across blocks
+        assert all(k.params["split"] > 1 for k in launched[:-1]), [k.params for k in launched]
+    check(fd, inputs, got, dtype)
+
+
+def test_rows_that_fill_the_sms_keep_one_kernel(rng):
+    from tunefuse.runtime.device import runtime
+
+    sms = runtime(0).info.sm_count
+    fd = build(ZOO["softmax"], DataType.Float)
+    inputs = inputs_for(fd, sms, 70000, rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    assert [SchedulerKind(k.scheduler) for k in launched] == [SchedulerKind.NORMALIZATION]
+    check(fd, inputs, got, DataType.Float)
