@@ -713,3 +713,23 @@ def test_a_layernorm_whose_rows_an_h100_cannot_hold_nor_spread_is_a_kernel_a_pas
     (got,) = run_plan(plan, [x, w, b])
     (want,) = reference.run(fd.fusion, [x, w, b])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_long_row_no_two_passes_read_is_streamed_and_split_across_the_gpu():
+    """Issue 2664's second repro: a sum over 4M broadcast copies of a scalar beside outputs
+    that read the row once. Nothing is read twice, so nothing is staged (a staged row of 0
+    bytes took 64 threads: one block of them summed 4M floats, 2e-4 off on the H100); the sum
+    is a reduction kernel split across blocks, the outputs a pointwise kernel."""
+    from tunefuse.device_info import H100
+    from tunefuse.schedulers import normalization, reduction
+
+    n = 4194304
+    fd = _issue_2664(2, n)
+    host = issue_2664_inputs(2, n, np.random.default_rng(0))
+    (whole, _) = fd.plan(host).segments
+    p = normalization.default_params(whole, H100)
+    assert not p.shared_row and not p.cache_row and p.threads_r >= 256
+    first, second, _ = fd.plan(host, device=H100).segments
+    assert first.scheduler is SchedulerKind.REDUCTION
+    assert second.scheduler is SchedulerKind.POINTWISE
+    assert reduction.default_params(first, H100).split > 1

@@ -117,7 +117,8 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     # Too long for registers: staged in shared memory where it fits (read once), else re-read.
     # A staged row of more than half an SM's shared memory leaves one block an SM: it takes
     # every thread the SM may run, so that enough loads are in flight (Little's law).
-    staged = shared_row_fits(segment, device, 1)
+    # (A row that no two passes read is read once as it is: nothing to stage.)
+    staged = shared_row_bytes(segment, 1) > 0 and shared_row_fits(segment, device, 1)
     if staged:
         resident = max(
             1, device.shared_per_sm // (shared_row_bytes(segment, 1) + SHARED_ROW_RESERVE)
