@@ -3,7 +3,8 @@ of shapes at fixed total bytes, from one huge row to many tiny ones, with the de
 heuristics, side by side with torch.compile and copy bandwidth in the same run. Judges a
 heuristic between the benchmark's points, not only on them.
 
-    python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle softmax] [--mbytes 16 256]
+    python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle softmax
+        layernorm rmsnorm] [--mbytes 16 256]
         [--dtypes float bfloat16] [--step 4]
 
 Writes DIR/surface.json and DIR/surface.md (a table a pattern: % of copy bandwidth, and the
@@ -28,19 +29,20 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fusion_zoo import softmax  # noqa: E402
+from fusion_zoo import layernorm, rmsnorm, softmax  # noqa: E402
 from run import copy_bandwidth, timed  # noqa: E402
 
 from tunefuse import DataType, FusionDefinition  # noqa: E402
 
 TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16}
-ROW_PATTERNS = ("row", "softmax")  # [outputs, reduced]
+ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm")  # [outputs, reduced]
+NORMALIZATIONS = {"softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm}
 
 
 def _fusion(pattern: str, dtype: DataType) -> FusionDefinition:
     with FusionDefinition() as fd:
-        if pattern == "softmax":  # a normalization: the row reduced twice, then written
-            softmax(fd, dtype)
+        if pattern in NORMALIZATIONS:  # a row reduced, then written: the zoo's definitions
+            NORMALIZATIONS[pattern](fd, dtype)
         elif pattern == "middle":
             x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
             fd.add_output(fd.ops.sum(x, dims=[1]))
@@ -57,10 +59,19 @@ def _fusion(pattern: str, dtype: DataType) -> FusionDefinition:
     return fd
 
 
+def _rmsnorm(x, w):  # noqa: ANN001, ANN202
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(1, keepdim=True) + 1e-6) * w.float()).to(x.dtype)
+
+
 def _torch_fn(pattern: str):
     return {
         "row": lambda x: x.sum(1),
         "softmax": lambda x: torch.softmax(x.float(), dim=1).to(x.dtype),
+        "layernorm": lambda x, w, b: torch.nn.functional.layer_norm(
+            x.float(), (x.shape[1],), w.float(), b.float(), eps=1e-5
+        ).to(x.dtype),
+        "rmsnorm": _rmsnorm,
         "col": lambda x: x.sum(0),
         "middle": lambda x: x.sum(1),
         "var_mean0": lambda x: torch.var_mean(x.float(), dim=0, correction=1),
@@ -105,8 +116,13 @@ def main() -> None:
                 elements = mbytes * (1 << 20) // tdtype.itemsize
                 for shape in shapes(pattern, elements, args.step):
                     x = torch.randn(*shape, device="cuda").to(tdtype)
-                    ours = fd.execute([x], cache=None)
-                    theirs = compiled(x)
+                    # A normalization's weight (and bias) along the row.
+                    params = {"layernorm": 2, "rmsnorm": 1}.get(pattern, 0)
+                    inputs = [x] + [
+                        torch.randn(shape[1], device="cuda").to(tdtype) for _ in range(params)
+                    ]
+                    ours = fd.execute(inputs, cache=None)
+                    theirs = compiled(*inputs)
                     theirs = theirs if isinstance(theirs, tuple) else (theirs,)
                     ok = all(
                         torch.allclose(
@@ -117,11 +133,9 @@ def main() -> None:
                         )
                         for a, b in zip(ours, theirs)
                     )
-                    moved = x.numel() * x.element_size() + sum(
-                        o.numel() * o.element_size() for o in ours
-                    )
-                    t_ours = timed(lambda x=x: fd.execute([x], cache=None))
-                    t_compile = timed(lambda x=x: compiled(x))
+                    moved = sum(t.numel() * t.element_size() for t in [*inputs, *ours])
+                    t_ours = timed(lambda inputs=inputs: fd.execute(inputs, cache=None))
+                    t_compile = timed(lambda inputs=inputs: compiled(*inputs))
                     copy_us = moved / (bandwidth * 1e12) * 1e6
                     cells.append(
                         {
@@ -138,7 +152,7 @@ def main() -> None:
                         }
                     )
                     print(json.dumps(cells[-1]), flush=True)
-                    del x, ours, theirs
+                    del x, inputs, ours, theirs
     ratios = [c["ratio_to_compile"] for c in cells]
     summary = {
         "device": torch.cuda.get_device_name(),
