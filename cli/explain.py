@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from cli.common import fail
+from tunefuse.device_info import PROFILES
 from tunefuse.errors import TunefuseError
 from tunefuse.fusion_file import load_fusion_file
 
@@ -25,9 +26,21 @@ def explain(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON document: a list, a fusion an item.")
     ] = False,
+    arch: Annotated[
+        str | None,
+        typer.Option(
+            "--arch",
+            help="Plan as a GPU of this architecture does (sm_90: H100, sm_80: A100): a "
+            "normalization whose rows it can neither hold nor spread over its SMs is a kernel "
+            "a pass. Without it, every normalization is one kernel.",
+        ),
+    ] = None,
 ) -> None:
     """Print the plan (kernels, schedulers, aliases, keys) of each fusion in FILE."""
     console = Console(soft_wrap=True)
+    if arch is not None and arch not in PROFILES:
+        fail(f"--arch {arch!r}: one of {', '.join(sorted(PROFILES))}", 2)
+    device = PROFILES[arch] if arch is not None else None
     try:
         cases = load_fusion_file(file)
     except TunefuseError as e:
@@ -41,7 +54,7 @@ def explain(
         try:
             fd = case.build()
             inputs = case.example_inputs(np.random.default_rng(0))
-            plan = fd.plan(inputs)
+            plan = fd.plan(inputs, device=device)
         except TunefuseError as e:
             fail(f"{case.name}: {e}")
         if as_json:

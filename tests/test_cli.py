@@ -44,6 +44,38 @@ def test_explain_bad_file_is_a_clear_error(tmp_path):
     assert result.exit_code == 2 and "no fusion named 'nope'" in result.output
 
 
+LONG_ROW_SOFTMAX = """
+from tunefuse import DataType, FusionDefinition
+from tunefuse.fusion_file import FusionCase, randn
+
+
+def softmax(fd: FusionDefinition) -> None:
+    x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+    e = fd.ops.exp(fd.ops.sub(x, fd.ops.max(x, dims=[1], keepdim=True)))
+    fd.add_output(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)))
+
+
+FUSIONS = [FusionCase("softmax", softmax, randn((2, 50257)))]
+"""
+
+
+def test_explain_plans_as_the_named_architecture(tmp_path):
+    """Two GPT-2 vocabulary rows of floats (201 KB each): an H100 block stages one in its 227
+    KB of shared memory (one kernel); an A100 block has 163 KB, so the A100 runs a kernel a
+    pass. An architecture without a profile is refused by name."""
+    path = tmp_path / "softmax.py"
+    path.write_text(LONG_ROW_SOFTMAX)
+
+    def kernels(*arch: str) -> list[str]:
+        result = runner.invoke(app, ["explain", str(path), "--json", *arch])
+        assert result.exit_code == 0, result.output
+        return [s["scheduler"] for s in json.loads(result.output)[0]["segments"]]
+
+    assert kernels() == kernels("--arch", "sm_90") == ["normalization"]
+    assert kernels("--arch", "sm_80") == ["reduction", "reduction", "pointwise"]
+    _one_line_error(run("explain", path, "--arch", "sm_75"), 2, "sm_75", "sm_80, sm_90")
+
+
 # -- cache and jobs, against a real SQLite cache filled through the library ---------------
 
 import datetime as dt  # noqa: E402
