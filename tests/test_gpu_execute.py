@@ -326,3 +326,24 @@ def test_a_reduction_over_an_empty_dim_writes_every_output_element():
     ]
     for g, w in zip(got, want, strict=True):
         torch.testing.assert_close(g, w, equal_nan=True)
+
+
+@pytest.mark.parametrize("correction", [0, 1])
+def test_var_mean_over_a_dim_of_one_is_torchs(correction):
+    """Elementwise (the squared deviation of an element from itself over 1 - correction): 0,
+    or NaN for correction 1 and for a non-finite element, as torch.var_mean; a layernorm over
+    a dim of one is 0 * rsqrt(eps) + bias."""
+    torch = torch_or_skip()
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
+        xf = fd.ops.cast(x, DataType.Float)
+        var, mean = fd.ops.var_mean(xf, dims=[1], correction=correction, keepdim=True)
+        fd.add_output(fd.ops.mul(fd.ops.sub(xf, mean), fd.ops.rsqrt(fd.ops.add(var, 1e-5))))
+        fd.add_output(var)
+    x = torch.randn(70000, 1, device="cuda").to(torch.bfloat16)
+    x[:3, 0] = torch.tensor([float("inf"), float("-inf"), float("nan")])
+    normed, got_var = fd.execute([x])
+    want_var, want_mean = torch.var_mean(x.float(), dim=1, correction=correction, keepdim=True)
+    torch.testing.assert_close(got_var, want_var, equal_nan=True, rtol=0, atol=0)
+    want = (x.float() - want_mean) * torch.rsqrt(want_var + 1e-5)
+    torch.testing.assert_close(normed, want, equal_nan=True, rtol=0, atol=0)

@@ -565,16 +565,23 @@ def test_a_reduction_over_extent_one_dims_is_pointwise(op, shape, dims, keepdim,
     assert_plan_matches_reference(fd, [x])
 
 
-def test_var_mean_over_an_extent_one_dim_stays_a_reduction(rng):
-    """var divides by n - correction: with n = 1 it is not the element, so it is not rewritten."""
+@pytest.mark.parametrize("correction", [0, 1, 2])
+def test_var_mean_over_an_extent_one_dim_is_elementwise(correction, rng):
+    """The var of one element is (x - x)**2 / max(1 - correction, 0): 0 or NaN (NaN for a
+    non-finite x), elementwise, the mean the element: one pointwise kernel, with exactly the
+    reference's values (layernorm over a dim of 1 was a reduction of one element a thread)."""
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1])
-        var, mean = fd.ops.var_mean(x, dims=[0], correction=0)
+        var, mean = fd.ops.var_mean(x, dims=[0], correction=correction)
         fd.add_output(var)
         fd.add_output(mean)
+        fd.add_output(fd.ops.var(x, dims=[0], correction=correction))
     x = rng.standard_normal((1, 300), dtype=np.float32)
-    assert [s.scheduler for s in fd.plan([x]).segments] == [SchedulerKind.REDUCTION]
-    assert_plan_matches_reference(fd, [x])
+    x[0, :3] = [np.inf, -np.inf, np.nan]
+    plan = fd.plan([x])
+    assert [s.scheduler for s in plan.segments] == [SchedulerKind.POINTWISE]
+    for got, want in zip(run_plan(plan, [x]), reference.run(fd.fusion, [x]), strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_an_extent_one_reduction_inside_a_real_one_keeps_the_real_ones_space(rng):

@@ -57,8 +57,11 @@ INT32_MAX = 2**31 - 1
 # Reductions whose every reduced extent is 1 are the element itself (nvFuser makes them
 # squeezes): a sum over a dim of one is a copy, scheduled as pointwise with wide loads rather
 # than as a reduction of one element a thread (74% of copy bandwidth on a [2**26, 1] fp32 sum,
-# H100). var and var_mean keep their reduction: their correction makes n = 1 a division.
-TRIVIAL_WHEN_ONE = frozenset({OpKind.SUM, OpKind.PROD, OpKind.MAX, OpKind.MIN, OpKind.MEAN})
+# H100). The var of one element is (x - x)**2 / (1 - correction): 0, or NaN (and NaN for a
+# non-finite x), elementwise too (layernorm over a dim of 1 was 1.51x torch.compile).
+TRIVIAL_WHEN_ONE = frozenset(
+    {OpKind.SUM, OpKind.PROD, OpKind.MAX, OpKind.MIN, OpKind.MEAN, OpKind.VAR, OpKind.VAR_MEAN}
+)
 
 
 def is_trivial_reduction(cf: ConcreteFusion, node) -> bool:  # noqa: ANN001
@@ -490,9 +493,19 @@ class _SegmentBuilder:
             if len(index) != len(self.cf.shape(src)):  # keepdim=False: the reduced dims are gone
                 for d in sorted(a.dims):
                     src_index.insert(d, ZERO)
-            return EOp(
-                OpKind.CAST, (self.build(src, tuple(src_index)),), dtype, self.f.values[src].dtype
-            )
+            element = self.build(src, tuple(src_index))
+            src_dtype = self.f.values[src].dtype
+            if node.op is OpKind.VAR or (node.op is OpKind.VAR_MEAN and value == node.outputs[0]):
+                # As the reference: the squared deviation from itself over max(1 - c, 0),
+                # here times its reciprocal (1 or inf: 0 * inf is NaN, as 0 / 0).
+                compute = dtype.compute
+                x = EOp(OpKind.CAST, (element,), compute, src_dtype)
+                d = EOp(OpKind.SUB, (x, x), compute, compute)
+                n = 1 - a.correction  # (the square is 0 or NaN: times 1 / n it is exact)
+                scale = EConst(1.0 / n if n > 0 else math.inf, compute)
+                square = EOp(OpKind.MUL, (d, d), compute, compute)
+                return EOp(OpKind.MUL, (square, scale), dtype, compute)
+            return EOp(OpKind.CAST, (element,), dtype, src_dtype)
         if is_empty_reduction(self.cf, node):
             return empty_reduction_value(self.cf, node, value)
         if self.cf.shape(src) != self.space or a.dims != self.reduce_dims:

@@ -40,7 +40,8 @@ class Scheduler(Protocol):
 # 6: normalization rows too long for registers staged in shared memory (shared_row); rows
 #    of at most 32 vectors laid out as the reduction scheduler lays them (lanes below a warp).
 # 7: normalizations whose rows a GPU can neither hold on chip nor spread over its SMs are
-#    planned as a kernel a pass (plan.py's split policy: the plan depends on the device).
+#    planned as a kernel a pass (plan.py's split policy: the plan depends on the device);
+#    var and var_mean over dims of 1 are elementwise (segmentation).
 HEURISTICS_VERSION = 7
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
