@@ -504,14 +504,14 @@ def _build_groups(
                 )
             continue
         why = split(seg) if seg.scheduler is SchedulerKind.NORMALIZATION else None
-        if why and not {r.value for r in group} <= set(_first_reductions(cf, seg)):
-            # (A group of the first pass alone is that pass: a var over a dim of 1, stored
-            # at the full space, is a normalization with nothing to split.)
+        passes = _first_reductions(cf, seg) if why else []
+        if why and not {r.value for r in group} <= set(passes):
             # The first pass over the rows (its reductions) becomes a kernel of its own; the
             # rest is built again, reading their results (and split again while it is a
-            # normalization the device cannot run well in one kernel).
+            # normalization the device cannot run well in one kernel). A group that stores
+            # its first pass alone has nothing left to split.
             first = []
-            for v in _first_reductions(cf, seg):
+            for v in passes:
                 mine = [r for r in group if r.value == v]
                 first += [
                     StoreRequest(r.value, r.buffer, r.strides, f"{r.why} ({why})") for r in mine
@@ -557,7 +557,8 @@ def _first_reductions(cf: ConcreteFusion, seg: Segment) -> list[int]:
         return False
 
     first = [v for v in sorted(computed) if is_reduction(v) and not reads_reduction(v)]
-    assert first, f"{seg.name} is a normalization without a reduction"
+    if not first:  # pragma: no cover - a normalization reduces something
+        raise AssertionError(f"{seg.name} is a normalization without a reduction")
     return first
 
 
