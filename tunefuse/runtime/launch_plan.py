@@ -159,7 +159,7 @@ class LaunchPlan:
     def from_json(text: str, num_nodes: int) -> LaunchPlan:
         """Parse and check a stored plan (`num_nodes`: the fusion's node count, for host
         node indices); anything unexpected raises LaunchPlanError, never a wrong plan."""
-        from tunefuse.plan import OutputBinding
+        from tunefuse.alias import OutputBinding
 
         try:
             doc = json.loads(text)
