@@ -4,7 +4,7 @@ heuristics, side by side with torch.compile and copy bandwidth in the same run. 
 heuristic between the benchmark's points, not only on them.
 
     python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle softmax
-        layernorm rmsnorm] [--mbytes 16 256]
+        layernorm rmsnorm logsumexp] [--mbytes 16 256]
         [--dtypes float bfloat16] [--step 4]
 
 Writes DIR/surface.json and DIR/surface.md (a table a pattern: % of copy bandwidth, and the
@@ -29,14 +29,19 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fusion_zoo import layernorm, rmsnorm, softmax  # noqa: E402
+from fusion_zoo import layernorm, logsumexp, rmsnorm, softmax  # noqa: E402
 from run import copy_bandwidth, timed  # noqa: E402
 
 from tunefuse import DataType, FusionDefinition  # noqa: E402
 
 TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16}
-ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm")  # [outputs, reduced]
-NORMALIZATIONS = {"softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm}
+ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm", "logsumexp")  # [outputs, reduced]
+NORMALIZATIONS = {
+    "softmax": softmax,
+    "layernorm": layernorm,
+    "rmsnorm": rmsnorm,
+    "logsumexp": logsumexp,
+}
 
 
 def _fusion(pattern: str, dtype: DataType) -> FusionDefinition:
@@ -72,6 +77,7 @@ def _torch_fn(pattern: str):
             x.float(), (x.shape[1],), w.float(), b.float(), eps=1e-5
         ).to(x.dtype),
         "rmsnorm": _rmsnorm,
+        "logsumexp": lambda x: torch.logsumexp(x.float(), dim=1, keepdim=True),
         "col": lambda x: x.sum(0),
         "middle": lambda x: x.sum(1),
         "var_mean0": lambda x: torch.var_mean(x.float(), dim=0, correction=1),

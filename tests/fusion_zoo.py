@@ -97,6 +97,16 @@ def build(define, dtype: DataType) -> FusionDefinition:  # noqa: ANN001
     return fd
 
 
+def logsumexp(fd: FusionDefinition, dtype: DataType = DataType.BFloat16) -> None:
+    """Cross-entropy's normaliser: log(sum(exp(x - max))) + max of each row, one value a row
+    (reductions only, the sum reading the max)."""
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    xf = fd.ops.cast(x, DataType.Float)
+    m = fd.ops.max(xf, dims=[1], keepdim=True)
+    s = fd.ops.sum(fd.ops.exp(fd.ops.sub(xf, m)), dims=[1], keepdim=True)
+    fd.add_output(fd.ops.add(fd.ops.log(s), m))
+
+
 def inputs_for(
     fd: FusionDefinition, rows: int, cols: int, rng: np.random.Generator
 ) -> list[np.ndarray]:
@@ -112,6 +122,7 @@ ZOO = {
     "softmax": softmax,
     "layernorm": layernorm,
     "rmsnorm": rmsnorm,
+    "logsumexp": logsumexp,
     "bias_gelu": bias_gelu,
     "row_sum": row_sum,
     "col_sum": col_sum,

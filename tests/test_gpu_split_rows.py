@@ -22,6 +22,7 @@ pytestmark = pytest.mark.gpu
         ("softmax", DataType.Float, (100, 65536)),  # 100 rows for 132 SMs: 76% busy
         ("layernorm", DataType.Float, (3, 2**18)),  # var_mean: one reduction kernel
         ("rmsnorm", DataType.BFloat16, (7, 150001)),
+        ("logsumexp", DataType.BFloat16, (5, 2**18)),  # reductions only: max, then sum + log
     ],
 )
 def test_rows_the_gpu_cannot_hold_nor_spread_run_a_kernel_a_pass(name, dtype, shape, rng):
@@ -30,10 +31,16 @@ def test_rows_the_gpu_cannot_hold_nor_spread_run_a_kernel_a_pass(name, dtype, sh
     got, launched = run_with_reduction_params(fd, inputs)
     kinds = [SchedulerKind(k.scheduler) for k in launched]
     assert SchedulerKind.NORMALIZATION not in kinds, kinds
-    passes = 3 if name == "softmax" else 2  # max, sum, output; var_mean or mean, output
-    assert kinds == [SchedulerKind.REDUCTION] * (passes - 1) + [SchedulerKind.POINTWISE]
+    # softmax: max, sum, output; layernorm/rmsnorm: var_mean or mean, output; logsumexp: max,
+    # then the sum storing log(sum) + max (a reduction's epilogue).
+    expected = {
+        "softmax": [SchedulerKind.REDUCTION] * 2 + [SchedulerKind.POINTWISE],
+        "logsumexp": [SchedulerKind.REDUCTION] * 2,
+    }.get(name, [SchedulerKind.REDUCTION, SchedulerKind.POINTWISE])
+    assert kinds == expected, kinds
     if shape[0] < 33:  # too few rows to fill the GPU alone: each reduction split across blocks
-        assert all(k.params["split"] > 1 for k in launched[:-1]), [k.params for k in launched]
+        reductions = [k for k in launched if SchedulerKind(k.scheduler) is SchedulerKind.REDUCTION]
+        assert all(k.params["split"] > 1 for k in reductions), [k.params for k in launched]
     check(fd, inputs, got, dtype)
 
 
