@@ -37,8 +37,8 @@ def child() -> None:
     from fusion_zoo import ZOO, build
 
     import cache_db.store  # noqa: F401
+    import tunefuse.ir.serialize  # noqa: F401 - imported by the first fusion_id
     import tunefuse.runtime.executor  # noqa: F401 - imported lazily by the first execute
-    import tunefuse.serialize  # noqa: F401 - imported by the first fusion_id
     from tunefuse import DataType
     from tunefuse.compiler import STATS
 

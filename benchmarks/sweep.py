@@ -54,7 +54,7 @@ def zoo_case(name: str, dtype: DataType, rows: int, cols: int):  # noqa: ANN201
 
 def only_segment(fd, inputs):  # noqa: ANN001, ANN201
     """The plan's one segment (the cases swept here are one kernel each)."""
-    from tunefuse.plan import make_plan
+    from tunefuse.planning.plan import make_plan
 
     (segment,) = make_plan(fd.fusion, inputs).segments
     return segment

@@ -114,7 +114,7 @@ def check_binary(item: dict) -> None:
 def check_record(item: dict, binaries: set[str], fusions: set[str]) -> Any:
     """The record line's fields; returns its Env. Params are read by their scheduler."""
     from cache_db.env import Env
-    from tunefuse.kernel_ir import SchedulerKind
+    from tunefuse.planning.kernel_ir import SchedulerKind
     from tunefuse.schedulers import params_from_dict
 
     text(item, "kernel_key", pattern=HEX64)

@@ -598,7 +598,7 @@ class CacheStore:
     def malformed_records(self) -> list[dict]:
         """Records that a lookup skips: params or history that do not parse, params that do
         not fit their scheduler, a shape key that is not extents. Each with why."""
-        from tunefuse.kernel_ir import SchedulerKind
+        from tunefuse.planning.kernel_ir import SchedulerKind
         from tunefuse.schedulers import params_from_dict
 
         bad = []
@@ -1299,7 +1299,7 @@ class CacheStore:
         from cache_db.import_checks import ImportRefused, check_binary, check_fusion, check_record
         from tunefuse.compiler import CompileError, compile_kernel, nvrtc_version
         from tunefuse.errors import SerializationError
-        from tunefuse.serialize import fusion_from_json
+        from tunefuse.ir.serialize import fusion_from_json
 
         try:
             lines = pathlib.Path(path).read_bytes().decode("utf-8").splitlines()

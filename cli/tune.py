@@ -101,8 +101,8 @@ def enqueue(
     """Queue a tuning job for every kernel of the file's fusions (for the daemon)."""
     from cli.common import open_store
     from tunefuse.cache import signature_json
-    from tunefuse.plan import plan_for
-    from tunefuse.signature import bind_inputs
+    from tunefuse.planning.plan import plan_for
+    from tunefuse.planning.signature import bind_inputs
 
     try:
         from tunefuse.runtime.device import runtime

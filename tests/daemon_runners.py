@@ -13,9 +13,9 @@ def compile_runner(job, ctx):
     from tunefuse.codegen import generate
     from tunefuse.compiler import COMPILE_OPTIONS, compile_kernel, nvrtc_version, source_key
     from tunefuse.device_info import H100
-    from tunefuse.plan import make_plan
+    from tunefuse.ir.serialize import fusion_from_json
+    from tunefuse.planning.plan import make_plan
     from tunefuse.schedulers import params_to_dict, scheduler_for
-    from tunefuse.serialize import fusion_from_json
     from tunefuse.tuning.inputs import make_inputs
 
     fusion = fusion_from_json(ctx.store.get_fusion_json(job.fusion_id))

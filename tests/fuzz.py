@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tunefuse import DataType, FusionDefinition
-from tunefuse.elementwise import ELEMENTWISE
-from tunefuse.ops import OpKind
+from tunefuse.ir.elementwise import ELEMENTWISE
+from tunefuse.ir.ops import OpKind
 
 FLOATS = (DataType.Float, DataType.Half, DataType.BFloat16, DataType.Double)
 EXTENTS = (1, 1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 31, 32, 33, 64, 65, 127, 128, 130)
@@ -742,7 +742,7 @@ def agree(got: np.ndarray, want: np.ndarray, loosest: tuple[float, float] = (0.0
     """Same shape and values within ten times the tolerance of `want`'s dtype (or of
     `loosest`, the least precise floating type of the fusion, where that is looser); NaN equals
     NaN."""
-    from tunefuse.dtypes import from_any_dtype
+    from tunefuse.ir.dtypes import from_any_dtype
 
     rtol, atol = (max(a, b) for a, b in zip(from_any_dtype(want.dtype).tolerance, loosest))
     return got.shape == want.shape and bool(
@@ -949,8 +949,8 @@ def device_plan(case: FuzzCase, split=None):  # noqa: ANN001, ANN201
     from dataclasses import replace
 
     from tunefuse.arrays import Device, describe_array
-    from tunefuse.plan import plan_for
-    from tunefuse.signature import TensorSignature, bind_inputs
+    from tunefuse.planning.plan import plan_for
+    from tunefuse.planning.signature import TensorSignature, bind_inputs
 
     bound = bind_inputs(case.fd.fusion, case.inputs)
     signature = []

@@ -31,7 +31,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 
 from fuzz import agree, corpus, large_cases, named_cases, random_params  # noqa: E402
 
-from tunefuse.dtypes import DataType  # noqa: E402
+from tunefuse.ir.dtypes import DataType  # noqa: E402
 
 
 def _compile(job: tuple[str, str, str]) -> tuple[str, bytes | None]:
@@ -46,7 +46,7 @@ def _compile(job: tuple[str, str, str]) -> tuple[str, bytes | None]:
 
 def _sources(case, device, variant: str):  # noqa: ANN001, ANN202
     from tunefuse.codegen import generate
-    from tunefuse.plan import make_plan
+    from tunefuse.planning.plan import make_plan
     from tunefuse.schedulers import scheduler_for
 
     plan = make_plan(case.fd.fusion, case.inputs)
@@ -180,7 +180,7 @@ def _loosest_tolerance(fusion) -> tuple[float, float]:  # noqa: ANN001
     """The tolerance of the least precise floating type any value of the fusion has: a double
     output computed from a float intermediate (a float sigmoid, one ulp apart between CUDA's
     expf and NumPy's) carries that float's rounding, not a double's."""
-    from tunefuse.ir import TensorType
+    from tunefuse.ir.fusion import TensorType
 
     tolerances = [
         v.dtype.tolerance

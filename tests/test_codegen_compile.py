@@ -18,7 +18,7 @@ from tunefuse.codegen import generate
 from tunefuse.compiler import CompileError, compile_kernel
 from tunefuse.device_info import PROFILES
 from tunefuse.fusion_file import load_fusion_file
-from tunefuse.kernel_ir import SchedulerKind
+from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.schedulers import reduction, scheduler_for, with_values
 
 ARCHS = ["sm_80", "sm_90"]
@@ -91,7 +91,7 @@ def test_seed_fusions_compile(arch):
 
 def test_every_op_compiles():
     """One fusion per elementwise op family and dtype: the math table renders for each."""
-    from tunefuse.elementwise import ELEMENTWISE, ResultType
+    from tunefuse.ir.elementwise import ELEMENTWISE, ResultType
 
     for dtype in (DataType.Float, DataType.Double, DataType.Half, DataType.Int32, DataType.Int):
         with FusionDefinition() as fd:

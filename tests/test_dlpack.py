@@ -6,7 +6,7 @@ import gc
 
 import pytest
 
-from tunefuse.dtypes import DataType
+from tunefuse.ir.dtypes import DataType
 from tunefuse.runtime import dlpack
 from tunefuse.runtime.device_array import DeviceArray
 

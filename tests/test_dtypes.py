@@ -2,8 +2,8 @@ import numpy as np
 import pytest
 
 from tunefuse import DataType
-from tunefuse.dtypes import from_any_dtype, promote_types, python_scalar_dtype
 from tunefuse.errors import DefinitionError
+from tunefuse.ir.dtypes import from_any_dtype, promote_types, python_scalar_dtype
 
 F, D, H, B, I, I32, BO = (  # noqa: E741 - the dtypes' initials
     DataType.Float,

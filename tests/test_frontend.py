@@ -7,8 +7,8 @@ import pytest
 
 from tunefuse import DataType, DefinitionError, FusionDefinition, ShapeError
 from tunefuse.fusion_file import load_fusion_file
-from tunefuse.ir import Sym, TensorType
-from tunefuse.ops import OpKind
+from tunefuse.ir.fusion import Sym, TensorType
+from tunefuse.ir.ops import OpKind
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

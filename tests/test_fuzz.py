@@ -31,13 +31,13 @@ from tunefuse.codegen import generate
 from tunefuse.codegen.guards import guarded_loads, lane_uniform
 from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import PROFILES
-from tunefuse.indexing import Affine, Var
-from tunefuse.kernel_ir import SchedulerKind
-from tunefuse.ops import GroupOp
-from tunefuse.plan import make_plan
-from tunefuse.plan_interpreter import LoadOutOfBounds, run_plan
+from tunefuse.ir.ops import GroupOp
+from tunefuse.planning.indexing import Affine, Var
+from tunefuse.planning.kernel_ir import SchedulerKind
+from tunefuse.planning.plan import make_plan
+from tunefuse.planning.plan_interpreter import LoadOutOfBounds, run_plan
+from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import scheduler_for
-from tunefuse.segment import Segment
 
 SEED = int(os.environ.get("TUNEFUSE_FUZZ_SEED", "0"))
 COUNT = int(os.environ.get("TUNEFUSE_FUZZ_COUNT", "600"))
@@ -233,7 +233,7 @@ def test_the_interpreter_refuses_a_load_out_of_bounds():
     NumPy negative index that wraps around."""
     from dataclasses import replace
 
-    from tunefuse.indexing import add, const
+    from tunefuse.planning.indexing import add, const
 
     plan = _rope_plan(dim=8, dtype=DataType.Float)
     seg = plan.segments[0]

@@ -8,8 +8,8 @@ from strategies import fusions
 from test_frontend import ROOT, _seed_script
 
 from tunefuse import DataType, FusionDefinition, reference
-from tunefuse.elementwise import ELEMENTWISE, ResultType
 from tunefuse.fusion_file import load_fusion_file
+from tunefuse.ir.elementwise import ELEMENTWISE, ResultType
 
 pytestmark = pytest.mark.gpu
 
@@ -75,7 +75,7 @@ def check(fd, inputs, tol_scale=1.0, at_least=DataType.Double):
 
 @pytest.mark.parametrize("op", sorted(o.value for o in ELEMENTWISE))
 def test_every_elementwise_op(op, rng):
-    from tunefuse.ops import OpKind
+    from tunefuse.ir.ops import OpKind
 
     kind = OpKind(op)
     rule = ELEMENTWISE[kind]

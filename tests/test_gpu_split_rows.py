@@ -9,7 +9,7 @@ from test_gpu_shared_row import check
 from test_gpu_split import run_with_reduction_params
 
 from tunefuse import DataType
-from tunefuse.kernel_ir import SchedulerKind
+from tunefuse.planning.kernel_ir import SchedulerKind
 
 pytestmark = pytest.mark.gpu
 

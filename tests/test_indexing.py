@@ -12,9 +12,9 @@ from test_codegen_compile import ARCHS, compile_plan
 
 from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.errors import DefinitionError, IndexOutOfRangeError, ShapeError
-from tunefuse.kernel_ir import SchedulerKind
-from tunefuse.plan_interpreter import run_plan
-from tunefuse.serialize import fusion_from_json
+from tunefuse.ir.serialize import fusion_from_json
+from tunefuse.planning.kernel_ir import SchedulerKind
+from tunefuse.planning.plan_interpreter import run_plan
 
 
 def _table(fd, rank=2, dtype=DataType.Float):  # noqa: ANN001, ANN202

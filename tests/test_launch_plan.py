@@ -20,10 +20,10 @@ from tunefuse.codegen import generate
 from tunefuse.compiler import COMPILE_OPTIONS, source_key
 from tunefuse.device_info import H100
 from tunefuse.fusion_file import load_fusion_file
-from tunefuse.plan import make_plan
+from tunefuse.planning.plan import make_plan
+from tunefuse.planning.signature import FusionInputs, bind_inputs
 from tunefuse.runtime.launch_plan import LaunchPlan, LaunchPlanError, kernel_launch, launch_plan_key
 from tunefuse.schedulers import scheduler_for
-from tunefuse.signature import FusionInputs, bind_inputs
 
 
 def launch_plan_for(fd, inputs):

@@ -213,8 +213,8 @@ def _stride_ordered_outputs():
 
 def test_outputs_take_the_stride_order_they_are_given(rng):
     from tunefuse.arrays import strides_in_order
-    from tunefuse.plan_interpreter import run_plan
-    from tunefuse.serialize import fusion_from_json
+    from tunefuse.ir.serialize import fusion_from_json
+    from tunefuse.planning.plan_interpreter import run_plan
 
     fd = _stride_ordered_outputs()
     assert [o.stride_order for o in fd.fusion.outputs] == [(0, 2, 1), (2, 0, 1), None]
@@ -444,7 +444,7 @@ def scan_expected(inputs: list) -> list:
 def test_scans_are_torchs(rng):
     """torch's dtypes (an integer or bool sum or product in int64; max and min keep theirs) and
     values, a NaN carried on; the plan agrees with the reference."""
-    from tunefuse.plan_interpreter import run_via_plan
+    from tunefuse.planning.plan_interpreter import run_via_plan
 
     fd = scan_fusion()
     inputs = scan_inputs(rng, 8, 16)

@@ -10,11 +10,11 @@ from test_frontend import ROOT
 
 from tunefuse import DataType, FusionDefinition, InputMismatchError, ShapeError, reference
 from tunefuse.arrays import strides_in_order
-from tunefuse.concretize import concretize
 from tunefuse.fusion_file import load_fusion_file
-from tunefuse.kernel_ir import BufferKind, SchedulerKind
-from tunefuse.plan_interpreter import run_plan, run_via_plan
-from tunefuse.signature import bind_inputs
+from tunefuse.planning.concretize import concretize
+from tunefuse.planning.kernel_ir import BufferKind, SchedulerKind
+from tunefuse.planning.plan_interpreter import run_plan, run_via_plan
+from tunefuse.planning.signature import bind_inputs
 
 SEEDS = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
 
@@ -407,8 +407,8 @@ def test_index_type_is_int64_only_when_needed():
         x = fd2.define_tensor(shape=[-1, -1])
         fd2.add_output(fd2.ops.neg(x))
     # A transposed view of 2**31 + elements would need int64 offsets; check the rule directly.
-    from tunefuse.indexing import Var, scale, var
-    from tunefuse.segment import _index_type
+    from tunefuse.planning.indexing import Var, scale, var
+    from tunefuse.planning.segment import _index_type
 
     big = scale(var(Var(0, 2**20)), 2**12)
     assert _index_type((2**20,), [], [type("S", (), {"offset": big})()], {}) == "int64"

@@ -13,9 +13,9 @@ from test_codegen_compile import ARCHS, compile_plan
 import tunefuse
 from tunefuse import DataType, FusionDefinition, reference, rng
 from tunefuse.errors import DefinitionError
+from tunefuse.ir.serialize import fusion_from_json
 from tunefuse.philox import philox
-from tunefuse.plan_interpreter import run_via_plan
-from tunefuse.serialize import fusion_from_json
+from tunefuse.planning.plan_interpreter import run_via_plan
 
 FLOATING = [DataType.Float, DataType.Double, DataType.Half, DataType.BFloat16]
 

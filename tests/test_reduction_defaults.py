@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from tunefuse import DataType, FusionDefinition
 from tunefuse.device_info import A100, H100
-from tunefuse.kernel_ir import SchedulerKind
+from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.schedulers import normalization, reduction
 
 NUMPY = {DataType.Float: np.float32, DataType.BFloat16: ml_dtypes.bfloat16}

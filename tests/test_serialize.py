@@ -7,8 +7,8 @@ from hypothesis import HealthCheck, given, settings
 from strategies import fusions
 
 from tunefuse import DataType, FusionDefinition, SerializationError
-from tunefuse.ir import Fusion
-from tunefuse.serialize import fusion_from_json
+from tunefuse.ir.fusion import Fusion
+from tunefuse.ir.serialize import fusion_from_json
 
 
 def small_fusion() -> Fusion:
@@ -91,7 +91,7 @@ def test_malformed_or_hostile_json_is_refused_clearly(text, message):
 
 def test_rank_and_extents_are_capped_in_definitions_and_json():
     from tunefuse.errors import ShapeError
-    from tunefuse.infer import MAX_RANK
+    from tunefuse.ir.infer import MAX_RANK
 
     with pytest.raises(ShapeError, match=f"limit of {MAX_RANK} dims"):
         with FusionDefinition() as fd:

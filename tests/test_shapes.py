@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tunefuse.errors import ShapeError
-from tunefuse.ir import Sym
-from tunefuse.shapes import (
+from tunefuse.ir.fusion import Sym
+from tunefuse.ir.shapes import (
     ViewKind,
     analyze_reshape,
     apply_reshape_transforms,

@@ -203,7 +203,7 @@ def test_the_tuner_tries_the_default_with_each_flag_flipped():
 
 def test_every_scheduler_is_a_scheduler():
     """Each scheduler module has what the pipeline asks of it (tunefuse.schedulers.Scheduler)."""
-    from tunefuse.kernel_ir import SchedulerKind
+    from tunefuse.planning.kernel_ir import SchedulerKind
     from tunefuse.schedulers import SCHEDULERS, Scheduler
 
     assert set(SCHEDULERS) == set(SchedulerKind)

@@ -6,7 +6,6 @@ NVRTC, tuned with Optuna, cached in SQL.
 
 from tunefuse.arrays import compute_contiguity, compute_tensor_descriptor
 from tunefuse.cache import Cache
-from tunefuse.dtypes import DataType
 from tunefuse.errors import (
     DefinitionError,
     ExecutionError,
@@ -16,7 +15,8 @@ from tunefuse.errors import (
     TunefuseError,
 )
 from tunefuse.frontend import FusionDefinition, Scalar, Tensor
-from tunefuse.ir import Fusion
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.fusion import Fusion
 from tunefuse.rng import manual_seed
 
 

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tunefuse.dtypes import DataType, from_any_dtype
 from tunefuse.errors import InputMismatchError
+from tunefuse.ir.dtypes import DataType, from_any_dtype
 
 
 class Device(enum.Enum):

@@ -11,9 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tunefuse.dtypes import DataType
 from tunefuse.errors import DefinitionError, NotBuiltError
-from tunefuse.shapes import normalize_dim, normalize_dims
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.shapes import normalize_dim, normalize_dims
 
 if TYPE_CHECKING:
     from tunefuse.frontend import Operand, Tensor, Value, Vector

@@ -124,8 +124,8 @@ def tune_job(job, ctx: JobContext):  # noqa: ANN001, ANN201 - the real runner
     from cache_db.store import TunedRecord
     from tunefuse.compiler import nvrtc_version
     from tunefuse.frontend import FusionDefinition
+    from tunefuse.ir.serialize import fusion_from_json
     from tunefuse.runtime.device import runtime
-    from tunefuse.serialize import fusion_from_json
     from tunefuse.tuning.inputs import make_inputs
     from tunefuse.tuning.tuner import tune
 

@@ -24,12 +24,12 @@ from tunefuse.arrays import (
 )
 from tunefuse.cache import DEFAULT as _DEFAULT_CACHE
 from tunefuse.composite_ops import CompositeOps
-from tunefuse.dtypes import DataType, from_any_dtype, python_scalar_dtype
-from tunefuse.elementwise import ELEMENTWISE
 from tunefuse.errors import DefinitionError, ExecutionError, InputMismatchError
-from tunefuse.infer import FusionBuilder
-from tunefuse.ir import Fusion, ScalarType, TensorType
-from tunefuse.ops import (
+from tunefuse.ir.dtypes import DataType, from_any_dtype, python_scalar_dtype
+from tunefuse.ir.elementwise import ELEMENTWISE
+from tunefuse.ir.fusion import Fusion, ScalarType, TensorType
+from tunefuse.ir.infer import FusionBuilder
+from tunefuse.ir.ops import (
     BroadcastAttrs,
     BroadcastInDimAttrs,
     CastAttrs,
@@ -50,11 +50,11 @@ from tunefuse.ops import (
     SliceAttrs,
     TensorInputAttrs,
 )
-from tunefuse.shapes import normalize_dim, normalize_dims
+from tunefuse.ir.shapes import normalize_dim, normalize_dims
 
 if TYPE_CHECKING:
     from tunefuse.device_info import DeviceInfo
-    from tunefuse.plan import Plan
+    from tunefuse.planning.plan import Plan
 
 
 @dataclass(frozen=True, eq=False)
@@ -356,7 +356,7 @@ class FusionDefinition:
         `device` (a `DeviceInfo`, e.g. `tunefuse.device_info.H100`): the plan for that GPU,
         as `execute` makes it there (a normalization whose rows it cannot hold nor spread
         over its SMs is split into a kernel a pass); None: every normalization one kernel."""
-        from tunefuse.plan import make_plan
+        from tunefuse.planning.plan import make_plan
 
         return make_plan(self.fusion, self.flat_inputs(inputs), out, device)
 

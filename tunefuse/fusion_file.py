@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tunefuse.dtypes import DataType
 from tunefuse.errors import DefinitionError, TunefuseError
 from tunefuse.frontend import FusionDefinition
+from tunefuse.ir.dtypes import DataType
 
 
 @dataclass(frozen=True)

@@ -20,10 +20,10 @@ from typing import Any
 
 from tunefuse import version
 from tunefuse.arrays import compute_contiguity, compute_tensor_descriptor
-from tunefuse.dtypes import DataType
 from tunefuse.errors import DefinitionError
 from tunefuse.frontend import FusionDefinition as _FusionDefinition
 from tunefuse.frontend import Tensor
+from tunefuse.ir.dtypes import DataType
 
 __all__ = [
     "DataType",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tunefuse.dtypes import DataType
+from tunefuse.ir.dtypes import DataType
 
 _M0, _M1 = np.uint64(0xD2511F53), np.uint64(0xCD9E8D57)
 _W0, _W1 = np.uint32(0x9E3779B9), np.uint32(0xBB67AE85)

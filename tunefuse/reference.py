@@ -15,12 +15,12 @@ import numpy as np
 
 from tunefuse import philox, rng
 from tunefuse.arrays import to_numpy
-from tunefuse.dtypes import DataType
-from tunefuse.elementwise import ELEMENTWISE, elementwise_types
 from tunefuse.errors import IndexOutOfRangeError, ShapeError
-from tunefuse.ir import Fusion, Node, ScalarType, TensorType
-from tunefuse.ops import Dim, GroupOp, OpKind, ScalarRef
-from tunefuse.shapes import resolve_reshape_sizes
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.elementwise import ELEMENTWISE, elementwise_types
+from tunefuse.ir.fusion import Fusion, Node, ScalarType, TensorType
+from tunefuse.ir.ops import Dim, GroupOp, OpKind, ScalarRef
+from tunefuse.ir.shapes import resolve_reshape_sizes
 
 Env = dict[int, np.ndarray]
 
@@ -214,7 +214,7 @@ def eval_node(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
 
 def bind_inputs(fusion: Fusion, inputs: Sequence[object]) -> Env:
     """Host values for the fusion's inputs, checked as execution checks them."""
-    from tunefuse.signature import bind_inputs as check_inputs
+    from tunefuse.planning.signature import bind_inputs as check_inputs
 
     bound = check_inputs(fusion, inputs)
     env: Env = {}

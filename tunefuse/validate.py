@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tunefuse.arrays import is_array, to_numpy
-from tunefuse.dtypes import from_any_dtype
+from tunefuse.ir.dtypes import from_any_dtype
 
 # Two correct results of one computation may differ by a few ulps of their dtype for each
 # reordering (a reduction's summation order): the dtype's tolerance, with this margin.

@@ -15,11 +15,11 @@ from tunefuse.codegen.preamble import PREAMBLE
 from tunefuse.codegen.reduction import emit_reduction
 from tunefuse.codegen.transpose import emit_transpose
 from tunefuse.device_info import DeviceInfo
-from tunefuse.dtypes import DataType
 from tunefuse.errors import ExecutionError
-from tunefuse.kernel_ir import SchedulerKind
+from tunefuse.ir.dtypes import DataType
+from tunefuse.planning.kernel_ir import SchedulerKind
+from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import scheduler_for
-from tunefuse.segment import Segment
 
 CODEGEN_VERSION = (
     "10"  # bump when generated code changes: tuned records of another version are not used

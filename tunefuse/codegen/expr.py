@@ -16,9 +16,10 @@ from dataclasses import dataclass
 
 from tunefuse.codegen.guards import condition_text
 from tunefuse.codegen.math import CUDA_MATH
-from tunefuse.dtypes import DataType
-from tunefuse.indexing import Affine, Div, Mod, Var
-from tunefuse.kernel_ir import (
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.ops import GroupOp, OpKind
+from tunefuse.planning.indexing import Affine, Div, Mod, Var
+from tunefuse.planning.kernel_ir import (
     EConst,
     EGather,
     EGuard,
@@ -30,8 +31,7 @@ from tunefuse.kernel_ir import (
     Expr,
     expr_dtype,
 )
-from tunefuse.ops import GroupOp, OpKind
-from tunefuse.segment import Segment
+from tunefuse.planning.segment import Segment
 
 
 @dataclass(frozen=True, slots=True)
@@ -320,7 +320,7 @@ class ExprRenderer:
                 + (f"{draw};" if e.dtype is compute else f"tf_cast<{e.dtype.cuda}>({draw});")
             )
             return name
-        from tunefuse.elementwise import ELEMENTWISE
+        from tunefuse.ir.elementwise import ELEMENTWISE
 
         rule = ELEMENTWISE[e.op]
         compute = e.operand_dtype.compute

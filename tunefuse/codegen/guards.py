@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from tunefuse.indexing import Affine, Var
-from tunefuse.kernel_ir import EGather, EGuard, ELoad, EOp, Expr
+from tunefuse.planning.indexing import Affine, Var
+from tunefuse.planning.kernel_ir import EGather, EGuard, ELoad, EOp, Expr
 
 Conditions = tuple[tuple[Affine, int, int], ...]
 

@@ -1,11 +1,11 @@
-"""The CUDA spelling of every elementwise op, keyed like `tunefuse.elementwise.ELEMENTWISE`.
+"""The CUDA spelling of every elementwise op, keyed like `tunefuse.ir.elementwise.ELEMENTWISE`.
 
 Operands `{0}`, `{1}`, ... are already in the op's compute type `{T}`.
 """
 
 from __future__ import annotations
 
-from tunefuse.ops import OpKind
+from tunefuse.ir.ops import OpKind
 
 CUDA_MATH: dict[OpKind, str] = {
     OpKind.NEG: "(-{0})",

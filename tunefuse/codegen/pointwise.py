@@ -27,9 +27,9 @@ from tunefuse.codegen.expr import (
     unravel_lines,
 )
 from tunefuse.codegen.guards import guarded_loads, paths_lane_uniform, predicate_text
+from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.common import coeff
 from tunefuse.schedulers.pointwise import Params
-from tunefuse.segment import Segment
 
 
 def _extent(j: int) -> str:

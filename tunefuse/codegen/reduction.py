@@ -27,12 +27,12 @@ from tunefuse.codegen.expr import (
     unravel_lines,
 )
 from tunefuse.codegen.guards import guarded_loads
-from tunefuse.dtypes import DataType
-from tunefuse.indexing import Var
-from tunefuse.kernel_ir import EGather, ELoad, EOp, EReduce, Expr
-from tunefuse.ops import OpKind
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.ops import OpKind
+from tunefuse.planning.indexing import Var
+from tunefuse.planning.kernel_ir import EGather, ELoad, EOp, EReduce, Expr
+from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.phases import FAMILY, phases_reading, post_order, reduction_groups
-from tunefuse.segment import Segment
 
 
 @dataclass

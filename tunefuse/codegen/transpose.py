@@ -17,9 +17,9 @@ from tunefuse.codegen.expr import (
     render_affine,
 )
 from tunefuse.codegen.guards import guarded_loads
+from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.common import coeff
 from tunefuse.schedulers.transpose import Params, tiled_dims
-from tunefuse.segment import Segment
 
 
 def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params) -> str:

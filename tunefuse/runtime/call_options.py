@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tunefuse.arrays import describe_array, is_array
-from tunefuse.printer import python_literal
+from tunefuse.ir.printer import python_literal
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ _MAKE_INPUT = '''def make_input(shape, strides, dtype):
 '''
 
 
-def repro_script(fusion, inputs: Sequence[object]) -> str:  # noqa: ANN001 - tunefuse.ir.Fusion
+def repro_script(fusion, inputs: Sequence[object]) -> str:  # noqa: ANN001 - tunefuse.ir.fusion.Fusion
     """Python that rebuilds `fusion`, makes inputs of the same dtypes, shapes and strides
     (random values, on the host) and executes it."""
     infos = [describe_array(x) if is_array(x) else None for x in inputs]

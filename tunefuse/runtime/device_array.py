@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from tunefuse.arrays import contiguous_strides
-from tunefuse.dtypes import DataType
+from tunefuse.ir.dtypes import DataType
 
 
 class DeviceArray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 
-from tunefuse.dtypes import DataType
+from tunefuse.ir.dtypes import DataType
 
 KDL_CUDA = 2
 _CODES = {  # DataType -> (DLDataTypeCode, bits)

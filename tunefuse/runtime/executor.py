@@ -18,10 +18,12 @@ from tunefuse.arrays import Device, framework_of
 from tunefuse.cache import signature_json
 from tunefuse.codegen import generate
 from tunefuse.compiler import compile_kernel
-from tunefuse.dtypes import DataType, torch_dtype_name
 from tunefuse.errors import ExecutionError, IndexOutOfRangeError
-from tunefuse.kernel_ir import BufferKind, SchedulerKind
-from tunefuse.plan import Plan, out_signature, plan_for
+from tunefuse.ir.dtypes import DataType, torch_dtype_name
+from tunefuse.planning.kernel_ir import BufferKind, SchedulerKind
+from tunefuse.planning.plan import Plan, out_signature, plan_for
+from tunefuse.planning.segment import Segment
+from tunefuse.planning.signature import FusionInputs, bind_inputs
 from tunefuse.reference import eval_node, index_error_text
 from tunefuse.runtime.device import Runtime, runtime
 from tunefuse.runtime.device_array import DeviceArray
@@ -34,8 +36,6 @@ from tunefuse.runtime.launch_plan import (
 )
 from tunefuse.runtime.transfer import host_to_device
 from tunefuse.schedulers import params_from_dict, scheduler_for
-from tunefuse.segment import Segment
-from tunefuse.signature import FusionInputs, bind_inputs
 
 _NP_SCALAR = {
     DataType.Double: np.float64,
@@ -81,7 +81,7 @@ class ExecutablePlan:
     """A launch plan with its kernels loaded. `plan` is the Plan it was made from, None
     when it was read back from the persistent cache."""
 
-    fusion: object  # tunefuse.ir.Fusion
+    fusion: object  # tunefuse.ir.fusion.Fusion
     launch: LaunchPlan
     recipes: list[LaunchRecipe]
     plan: Plan | None = None

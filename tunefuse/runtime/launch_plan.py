@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tunefuse import keys
-from tunefuse.alias import StridedView
-from tunefuse.dtypes import DataType
 from tunefuse.errors import TunefuseError
-from tunefuse.kernel_ir import Buffer, BufferKind
+from tunefuse.ir.dtypes import DataType
+from tunefuse.planning.alias import StridedView
+from tunefuse.planning.kernel_ir import Buffer, BufferKind
 
 if TYPE_CHECKING:
     from tunefuse.codegen import KernelSource
-    from tunefuse.plan import Plan
-    from tunefuse.segment import Segment
+    from tunefuse.planning.plan import Plan
+    from tunefuse.planning.segment import Segment
 
 LAUNCH_PLAN_FORMAT = 3  # bump when the JSON below changes: older plans are then never read
 
@@ -159,7 +159,7 @@ class LaunchPlan:
     def from_json(text: str, num_nodes: int) -> LaunchPlan:
         """Parse and check a stored plan (`num_nodes`: the fusion's node count, for host
         node indices); anything unexpected raises LaunchPlanError, never a wrong plan."""
-        from tunefuse.alias import OutputBinding
+        from tunefuse.planning.alias import OutputBinding
 
         try:
             doc = json.loads(text)

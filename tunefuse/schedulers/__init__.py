@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.kernel_ir import SchedulerKind
+from tunefuse.planning.kernel_ir import SchedulerKind
+from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import normalization, pointwise, reduction, transpose
-from tunefuse.segment import Segment
 
 
 @runtime_checkable

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.indexing import Var
-from tunefuse.segment import Segment
+from tunefuse.planning.indexing import Var
+from tunefuse.planning.segment import Segment
 
 MAX_VECTOR_BYTES = 16
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.indexing import Var
+from tunefuse.planning.indexing import Var
+from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import reduction
 from tunefuse.schedulers.common import evict_first_pays, flag_space
 from tunefuse.schedulers.phases import phases_reading
-from tunefuse.segment import Segment
 
 
 @dataclass(frozen=True, slots=True)

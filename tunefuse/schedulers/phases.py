@@ -4,9 +4,9 @@ pass. The normalization scheduler reads them to size a staged row, codegen to em
 
 from __future__ import annotations
 
-from tunefuse.kernel_ir import EGather, EGuard, ELoad, EOp, EReduce, Expr
-from tunefuse.ops import OpKind
-from tunefuse.segment import Segment
+from tunefuse.ir.ops import OpKind
+from tunefuse.planning.kernel_ir import EGather, EGuard, ELoad, EOp, EReduce, Expr
+from tunefuse.planning.segment import Segment
 
 
 def post_order(roots: list[Expr]) -> list[Expr]:

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
+from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.common import (
     evict_first_pays,
     flag_space,
@@ -16,7 +17,6 @@ from tunefuse.schedulers.common import (
     grid_cap,
     max_vector,
 )
-from tunefuse.segment import Segment
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
-from tunefuse.kernel_ir import EGather, EGuard, EOp, EReduce, children
+from tunefuse.planning.kernel_ir import EGather, EGuard, EOp, EReduce, children
+from tunefuse.planning.segment import Segment, contains_reduce
 from tunefuse.schedulers.common import (
     coeff,
     evict_first_pays,
@@ -18,7 +19,6 @@ from tunefuse.schedulers.common import (
     grid_cap,
     widest_vector,
 )
-from tunefuse.segment import Segment, contains_reduce
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
+from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import pointwise
 from tunefuse.schedulers.common import (
     coeff,
@@ -16,7 +17,6 @@ from tunefuse.schedulers.common import (
     flags_error,
     widest_vector,
 )
-from tunefuse.segment import Segment
 
 
 @dataclass(frozen=True, slots=True)

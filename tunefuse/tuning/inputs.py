@@ -6,9 +6,9 @@ import json
 
 import numpy as np
 
-from tunefuse.dtypes import DataType
-from tunefuse.ir import Fusion
-from tunefuse.ops import GroupOp, OpKind
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.fusion import Fusion
+from tunefuse.ir.ops import GroupOp, OpKind
 
 
 def make_inputs(signature_json: str, seed: int = 0, fusion: Fusion | None = None) -> list:
@@ -43,8 +43,8 @@ def make_inputs(signature_json: str, seed: int = 0, fusion: Fusion | None = None
 
 def index_extents(fusion: Fusion, inputs: list) -> dict[int, int]:
     """Input position -> the extent of the table it indexes (the smallest, when several)."""
-    from tunefuse.concretize import concretize
-    from tunefuse.signature import bind_inputs
+    from tunefuse.planning.concretize import concretize
+    from tunefuse.planning.signature import bind_inputs
 
     cf = concretize(fusion, bind_inputs(fusion, inputs))
     passes = GroupOp.VIEW | GroupOp.COPY | {OpKind.CAST}

@@ -14,7 +14,7 @@ from tunefuse import rng
 def outputs_agree(got: np.ndarray, want: np.ndarray) -> bool:
     """A candidate's output against the default params': equal up to the rounding that
     another order of summation gives in the output's dtype (a bfloat16 ulp is 0.8%)."""
-    from tunefuse.dtypes import from_any_dtype
+    from tunefuse.ir.dtypes import from_any_dtype
 
     if got.shape != want.shape:
         return False
@@ -29,8 +29,8 @@ def outputs_agree(got: np.ndarray, want: np.ndarray) -> bool:
 def _setup(state: dict) -> dict:
     if "executor_inputs" in state:
         return state
+    from tunefuse.ir.serialize import fusion_from_json
     from tunefuse.runtime.device import runtime
-    from tunefuse.serialize import fusion_from_json
     from tunefuse.tuning.inputs import make_inputs
     from tunefuse.tuning.timing import Timer
 
@@ -38,7 +38,7 @@ def _setup(state: dict) -> dict:
     fusion = fusion_from_json(setup["fusion_json"])
     host_inputs = make_inputs(setup["signature_json"], seed=setup.get("seed", 0), fusion=fusion)
     rt = runtime(setup["device"])
-    from tunefuse.dtypes import from_any_dtype
+    from tunefuse.ir.dtypes import from_any_dtype
     from tunefuse.runtime.device_array import DeviceArray
     from tunefuse.runtime.transfer import host_to_device
 
@@ -108,7 +108,7 @@ def _run(state: dict, kernel_key: str, params: Any, cubins: dict[str, bytes]) ->
 def measure(request: dict, state: dict) -> dict:
     """request: kernel_key, scheduler, params (dict), cubins ({kernel name: cubin}),
     check_reference (bool). Returns median/spread in µs, or why the candidate is wrong."""
-    from tunefuse.kernel_ir import SchedulerKind
+    from tunefuse.planning.kernel_ir import SchedulerKind
     from tunefuse.schedulers import params_from_dict
 
     state = _setup(state)

@@ -148,7 +148,8 @@ def tune(
     from tunefuse.codegen import generate
     from tunefuse.compiler import COMPILE_OPTIONS, nvrtc_version, source_key
     from tunefuse.frontend import FusionDefinition
-    from tunefuse.plan import plan_for
+    from tunefuse.planning.plan import plan_for
+    from tunefuse.planning.signature import FusionInputs, bind_inputs
     from tunefuse.runtime.device import runtime
     from tunefuse.runtime.executor import device_for
     from tunefuse.schedulers import (
@@ -158,7 +159,6 @@ def tune(
         value_of,
         with_values,
     )
-    from tunefuse.signature import FusionInputs, bind_inputs
     from tunefuse.tuning.worker import Worker, WorkerDied
 
     fusion = fd.fusion if isinstance(fd, FusionDefinition) else fd

@@ -24,10 +24,10 @@ from tunefuse.arrays import (
     stride_order_of,
     to_numpy,
 )
-from tunefuse.dtypes import DataType
 from tunefuse.errors import InputMismatchError
-from tunefuse.ir import Fusion, ScalarType, TensorType
-from tunefuse.ops import OpKind, ScalarRef
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.fusion import Fusion, ScalarType, TensorType
+from tunefuse.ir.ops import OpKind, ScalarRef
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,11 +11,11 @@ import json
 import math
 from typing import TYPE_CHECKING, Any
 
-from tunefuse.dtypes import DataType
-from tunefuse.ops import ScalarRef
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.ops import ScalarRef
 
 if TYPE_CHECKING:
-    from tunefuse.ir import Fusion
+    from tunefuse.ir.fusion import Fusion
 
 FORMAT = "tunefuse.fusion"
 VERSION = 1

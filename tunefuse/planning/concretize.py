@@ -15,12 +15,12 @@ import numpy as np
 
 from tunefuse import keys
 from tunefuse.errors import ShapeError
-from tunefuse.infer import RULES, InferContext
-from tunefuse.ir import Fusion, ScalarType, Sym, TensorType
-from tunefuse.ops import OpKind
+from tunefuse.ir.fusion import Fusion, ScalarType, Sym, TensorType
+from tunefuse.ir.infer import RULES, InferContext
+from tunefuse.ir.ops import OpKind
+from tunefuse.ir.shapes import ReshapeAnalysis, analyze_reshape
+from tunefuse.planning.signature import BoundInputs
 from tunefuse.reference import eval_node
-from tunefuse.shapes import ReshapeAnalysis, analyze_reshape
-from tunefuse.signature import BoundInputs
 
 
 def extent_class(extent: int) -> str:

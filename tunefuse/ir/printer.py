@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from tunefuse.dtypes import DataType
-from tunefuse.ops import GroupOp, OpKind, ScalarRef
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.ops import GroupOp, OpKind, ScalarRef
 
 if TYPE_CHECKING:
-    from tunefuse.ir import Fusion, Node
+    from tunefuse.ir.fusion import Fusion, Node
 
 
 def python_literal(value: object) -> str:

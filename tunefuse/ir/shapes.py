@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tunefuse.errors import ShapeError
-from tunefuse.ir import Extent, Sym
+from tunefuse.ir.fusion import Extent, Sym
 
 
 def normalize_dim(op: str, dim: int, rank: int, *, what: str = "dim", insert: bool = False) -> int:

@@ -14,16 +14,26 @@ import numpy as np
 
 from tunefuse import philox
 from tunefuse.arrays import to_numpy
-from tunefuse.dtypes import DataType
-from tunefuse.elementwise import ELEMENTWISE
 from tunefuse.errors import IndexOutOfRangeError
-from tunefuse.indexing import Affine, Div, Mod, Var
-from tunefuse.ir import TensorType
-from tunefuse.kernel_ir import EConst, EGather, EGuard, EIndex, ELoad, EOp, EReduce, EScalar, Expr
-from tunefuse.ops import GroupOp, OpKind
-from tunefuse.plan import Plan, make_plan
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.elementwise import ELEMENTWISE
+from tunefuse.ir.fusion import TensorType
+from tunefuse.ir.ops import GroupOp, OpKind
+from tunefuse.planning.indexing import Affine, Div, Mod, Var
+from tunefuse.planning.kernel_ir import (
+    EConst,
+    EGather,
+    EGuard,
+    EIndex,
+    ELoad,
+    EOp,
+    EReduce,
+    EScalar,
+    Expr,
+)
+from tunefuse.planning.plan import Plan, make_plan
+from tunefuse.planning.segment import Segment
 from tunefuse.reference import eval_node, reduce_rows
-from tunefuse.segment import Segment
 
 CHUNK = 1 << 20
 # What the interpreter fills buffers with before any kernel writes them (the GPU leaves them

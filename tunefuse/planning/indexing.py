@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Union
 
-from tunefuse.ops import OpKind
-from tunefuse.shapes import ReshapeAnalysis, ViewKind
+from tunefuse.ir.ops import OpKind
+from tunefuse.ir.shapes import ReshapeAnalysis, ViewKind
 
 
 @dataclass(frozen=True, slots=True, order=True)

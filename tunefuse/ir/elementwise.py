@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tunefuse.dtypes import DataType, promote_types
 from tunefuse.errors import DefinitionError
-from tunefuse.ops import OpKind
+from tunefuse.ir.dtypes import DataType, promote_types
+from tunefuse.ir.ops import OpKind
 
 
 class ResultType(enum.Enum):

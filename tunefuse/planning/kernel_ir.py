@@ -12,9 +12,9 @@ import enum
 from dataclasses import dataclass
 from typing import Union
 
-from tunefuse.dtypes import DataType
-from tunefuse.indexing import Affine
-from tunefuse.ops import OpKind
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.ops import OpKind
+from tunefuse.planning.indexing import Affine
 
 
 @dataclass(frozen=True, slots=True)

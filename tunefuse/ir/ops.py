@@ -11,7 +11,7 @@ import enum
 from dataclasses import dataclass
 from typing import Union
 
-from tunefuse.dtypes import DataType
+from tunefuse.ir.dtypes import DataType
 
 
 class OpKind(enum.Enum):

@@ -13,12 +13,12 @@ import typing
 from types import NoneType, UnionType
 from typing import Any, Union
 
-from tunefuse.canonical import FORMAT, VERSION, encode_attrs, fusion_to_dict, fusion_to_json  # noqa: F401 - serialize's API
-from tunefuse.dtypes import DataType
 from tunefuse.errors import DefinitionError, SerializationError
-from tunefuse.infer import FusionBuilder
-from tunefuse.ir import Fusion
-from tunefuse.ops import OpKind, ScalarRef, attrs_class
+from tunefuse.ir.canonical import FORMAT, VERSION, encode_attrs, fusion_to_dict, fusion_to_json  # noqa: F401 - serialize's API
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.fusion import Fusion
+from tunefuse.ir.infer import FusionBuilder
+from tunefuse.ir.ops import OpKind, ScalarRef, attrs_class
 
 MAX_NODES = 100_000
 MAX_LIST = 64  # any list attr (a shape, dims, pad widths): 4x the rank a fusion may have

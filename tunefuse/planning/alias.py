@@ -14,14 +14,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from tunefuse.arrays import contiguous_strides, strides_in_order
-from tunefuse.concretize import ConcreteFusion
 from tunefuse.errors import InputMismatchError
-from tunefuse.indexing import Index, Var, offset_of, source_index, var
-from tunefuse.ir import Fusion, ScalarType
-from tunefuse.kernel_ir import Buffer, BufferKind
-from tunefuse.ops import GroupOp, OpKind
-from tunefuse.segment import StoreRequest
-from tunefuse.signature import BoundInputs, TensorSignature
+from tunefuse.ir.fusion import Fusion, ScalarType
+from tunefuse.ir.ops import GroupOp, OpKind
+from tunefuse.planning.concretize import ConcreteFusion
+from tunefuse.planning.indexing import Index, Var, offset_of, source_index, var
+from tunefuse.planning.kernel_ir import Buffer, BufferKind
+from tunefuse.planning.segment import StoreRequest
+from tunefuse.planning.signature import BoundInputs, TensorSignature
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,16 +13,15 @@ import graphlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tunefuse.alias import Buffers, OutputBinding, bind_outputs, check_preallocated
 from tunefuse.arrays import describe_array
-from tunefuse.concretize import ConcreteFusion, ConcretizationInfo, concretize
 from tunefuse.device_info import DeviceInfo
-from tunefuse.indexing import Var, add, const, scale, var
-from tunefuse.ir import Fusion, Node, ScalarType
-from tunefuse.kernel_ir import Buffer, BufferKind, ELoad, Load, SchedulerKind, Store
-from tunefuse.ops import GroupOp, OpKind
-from tunefuse.schedulers import normalization
-from tunefuse.segment import (
+from tunefuse.ir.fusion import Fusion, Node, ScalarType
+from tunefuse.ir.ops import GroupOp, OpKind
+from tunefuse.planning.alias import Buffers, OutputBinding, bind_outputs, check_preallocated
+from tunefuse.planning.concretize import ConcreteFusion, ConcretizationInfo, concretize
+from tunefuse.planning.indexing import Var, add, const, scale, var
+from tunefuse.planning.kernel_ir import Buffer, BufferKind, ELoad, Load, SchedulerKind, Store
+from tunefuse.planning.segment import (
     Segment,
     StoreRequest,
     _index_type,
@@ -32,13 +31,14 @@ from tunefuse.segment import (
     is_empty_reduction,
     is_trivial_reduction,
 )
-from tunefuse.signature import (
+from tunefuse.planning.signature import (
     BoundInputs,
     FusionInputs,
     TensorSignature,
     alignment_class,
     bind_inputs,
 )
+from tunefuse.schedulers import normalization
 
 
 @dataclass(frozen=True)

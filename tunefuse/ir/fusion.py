@@ -14,10 +14,10 @@ from functools import cached_property
 from typing import Union
 
 from tunefuse import keys
-from tunefuse.canonical import fusion_to_json
-from tunefuse.dtypes import DataType
-from tunefuse.ops import OpAttrs, OpKind
-from tunefuse.printer import fusion_to_python
+from tunefuse.ir.canonical import fusion_to_json
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.ops import OpAttrs, OpKind
+from tunefuse.ir.printer import fusion_to_python
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +118,7 @@ class Fusion:
         return fusion_to_json(self)
 
     def to_json(self) -> str:
-        """The canonical JSON (`tunefuse.canonical`); `serialize.fusion_from_json` reads it."""
+        """The canonical JSON (`tunefuse.ir.canonical`); `serialize.fusion_from_json` reads it."""
         return self._json
 
     @property

@@ -9,11 +9,20 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from tunefuse.dtypes import DataType, promote_types
-from tunefuse.elementwise import ELEMENTWISE, elementwise_types
 from tunefuse.errors import DefinitionError, ShapeError
-from tunefuse.ir import Extent, Fusion, Node, OutputSpec, ScalarType, Sym, TensorType, ValueType
-from tunefuse.ops import (
+from tunefuse.ir.dtypes import DataType, promote_types
+from tunefuse.ir.elementwise import ELEMENTWISE, elementwise_types
+from tunefuse.ir.fusion import (
+    Extent,
+    Fusion,
+    Node,
+    OutputSpec,
+    ScalarType,
+    Sym,
+    TensorType,
+    ValueType,
+)
+from tunefuse.ir.ops import (
     BroadcastAttrs,
     BroadcastInDimAttrs,
     CastAttrs,
@@ -33,7 +42,7 @@ from tunefuse.ops import (
     TensorInputAttrs,
     attrs_class,
 )
-from tunefuse.shapes import (
+from tunefuse.ir.shapes import (
     analyze_reshape,
     broadcast_extents,
     normalize_dim,

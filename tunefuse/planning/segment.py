@@ -15,11 +15,13 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 from tunefuse import keys
-from tunefuse.concretize import ConcreteFusion
-from tunefuse.dtypes import DataType
-from tunefuse.elementwise import ELEMENTWISE, elementwise_types
 from tunefuse.errors import ShapeError
-from tunefuse.indexing import (
+from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.elementwise import ELEMENTWISE, elementwise_types
+from tunefuse.ir.fusion import ScalarType, TensorType
+from tunefuse.ir.ops import GroupOp, OpKind
+from tunefuse.planning.concretize import ConcreteFusion
+from tunefuse.planning.indexing import (
     ZERO,
     Affine,
     Index,
@@ -31,8 +33,7 @@ from tunefuse.indexing import (
     source_index,
     var,
 )
-from tunefuse.ir import ScalarType, TensorType
-from tunefuse.kernel_ir import (
+from tunefuse.planning.kernel_ir import (
     Buffer,
     EConst,
     EGather,
@@ -50,7 +51,6 @@ from tunefuse.kernel_ir import (
     Store,
     children,
 )
-from tunefuse.ops import GroupOp, OpKind
 
 INT32_MAX = 2**31 - 1
 
