@@ -10,7 +10,6 @@ import pstats
 import sys
 import time
 
-import numpy as np
 import torch
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -39,7 +38,9 @@ def per_call_us(fn) -> float:  # noqa: ANN001
 
 
 def main() -> None:
-    from cuda.core import launch
+    from cuda.core import LaunchConfig, launch
+
+    from tunefuse.runtime.executor import _torch_key
 
     fd = build(ZOO["bias_gelu"], DataType.Float)
     xs = [torch.randn(4, 8, device="cuda"), torch.randn(8, device="cuda")]
@@ -47,63 +48,49 @@ def main() -> None:
     torch.cuda.synchronize()
     runner = fd._runner
     launcher = next(iter(runner.fast.values()))
-    recipe = launcher.recipes[0]
-    stream = launcher.rt.stream_for(launcher.current_stream(0))
-    pointers = [x.data_ptr() for x in xs] + [torch.empty(32, device="cuda").data_ptr()] * 4
-    args = list(recipe.args)
-    for pos, bid in recipe.pointer_slots:
-        args[pos] = np.uint64(pointers[bid])
-    raw = launcher.current_stream
-    dev = launcher.device
-    int_args = [int(a) if isinstance(a, np.uint64) else a for a in args]
-    from tunefuse.runtime.executor import _torch_key
-
+    packed = launcher.kernels[0]
+    stream, handle = launcher.streams()
+    out = torch.empty(32, device="cuda")
+    pointers = [x.data_ptr() for x in xs] + [out.data_ptr()] * 4
+    for cell, bid in packed.pointers:
+        cell.value = pointers[bid]
+    # the same kernel through cuda.core's launch, which packs its arguments at every call
+    recipe = next(r for r in launcher.exe.recipes if r.launch.numel)
+    config = LaunchConfig(
+        grid=recipe.launch.grid, block=recipe.launch.block, shmem_size=recipe.launch.shared_bytes
+    )
+    args = recipe.launch.arg_template()
+    for pos, bid in recipe.launch.pointer_slots:
+        args[pos] = pointers[bid]
     key = _torch_key(xs, runner.inputs)
+    compiled = torch.compile(lambda x, b: torch.nn.functional.gelu(x + b, approximate="tanh"))
+    compiled(*xs)
     parts = {
         "fd.execute (cache hit)": lambda: fd.execute(xs),
         "runner.run(xs)": lambda: runner.run(xs),
+        "launcher.run_device(xs)": lambda: launcher.run_device(xs),
         "_torch_key(xs)": lambda: _torch_key(xs, runner.inputs),
         "runner.fast.get(key)": lambda: runner.fast.get(key),
-        "x.shape, x.stride() x2": lambda: (
-            xs[0].shape,
-            xs[0].stride(),
-            xs[1].shape,
-            xs[1].stride(),
+        "current stream handle": lambda: launcher.arrays.stream_handle(),
+        "launcher.streams()": lambda: launcher.streams(),
+        "cuda.core Stream.handle": lambda: stream.handle,
+        "rt.enter() + rt.leave()": lambda: launcher.rt.leave(launcher.rt.enter()),
+        "launcher.enqueue (pointers in cells, launch)": lambda: launcher.enqueue(
+            stream, handle, pointers, None
         ),
-        "x.dtype, x.get_device(), is_cuda x2": lambda: (
-            xs[0].dtype,
-            xs[0].get_device(),
-            xs[0].is_cuda,
-            xs[1].dtype,
-            xs[1].get_device(),
-            xs[1].is_cuda,
+        f"cuLaunchKernel, packed ({len(packed.cells)} args)": lambda: launcher.cu_launch(
+            packed.func, *packed.grid, *packed.block, packed.shared, handle, packed.params, 0
         ),
-        "hash(key)": lambda: hash(key),
-        "launcher(xs) (no execute dispatch)": lambda: launcher(xs),
-        "current stream handle": lambda: raw(0),
-        "rt.stream_for(handle)": lambda: launcher.rt.stream_for(raw(0)),
-        "torch.empty(4, 8)": lambda: torch.empty(
-            (4, 8), dtype=torch.float32, device=launcher.device
+        f"cuda.core launch ({len(args)} args, packed per call)": lambda: launch(
+            stream, config, recipe.kernel, *args
         ),
         "x.data_ptr() x2": lambda: (xs[0].data_ptr(), xs[1].data_ptr()),
-        f"cuda.core launch ({len(args)} args)": lambda: launch(
-            stream, recipe.config, recipe.kernel, *args
-        ),
-        "np.uint64 per pointer x3": lambda: (
-            np.uint64(pointers[0]),
-            np.uint64(pointers[1]),
-            np.uint64(pointers[2]),
-        ),
-        "cuda.core launch, int pointers": lambda: launch(
-            stream, recipe.config, recipe.kernel, *int_args
-        ),
-        "x.new_empty((4, 8))": lambda: xs[0].new_empty((4, 8)),
-        "torch.empty((4, 8), dtype=, device=)": lambda: torch.empty(
-            (4, 8), dtype=torch.float32, device=dev
-        ),
-        "torch.empty(4, 8, device=) (default dtype)": lambda: torch.empty(4, 8, device=dev),
         "torch.empty_like(x)": lambda: torch.empty_like(xs[0]),
         "torch.add (eager op)": lambda: torch.add(xs[0], xs[1]),
+        "torch eager gelu(x + b) (2 ops)": lambda: torch.nn.functional.gelu(
+            xs[0] + xs[1], approximate="tanh"
+        ),
+        "torch.compile'd gelu(x + b)": lambda: compiled(*xs),
     }
     for name, fn in parts.items():
         print(f"{name:40s} {per_call_us(fn):6.2f} us", flush=True)

@@ -24,7 +24,8 @@ from fusion_zoo import ZOO, build  # noqa: E402
 from run import timed  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
-from tunefuse.runtime.executor import Executor, torch_dtype  # noqa: E402
+from tunefuse.runtime.allocators import torch_dtype  # noqa: E402
+from tunefuse.runtime.executor import Executor  # noqa: E402
 from tunefuse.schedulers import scheduler_for, with_values  # noqa: E402
 
 

@@ -63,7 +63,7 @@ def torch_input(torch, array: np.ndarray, layout: str, device: int):  # noqa: AN
     """`array` on the GPU in its own allocation of exactly the elements its strides span
     (one more, before it, for an offset view)."""
     from tunefuse.arrays import describe_array
-    from tunefuse.runtime.executor import torch_dtype
+    from tunefuse.runtime.allocators import torch_dtype
 
     if layout == "scalar":  # a scalar input, passed as the number it is
         return array
@@ -103,6 +103,7 @@ def run_corpus(
     from tunefuse import reference
     from tunefuse.runtime.device import runtime
     from tunefuse.runtime.executor import Executor
+    from tunefuse.runtime.lower import by_kernel_name
 
     rt = runtime(device)
     cases = list(corpus(seed, count)) + named_cases()
@@ -146,7 +147,10 @@ def run_corpus(
                     for x, layout in zip(case.inputs, case.layouts)
                 ]
                 executor = Executor(
-                    case.fd.fusion, params_source=chooser, precompiled=precompiled, device=device
+                    case.fd.fusion,
+                    params_source=chooser,
+                    fetch=by_kernel_name(precompiled),
+                    device=device,
                 )
                 got = executor.run(inputs)
                 torch.cuda.synchronize(device)

@@ -14,66 +14,33 @@ from typing import Any
 
 import numpy as np
 
-from tunefuse.arrays import Device, framework_of
+from tunefuse.arrays import Device
 from tunefuse.cache import signature_json
-from tunefuse.codegen import generate
-from tunefuse.compiler import compile_kernel
 from tunefuse.errors import ExecutionError, IndexOutOfRangeError
-from tunefuse.ir.dtypes import DataType, torch_dtype_name
-from tunefuse.planning.kernel_ir import BufferKind, SchedulerKind
+from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.planning.plan import Plan, out_signature, plan_for
 from tunefuse.planning.segment import Segment
 from tunefuse.planning.signature import FusionInputs, bind_inputs
-from tunefuse.reference import eval_node, index_error_text
+from tunefuse.reference import index_error_text
+from tunefuse.runtime.allocators import arrays_kind
 from tunefuse.runtime.device import Runtime, runtime
-from tunefuse.runtime.device_array import DeviceArray
 from tunefuse.runtime.launch_plan import (
     KernelLaunch,
     LaunchPlan,
     LaunchPlanError,
-    kernel_launch,
     launch_plan_key,
 )
-from tunefuse.runtime.transfer import host_to_device
+from tunefuse.runtime.launcher import Launcher
+from tunefuse.runtime.lower import Binary, Fetcher, Lowered, lower
 from tunefuse.schedulers import params_from_dict, scheduler_for
-
-_NP_SCALAR = {
-    DataType.Double: np.float64,
-    DataType.Float: np.float32,
-    DataType.Int: np.int64,
-    DataType.Int32: np.int32,
-    DataType.Bool: np.bool_,
-}
 
 
 @dataclass
 class LaunchRecipe:
     launch: KernelLaunch
-    kernel: object
-    config: object
-    args: list  # static values; None where a pointer or scalar goes
-    pointer_slots: list[tuple[int, int]]  # (arg position, buffer id)
-    scalar_slots: list[tuple[int, int, Any]]  # (arg position, fusion value id, numpy type)
+    kernel: object  # the loaded kernel; None when it has nothing to launch (numel 0)
     compile_ms: float
     compiled: bool  # False when the binary came from a cache
-
-
-def _recipe(
-    launch: KernelLaunch, kernel: object, compile_ms: float = 0.0, compiled: bool = False
-) -> LaunchRecipe:
-    from cuda.core import LaunchConfig
-
-    config = LaunchConfig(grid=launch.grid, block=launch.block, shmem_size=launch.shared_bytes)
-    return LaunchRecipe(
-        launch,
-        kernel,
-        config,
-        launch.arg_template(),
-        list(launch.pointer_slots),
-        [(pos, vid, _NP_SCALAR[dt]) for pos, vid, dt in launch.scalar_slots],
-        compile_ms,
-        compiled,
-    )
 
 
 @dataclass
@@ -119,38 +86,56 @@ class ExecutablePlan:
             )
 
 
+def load(fusion, lowered: Lowered, rt: Runtime, plan: Plan | None = None) -> ExecutablePlan:  # noqa: ANN001
+    """A lowered plan's kernels loaded on `rt`'s GPU: what the launcher runs."""
+    recipes = [
+        LaunchRecipe(
+            k,
+            rt.kernel(k.kernel_name, b.cubin, k.shared_bytes) if k.numel > 0 else None,
+            b.compile_ms,
+            b.compiled,
+        )
+        for k, b in zip(lowered.launch.kernels, lowered.binaries)
+    ]
+    return ExecutablePlan(fusion, lowered.launch, recipes, plan)
+
+
 class Executor:
     """Runs one fusion; keeps its plans by input signature."""
 
     def __init__(
         self,
-        fusion,
-        params_source=None,
-        cache=None,
-        name: str | None = None,  # noqa: ANN001
-        precompiled: dict[str, bytes] | None = None,
+        fusion,  # noqa: ANN001
+        params_source=None,  # noqa: ANN001
+        cache=None,  # noqa: ANN001
+        name: str | None = None,
+        fetch: Fetcher | None = None,
         device: int | None = None,
     ) -> None:
+        """`params_source(segment, device_info)`: params to use where valid (else the
+        cache's or the default); `fetch`: binaries to use before the cache's and NVRTC's
+        (the tuner's, compiled ahead in a pool). With either, plans are not persisted."""
         self.fusion = fusion
         self.device = device  # the GPU for host (NumPy) inputs; device inputs must be on it
-        self.precompiled = precompiled or {}  # kernel name -> cubin compiled elsewhere (tuning)
+        self.fetch = fetch
         self.cache = cache  # tunefuse.cache.Cache or None
         self.name = name
         self.inputs = FusionInputs(fusion)
         self.plans: dict[tuple, ExecutablePlan] = {}
+        self.launchers: dict[tuple, Launcher] = {}  # (plan key, arrays kind) -> launcher
         self.params_source = params_source
         self.lock = threading.Lock()
         self.compiles = 0
         self.restored = 0  # plans read back from the persistent cache
-        # The hot path: a key read straight off torch tensors -> a launcher with every
-        # check already passed for exactly that key.
-        self.fast: dict[tuple, TorchLauncher] = {}
+        # The hot path: a key read straight off torch tensors -> the launcher of exactly
+        # that key, every check already passed.
+        self.fast: dict[tuple, Launcher] = {}
         self._last_key: tuple | None = None
 
     # -- planning ----------------------------------------------------------------------
     def _persists(self) -> bool:
         """Plans go to (and come from) the cache only when nothing outside it chose params."""
-        return self.cache is not None and self.params_source is None and not self.precompiled
+        return self.cache is not None and self.params_source is None and self.fetch is None
 
     def restore(self, bound, out_sig: tuple, rt: Runtime) -> ExecutablePlan | None:  # noqa: ANN001
         """The launch plan the cache keeps for this signature, if it still holds: every tuned
@@ -201,17 +186,14 @@ class Executor:
         if jobs:
             fusion = (self.fusion.fusion_id, self.fusion.to_json(), self.name)
             self.cache.guard(lambda: store.note_plan(env, fusion=fusion, jobs=jobs), None)
-        recipes = [
-            _recipe(
-                k,
-                rt.kernel(k.kernel_name, binaries[k.code_key][0], k.shared_bytes)
-                if k.numel > 0
-                else None,
+        self.restored += 1
+        kept = tuple(
+            Binary(
+                binaries[k.code_key][0] if k.numel > 0 else b"", k.kernel_name, False, 0.0, "", ""
             )
             for k in launch.kernels
-        ]
-        self.restored += 1
-        return ExecutablePlan(self.fusion, launch, recipes)
+        )
+        return load(self.fusion, Lowered(launch, kept), rt)
 
     def prepare(self, plan: Plan, rt: Runtime, bound=None, out_sig: tuple = ()) -> ExecutablePlan:  # noqa: ANN001
         """Params and a binary for every kernel: tuned ones from the cache, else the nearest
@@ -220,9 +202,6 @@ class Executor:
         per plan: new binaries, a tuning job for every kernel without tuned params and
         without a job yet, and the launch plan (for the next process). Hits and repeats of
         queued jobs are counted in memory and written with the next write or at exit."""
-        from tunefuse.compiler import COMPILE_OPTIONS, CompiledKernel, source_key
-
-        dtypes = {b.id: b.dtype for b in plan.buffers}
         store = self.cache.store if self.cache is not None else None
         env = rt.env if store is not None else None
         records, queued = (
@@ -232,57 +211,32 @@ class Executor:
             if store is not None
             else ([], set())
         )
-        chosen = [self.choose_params(seg, rt, records) for seg in plan.segments]
-        sources = [
-            generate(seg, params, rt.info, dtypes)
-            for seg, (params, _) in zip(plan.segments, chosen)
-        ]
-        code_keys = [source_key(src.source, rt.info.arch, COMPILE_OPTIONS) for src in sources]
-        binaries = (
-            self.cache.guard(lambda: store.get_binaries(code_keys, env), {})
-            if store is not None
-            else {}
-        )
-        new_binaries = []
-        recipes = []
-        for seg, (params, how), source, code_key in zip(plan.segments, chosen, sources, code_keys):
-            cached = binaries.get(code_key)
-            if source.name in self.precompiled:
-                cached = (self.precompiled[source.name], source.name)
-            if cached is not None and cached[1] == source.name:
-                compiled = CompiledKernel(
-                    source.name, rt.info.arch, cached[0], "", COMPILE_OPTIONS, 0.0, ""
-                )
-                from_cache = True
-            else:
-                compiled = compile_kernel(source.source, source.name, rt.info.arch)
-                self.compiles += 1
-                from_cache = False
-                new_binaries.append(
-                    (
-                        code_key,
-                        compiled.cubin,
-                        source.name,
-                        rt.info.arch,
-                        compiled.nvrtc_version,
-                        source.source,
-                    )
-                )
-            launch = kernel_launch(seg, source, params, how, code_key)
-            recipes.append(
-                _recipe(
-                    launch,
-                    rt.kernel(source.name, compiled.cubin, source.shared_bytes),
-                    compiled.compile_ms,
-                    not from_cache,
-                )
+
+        def choose(segment: Segment) -> tuple[object, str]:
+            return self.choose_params(segment, rt, records)
+
+        def fetch(code_keys: Sequence[str], sources: Sequence) -> dict:
+            found = (
+                dict(self.cache.guard(lambda: store.get_binaries(code_keys, env), {}))
+                if store is not None
+                else {}
             )
+            if self.fetch is not None:
+                found.update(self.fetch(code_keys, sources))
+            return found
+
+        lowered = lower(plan, rt.info, choose, fetch)
+        new_binaries = [
+            (key, b.cubin, b.kernel_name, rt.info.arch, b.nvrtc_version, b.source)
+            for key, b in lowered.compiled
+        ]
+        self.compiles += len(new_binaries)
         hits, repeats, jobs = self._tuning_bookkeeping(
-            [(seg.kernel_key, seg.shape_key, how) for seg, (_, how) in zip(plan.segments, chosen)],
+            [(k.kernel_key, k.shape_key, k.chosen) for k in lowered.launch.kernels],
             queued,
             bound,
         )
-        launch_plan = LaunchPlan.of(plan, [r.launch for r in recipes])
+        launch_plan = lowered.launch
         stored = None
         if store is not None and bound is not None and self._persists():
             try:
@@ -307,7 +261,7 @@ class Executor:
                 ),
                 None,
             )
-        return ExecutablePlan(self.fusion, launch_plan, recipes, plan)
+        return load(self.fusion, lowered, rt, plan)
 
     def _tuning_bookkeeping(
         self, kernels: list[tuple[str, str, str]], queued: set[tuple[str, str]], bound
@@ -369,23 +323,28 @@ class Executor:
             if key is not None:
                 fast = self.fast.get(key)
                 if fast is not None:
-                    return fast(inputs)
-                result = self._run_checked(inputs, out)
-                exe = self.plans.get(self._last_key)  # type: ignore[arg-type]
-                if exe is not None:
-                    self.fast[key] = TorchLauncher(exe, inputs, self.inputs)
+                    return fast.run_device(inputs)
+                result, launcher = self._checked(inputs, out)
+                self.fast[key] = launcher
                 return result
-        return self._run_checked(inputs, out)
+        return self._checked(inputs, out)[0]
 
     def _run_checked(self, inputs: Sequence[object], out: Sequence[object] | None) -> list:
+        return self._checked(inputs, out)[0]
+
+    def _checked(
+        self, inputs: Sequence[object], out: Sequence[object] | None
+    ) -> tuple[list, Launcher]:
+        """Bind, find or make the plan, launch; the results and the launcher that ran."""
         bound = bind_inputs(self.fusion, inputs, self.inputs)
         out_sig = out_signature(out)
         device_index = device_for(bound, out, self.device)
         key = (bound.signature, out_sig, device_index)
         rt = runtime(device_index)
+        kind = arrays_kind(inputs)
         with rt.active():
-            exe = self.plans.get(key)
-            if exe is None:
+            launcher = self.launchers.get((key, kind))
+            if launcher is None:
                 with self.lock:
                     exe = self.plans.get(key)
                     if exe is None and self._persists():
@@ -395,8 +354,9 @@ class Executor:
                             plan_for(self.fusion, bound, out_sig, rt.info), rt, bound, out_sig
                         )
                     self.plans[key] = exe
+                    launcher = self.launchers.setdefault((key, kind), Launcher(exe, kind(rt)))
             self._last_key = key
-            return _launch(exe, bound, inputs, out, rt, device_index)
+            return launcher.run(bound, inputs, out), launcher
 
 
 def _stored_params(segment: Segment, stored: object) -> object | None:
@@ -436,240 +396,6 @@ def device_for(bound, out: Sequence[object] | None, explicit: int | None) -> int
     if devices:
         return devices[0]
     return explicit if explicit is not None else 0
-
-
-def torch_dtype(dtype: DataType):  # noqa: ANN201 - a torch.dtype
-    """The torch dtype of a tunefuse DataType (torch imported by the caller already)."""
-    import torch
-
-    return getattr(torch, torch_dtype_name(dtype))
-
-
-def _framework(inputs: Sequence[object]) -> str:
-    kinds = {framework_of(x) for x in inputs}
-    if "torch" in kinds:
-        return "torch"
-    if "cupy" in kinds:
-        return "cupy"
-    return "tunefuse"
-
-
-def _stream_handle(framework: str, device_index: int) -> int | None:
-    """The caller's current stream on the device the call runs on."""
-    if framework == "torch":
-        import torch
-
-        return int(torch.cuda.current_stream(device_index).cuda_stream)
-    if framework == "cupy":
-        import cupy
-
-        with cupy.cuda.Device(device_index):
-            return int(cupy.cuda.get_current_stream().ptr)
-    return None
-
-
-class _Allocation:
-    """A buffer's device memory and how to hand it back as an array."""
-
-    def __init__(self, ptr: int, owner: object) -> None:
-        self.ptr = ptr
-        self.owner = owner
-
-
-def _allocate(
-    framework: str, nbytes: int, dtype: DataType, rt: Runtime, stream: object, device_index: int
-) -> _Allocation:
-    nbytes = max(nbytes, dtype.itemsize)  # empty tensors still get a valid (typed) pointer
-    if framework == "torch":
-        import torch
-
-        t = torch.empty(max(nbytes, 1), dtype=torch.uint8, device=f"cuda:{device_index}")
-        return _Allocation(int(t.data_ptr()), t)
-    if framework == "cupy":
-        import cupy
-
-        with cupy.cuda.Device(device_index):
-            a = cupy.empty(max(nbytes, 1), dtype=cupy.uint8)
-        return _Allocation(int(a.data.ptr), a)
-    buf = rt.allocate(nbytes, stream)
-    return _Allocation(int(buf.handle), buf)  # type: ignore[attr-defined]
-
-
-def _as_array(
-    framework: str, alloc: _Allocation, dtype: DataType, shape, strides, offset: int, stream
-) -> object:  # noqa: ANN001
-    if framework == "torch":
-        import torch
-
-        tdtype = torch_dtype(dtype)
-        base = (
-            alloc.owner.view(tdtype)
-            if isinstance(alloc.owner, torch.Tensor) and alloc.owner.dtype == torch.uint8
-            else alloc.owner
-        )
-        return torch.as_strided(base, tuple(shape), tuple(strides), offset)
-    if framework == "cupy" and dtype is not DataType.BFloat16:
-        import cupy
-
-        mem = alloc.owner.data if isinstance(alloc.owner, cupy.ndarray) else alloc.owner
-        return cupy.ndarray(
-            tuple(shape),
-            dtype=dtype.numpy,
-            memptr=mem + offset * dtype.itemsize,
-            strides=tuple(s * dtype.itemsize for s in strides),
-        )
-    return DeviceArray(alloc.owner, tuple(shape), dtype, tuple(strides), offset, stream)
-
-
-def _launch(
-    exe: ExecutablePlan,
-    bound,
-    inputs: Sequence[object],
-    out,
-    rt: Runtime,  # noqa: ANN001
-    device_index: int,
-) -> list:
-    from cuda.core import launch
-
-    plan = exe
-    framework = _framework(inputs)
-    stream = rt.stream_for(_stream_handle(framework, device_index))
-    stream_handle = int(stream.handle)  # type: ignore[attr-defined]
-    host_inputs = all(a.device is Device.CPU for a in bound.arrays.values()) and bool(bound.arrays)
-    pointers: dict[int, int] = {}
-    allocations: dict[int, _Allocation] = {}
-    copy_back: list[tuple[int, np.ndarray]] = []
-    for buf in plan.buffers:
-        nbytes = buf.numel * buf.dtype.itemsize
-        if buf.kind is BufferKind.INPUT:
-            info = bound.arrays[buf.value]
-            if info.device is Device.CPU:
-                alloc = _allocate("tunefuse", nbytes, buf.dtype, rt, stream, device_index)
-                host_to_device(np.asarray(inputs[buf.input_index]), alloc.ptr, stream_handle)
-                allocations[buf.id] = alloc
-                pointers[buf.id] = alloc.ptr
-                if any(b.buffer == buf.id and not b.returned for b in plan.outputs):
-                    copy_back.append((buf.id, inputs[buf.input_index]))  # type: ignore[arg-type]
-            else:
-                pointers[buf.id] = info.data_ptr
-        elif buf.out_index is not None:
-            target = out[buf.out_index]  # type: ignore[index]
-            if isinstance(target, np.ndarray):
-                alloc = _allocate("tunefuse", nbytes, buf.dtype, rt, stream, device_index)
-                allocations[buf.id] = alloc
-                pointers[buf.id] = alloc.ptr
-                copy_back.append((buf.id, target))
-            else:
-                from tunefuse.arrays import describe_array
-
-                pointers[buf.id] = describe_array(target).data_ptr
-        else:
-            kind = framework if buf.kind is BufferKind.OUTPUT else "tunefuse"
-            alloc = _allocate(kind, nbytes, buf.dtype, rt, stream, device_index)
-            allocations[buf.id] = alloc
-            pointers[buf.id] = alloc.ptr
-    host = dict(plan.fixed_scalars)
-    host.update(bound.scalars)
-    for node in plan.host_scalar_nodes:
-        env = {v: np.asarray(host[v]) for v in node.inputs}
-        for v, r in zip(node.outputs, eval_node(plan.fusion, node, env)):
-            host[v] = r.item()
-    workspaces: list[_Allocation] = []
-    for recipe in exe.recipes:
-        if recipe.launch.numel == 0:
-            continue
-        args = list(recipe.args)
-        for pos, buffer_id in recipe.pointer_slots:
-            args[pos] = int(pointers[buffer_id])  # a Python int is cuda.core's pointer fast path
-        for pos, value, np_type in recipe.scalar_slots:
-            args[pos] = np_type(host[value])
-        if recipe.launch.workspace is not None:
-            pos, nbytes = recipe.launch.workspace
-            workspace = _allocate(framework, nbytes, DataType.Int32, rt, stream, device_index)
-            rt.zero(workspace.ptr, nbytes, stream)
-            workspaces.append(
-                workspace
-            )  # alive until the launch is queued (frees are stream-ordered)
-            args[pos] = workspace.ptr
-        if recipe.launch.index_error is not None:
-            args[recipe.launch.index_error] = rt.index_error_word
-        try:
-            launch(stream, recipe.config, recipe.kernel, *args)
-        except Exception as e:  # noqa: BLE001
-            raise ExecutionError(
-                f"launch of {recipe.launch.kernel_name} ({recipe.launch.segment}) failed: {e}"
-            ) from e
-    if exe.gathers:
-        exe.check_indices(rt, stream)
-    results = []
-    for binding in plan.outputs:
-        if not binding.returned:
-            continue
-        buf = plan.buffers[binding.buffer]
-        if buf.out_index is not None:
-            results.append(out[buf.out_index])  # type: ignore[index]
-            continue
-        if buf.kind is BufferKind.INPUT and bound.arrays[buf.value].device is not Device.CPU:
-            alloc = _Allocation(pointers[buf.id], inputs[buf.input_index])
-            results.append(_alias_of_input(inputs[buf.input_index], binding.view, buf.dtype))
-            continue
-        alloc = allocations[buf.id]
-        fw = framework if buf.kind is BufferKind.OUTPUT else "tunefuse"
-        results.append(
-            _as_array(
-                fw,
-                alloc,
-                buf.dtype,
-                binding.view.shape,
-                binding.view.strides,
-                binding.view.offset,
-                stream,
-            )
-        )
-    if copy_back or host_inputs:
-        stream.sync()  # type: ignore[attr-defined]
-    for buffer_id, target in copy_back:
-        buf = plan.buffers[buffer_id]
-        data = DeviceArray(allocations[buffer_id].owner, buf.shape, buf.dtype, buf.strides).numpy()
-        target[...] = data
-    if host_inputs:
-        results = [
-            r if isinstance(r, np.ndarray) else r.numpy() if hasattr(r, "numpy") else r
-            for r in results
-        ]
-    return results
-
-
-def _alias_of_input(array: object, view, dtype: DataType) -> object:  # noqa: ANN001
-    """An output that is a view of a device input: a view of the caller's own array."""
-    fw = framework_of(array)
-    if fw == "torch":
-        import torch
-
-        return torch.as_strided(
-            array, tuple(view.shape), tuple(view.strides), array.storage_offset() + view.offset
-        )  # type: ignore[attr-defined]
-    if fw == "cupy" and dtype is not DataType.BFloat16:
-        import cupy
-
-        return cupy.ndarray(
-            tuple(view.shape),
-            dtype=dtype.numpy,
-            memptr=array.data + view.offset * dtype.itemsize,  # type: ignore[attr-defined]
-            strides=tuple(s * dtype.itemsize for s in view.strides),
-        )
-    info_ptr = array.__cuda_array_interface__["data"][0]  # type: ignore[attr-defined]
-    return DeviceArray(
-        _RawOwner(info_ptr, array), tuple(view.shape), dtype, tuple(view.strides), view.offset
-    )
-
-
-class _RawOwner:
-    """A raw pointer that keeps its owner alive (for DeviceArray views of foreign memory)."""
-
-    def __init__(self, ptr: int, owner: object) -> None:
-        self.handle = ptr
-        self.owner = owner
 
 
 def execute(
@@ -745,19 +471,6 @@ def _device_index(device: object) -> int:
     )
 
 
-def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
-    from tunefuse.arrays import contiguous_strides
-
-    return contiguous_strides(tuple(shape))
-
-
-def _prod(shape: tuple[int, ...]) -> int:
-    n = 1
-    for e in shape:
-        n *= e
-    return n
-
-
 def _torch_key(inputs: Sequence[object], fusion_inputs: FusionInputs) -> tuple | None:
     """What decides the plan, read cheaply off CUDA torch tensors and Python scalars; None
     when some input is of another kind (the checked path handles those)."""
@@ -773,156 +486,3 @@ def _torch_key(inputs: Sequence[object], fusion_inputs: FusionInputs) -> tuple |
         else:
             return None
     return tuple(parts)
-
-
-class TorchLauncher:
-    """The cache-hit path for torch inputs: pointers in, kernels launched, views out."""
-
-    def __init__(
-        self, exe: ExecutablePlan, inputs: Sequence[object], fusion_inputs: FusionInputs
-    ) -> None:
-        import torch
-
-        plan = exe
-        self.exe = exe
-        self.device_index = (
-            inputs[next(i for i, x in enumerate(inputs) if hasattr(x, "is_cuda"))].device.index or 0
-        )
-        self.rt = runtime(self.device_index)
-        self.device = torch.device("cuda", self.device_index)
-        from cuda.core import launch
-
-        self.torch, self.launch = torch, launch  # bound once: no import statement per call
-        raw = getattr(
-            torch._C, "_cuda_getCurrentRawStream", None
-        )  # the handle without a Stream object
-        self.current_stream = (
-            raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
-        )
-        position = {vid: k for k, vid in enumerate(plan.fusion.inputs)}
-        self.n_buffers = len(plan.buffers)
-        self.input_slots = [
-            (b.id, b.input_index) for b in plan.buffers if b.kind is BufferKind.INPUT
-        ]
-        contiguous_outputs = {
-            o.buffer: o
-            for o in plan.outputs
-            if o.returned
-            and o.view.offset == 0
-            and plan.buffers[o.buffer].kind is not BufferKind.INPUT
-            and o.view.strides == _row_major(o.view.shape)
-            and _prod(o.view.shape) == plan.buffers[o.buffer].numel
-            and sum(1 for p in plan.outputs if p.buffer == o.buffer) == 1
-        }
-        # A buffer that is exactly one returned output is allocated in that output's shape:
-        # as `empty_like` of a contiguous input of that shape and dtype, else `new_empty` of
-        # a template of its dtype (each ~1 µs cheaper than torch.empty's keyword parsing).
-        self.alloc_slots = []
-        for b in plan.buffers:
-            if b.kind is BufferKind.INPUT:
-                continue
-            shape = (
-                tuple(contiguous_outputs[b.id].view.shape)
-                if b.id in contiguous_outputs
-                else (max(b.numel, 1),)
-            )
-            dtype = torch_dtype(b.dtype)
-            like = next(
-                (
-                    k
-                    for k, x in enumerate(inputs)
-                    if isinstance(x, torch.Tensor)
-                    and x.dtype == dtype
-                    and tuple(x.shape) == shape
-                    and x.is_contiguous()
-                ),
-                None,
-            )
-            if like is not None:
-                self.alloc_slots.append((b.id, True, like))
-            else:
-                self.alloc_slots.append(
-                    (b.id, False, (torch.empty(0, dtype=dtype, device=self.device), shape))
-                )
-        self.scalar_slots = [
-            (vid, position[vid]) for vid in plan.fusion.inputs if not plan.fusion.is_tensor(vid)
-        ]
-        self.fixed = dict(plan.fixed_scalars)
-        self.host_nodes = plan.host_scalar_nodes
-        self.recipes = [r for r in exe.recipes if r.launch.numel > 0]
-        self.results = []
-        for binding in plan.outputs:
-            if not binding.returned:
-                continue
-            buf = plan.buffers[binding.buffer]
-            if buf.kind is BufferKind.INPUT:
-                source = ("input", buf.input_index)
-            elif buf.id in contiguous_outputs:
-                source = ("whole", buf.id)
-            else:
-                source = ("buffer", buf.id)
-            self.results.append(
-                (
-                    source,
-                    tuple(binding.view.shape),
-                    tuple(binding.view.strides),
-                    binding.view.offset,
-                )
-            )
-
-    def __call__(self, inputs: Sequence[object]) -> list:
-        token = self.rt.enter()  # this GPU's context current while we launch (no-op when it is)
-        try:
-            return self._call(inputs)
-        finally:
-            self.rt.leave(token)
-
-    def _call(self, inputs: Sequence[object]) -> list:
-        torch, launch = self.torch, self.launch
-        stream = self.rt.stream_for(self.current_stream(self.device_index))
-        pointers = [0] * self.n_buffers
-        tensors: list = [None] * self.n_buffers
-        for bid, pos in self.input_slots:
-            pointers[bid] = inputs[pos].data_ptr()  # type: ignore[attr-defined]
-        for bid, like, how in self.alloc_slots:
-            t = torch.empty_like(inputs[how]) if like else how[0].new_empty(how[1])
-            tensors[bid] = t
-            pointers[bid] = t.data_ptr()
-        host = None
-        if self.scalar_slots or self.host_nodes:
-            host = dict(self.fixed)
-            for vid, pos in self.scalar_slots:
-                host[vid] = inputs[pos]
-            for node in self.host_nodes:
-                env = {v: np.asarray(host[v]) for v in node.inputs}
-                for v, r in zip(node.outputs, eval_node(self.exe.fusion, node, env)):
-                    host[v] = r.item()
-        for recipe in self.recipes:
-            args = list(recipe.args)
-            for pos, bid in recipe.pointer_slots:
-                args[pos] = pointers[
-                    bid
-                ]  # a Python int: cuda.core passes it as a pointer, unconverted
-            for pos, value, np_type in recipe.scalar_slots:
-                args[pos] = np_type(host[value])  # type: ignore[index]
-            if recipe.launch.workspace is not None:  # a split reduction's counters and partials
-                pos, nbytes = recipe.launch.workspace
-                workspace = torch.zeros(
-                    nbytes, dtype=torch.uint8, device=self.device
-                )  # on this stream
-                args[pos] = workspace.data_ptr()
-            if recipe.launch.index_error is not None:
-                args[recipe.launch.index_error] = self.rt.index_error_word
-            launch(stream, recipe.config, recipe.kernel, *args)
-        if self.exe.gathers:
-            self.exe.check_indices(self.rt, stream)
-        out = []
-        for (kind, ref), shape, strides, offset in self.results:
-            if kind == "whole":
-                out.append(tensors[ref])
-            elif kind == "input":
-                base = inputs[ref]
-                out.append(torch.as_strided(base, shape, strides, base.storage_offset() + offset))  # type: ignore[attr-defined]
-            else:
-                out.append(torch.as_strided(tensors[ref], shape, strides, offset))
-        return out

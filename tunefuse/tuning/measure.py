@@ -89,6 +89,7 @@ def _repeatable_call(executor: Any, inputs: list, kernel_key: str) -> Any:
 
 def _run(state: dict, kernel_key: str, params: Any, cubins: dict[str, bytes]) -> tuple[list, Any]:
     from tunefuse.runtime.executor import Executor
+    from tunefuse.runtime.lower import by_kernel_name
 
     executor = Executor(
         state["fusion"],
@@ -97,7 +98,7 @@ def _run(state: dict, kernel_key: str, params: Any, cubins: dict[str, bytes]) ->
             if params is not None
             else None
         ),
-        precompiled=cubins,
+        fetch=by_kernel_name(cubins),
         device=state["rt"].index,
     )
     with rng.replayed():  # a candidate draws the numbers the default drew (uniform, normal)

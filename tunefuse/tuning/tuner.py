@@ -146,12 +146,13 @@ def tune(
 
     from tunefuse.cache import DEFAULT, resolve, signature_json
     from tunefuse.codegen import generate
-    from tunefuse.compiler import COMPILE_OPTIONS, nvrtc_version, source_key
+    from tunefuse.compiler import nvrtc_version
     from tunefuse.frontend import FusionDefinition
     from tunefuse.planning.plan import plan_for
     from tunefuse.planning.signature import FusionInputs, bind_inputs
     from tunefuse.runtime.device import runtime
     from tunefuse.runtime.executor import device_for
+    from tunefuse.runtime.lower import code_key as binary_key
     from tunefuse.schedulers import (
         params_from_dict,
         params_to_dict,
@@ -353,7 +354,7 @@ def tune(
                     )
                 ]
                 src = generate(seg, best_params, rt.info, dtypes)
-                code_key = source_key(src.source, rt.info.arch, COMPILE_OPTIONS)
+                code_key = binary_key(src, rt.info.arch)  # the key `lower` fetches it by
                 stored = False
                 if store is not None:
                     from cache_db.store import TunedRecord
