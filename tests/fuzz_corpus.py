@@ -49,7 +49,7 @@ def _sources(case, device, variant: str):  # noqa: ANN001, ANN202
     from tunefuse.planning.plan import make_plan
     from tunefuse.schedulers import scheduler_for
 
-    plan = make_plan(case.fd.fusion, case.inputs)
+    plan = make_plan(case.fd.fusion, case.inputs, device=device)  # as the executor plans
     dtypes = {b.id: b.dtype for b in plan.buffers}
     for seg in plan.segments:
         params = scheduler_for(seg.scheduler).default_params(seg, device)
