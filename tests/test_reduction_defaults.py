@@ -1,6 +1,8 @@
 """The reduction scheduler's defaults over a surface of shapes (no GPU): properties that
 hold between the benchmarked points, not only on them."""
 
+import dataclasses
+
 import ml_dtypes
 import numpy as np
 from hypothesis import given, settings
@@ -91,6 +93,51 @@ def test_outer_reductions_take_vectors_of_outputs_only_where_the_outputs_fill_th
         assert n_out // (2 * p.vector * 32) < target  # the next wider vector would starve the GPU
 
 
+@given(
+    rows_log=st.integers(1, 24),
+    cols_log=st.integers(0, 16),
+    odd=st.booleans(),
+    dtype=st.sampled_from(list(NUMPY)),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_reduction_is_split_only_where_its_rows_leave_most_of_the_gpu_idle(
+    rows_log, cols_log, odd, dtype, device
+):
+    """Column sums of any shape: split where the unsplit rows fill less than a quarter of the
+    GPU's threads and each share keeps MIN_SPLIT_STEPS trips a thread; the split grid fills
+    at most SPLIT_OCCUPANCY of the threads plus one share's worth. Never split otherwise."""
+    rows, cols = 1 << rows_log, (1 << cols_log) + (1 if odd else 0)
+    seg = column_sum_segment(rows, cols, dtype)
+    p = reduction.default_params(seg, device)
+    assert reduction.is_valid(seg, device, p) is None
+    occupancy = reduction.unsplit_occupancy(seg, device, p)
+    share = rows // p.split
+    trips = share // (p.threads_r * p.unroll)
+    if occupancy >= reduction.SPLIT_BELOW_OCCUPANCY:
+        assert p.split == 1
+    if p.split > 1:
+        assert trips >= reduction.MIN_SPLIT_STEPS
+        assert occupancy * (p.split - 1) < reduction.SPLIT_OCCUPANCY
+    elif occupancy < reduction.SPLIT_BELOW_OCCUPANCY:
+        # not split: it cannot be (a vector of outputs a lane), or a share of two would leave
+        # a thread too few trips
+        assert reduction.split_error(seg, dataclasses.replace(p, split=2)) or (
+            rows // 2 // (p.threads_r * p.unroll) < reduction.MIN_SPLIT_STEPS
+        )
+
+
+def test_the_measured_column_sums_split_where_it_paid():
+    """H100, fp32 (ab.py, this heuristic's evidence): 4096 and more outputs are not split
+    (8192 x 4096: 53.7 us unsplit, 62.7 split 5); 1024 outputs of 32768 rows are (62-65 us
+    split, 80.8 unsplit)."""
+    for rows, cols in [(2048, 4096), (8192, 4096), (32768, 4096), (8192, 8192)]:
+        seg = column_sum_segment(rows, cols, DataType.Float)
+        assert reduction.default_params(seg, H100).split == 1, (rows, cols)
+    seg = column_sum_segment(32768, 1024, DataType.Float)
+    assert reduction.default_params(seg, H100).split > 1
+
+
 def softmax_plan(rows: int, cols: int, dtype: DataType, device):  # noqa: ANN001, ANN201
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
@@ -133,7 +180,8 @@ def test_a_normalization_is_one_kernel_unless_its_rows_neither_fit_nor_fill_the_
     for seg in plan.segments[:2]:
         q = reduction.default_params(seg, device)
         (blocks, split, _), _, _ = reduction.grid(seg, device, q)
-        assert blocks >= device.sm_count or split > 1, (blocks, split)
+        occupancy = reduction.unsplit_occupancy(seg, device, q)
+        assert occupancy >= reduction.SPLIT_BELOW_OCCUPANCY or split > 1, (blocks, split)
 
 
 def test_the_same_rows_split_on_a_gpu_whose_shared_memory_cannot_hold_them():

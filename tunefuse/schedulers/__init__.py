@@ -42,7 +42,9 @@ class Scheduler(Protocol):
 # 7: normalizations whose rows a GPU can neither hold on chip nor spread over its SMs are
 #    planned as a kernel a pass (plan.py's split policy: the plan depends on the device);
 #    var and var_mean over dims of 1 are elementwise (segmentation).
-HEURISTICS_VERSION = 7
+# 8: a reduction is split only where its rows fill less than a quarter of the GPU's threads,
+#    and up to half of them (not SPLIT_WAVES blocks an SM).
+HEURISTICS_VERSION = 8
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
