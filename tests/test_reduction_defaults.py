@@ -104,26 +104,32 @@ def test_outer_reductions_take_vectors_of_outputs_only_where_the_outputs_fill_th
 def test_a_reduction_is_split_only_where_its_rows_leave_most_of_the_gpu_idle(
     rows_log, cols_log, odd, dtype, device
 ):
-    """Column sums of any shape: split where the unsplit rows fill less than a quarter of the
-    GPU's threads and each share keeps MIN_SPLIT_STEPS trips a thread; the split grid fills
-    at most SPLIT_OCCUPANCY of the threads plus one share's worth. Never split otherwise."""
+    """Column sums of any shape: never split where the unsplit rows fill a quarter of the
+    GPU's threads; a split keeps MIN_SPLIT_STEPS trips a thread in each share and gives the
+    grid at most SPLIT_WAVES blocks an SM plus one share's worth; not split below a quarter
+    only where it cannot be or a share of two would be too short."""
     rows, cols = 1 << rows_log, (1 << cols_log) + (1 if odd else 0)
     seg = column_sum_segment(rows, cols, dtype)
     p = reduction.default_params(seg, device)
     assert reduction.is_valid(seg, device, p) is None
     occupancy = reduction.unsplit_occupancy(seg, device, p)
     share = rows // p.split
-    trips = share // (p.threads_r * p.unroll)
+    step = p.threads_r * reduction.reduced_step(seg, p) * p.unroll  # elements a trip
+    trips = share // step
     if occupancy >= reduction.SPLIT_BELOW_OCCUPANCY:
         assert p.split == 1
     if p.split > 1:
         assert trips >= reduction.MIN_SPLIT_STEPS
-        assert occupancy * (p.split - 1) < reduction.SPLIT_OCCUPANCY
-    elif occupancy < reduction.SPLIT_BELOW_OCCUPANCY:
+        tiles = reduction.row_tiles(seg, p)
+        assert tiles * (p.split - 1) < reduction.SPLIT_WAVES * device.sm_count
+    elif (
+        occupancy < reduction.SPLIT_BELOW_OCCUPANCY
+        and reduction.row_tiles(seg, p) < reduction.SPLIT_WAVES * device.sm_count // 2
+    ):
         # not split: it cannot be (a vector of outputs a lane), or a share of two would leave
         # a thread too few trips
         assert reduction.split_error(seg, dataclasses.replace(p, split=2)) or (
-            rows // 2 // (p.threads_r * p.unroll) < reduction.MIN_SPLIT_STEPS
+            rows // 2 // step < reduction.MIN_SPLIT_STEPS
         )
 
 

@@ -42,8 +42,7 @@ class Scheduler(Protocol):
 # 7: normalizations whose rows a GPU can neither hold on chip nor spread over its SMs are
 #    planned as a kernel a pass (plan.py's split policy: the plan depends on the device);
 #    var and var_mean over dims of 1 are elementwise (segmentation).
-# 8: a reduction is split only where its rows fill less than a quarter of the GPU's threads,
-#    and up to half of them (not SPLIT_WAVES blocks an SM).
+# 8: a reduction is not split where its rows alone fill a quarter of the GPU's threads.
 HEURISTICS_VERSION = 8
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

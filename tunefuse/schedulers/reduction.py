@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -139,16 +138,17 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
 # A split is worth its workspace round trip only with enough work per thread: at least this
 # many trips of its (unrolled, vectorized) loop over its share.
 MIN_SPLIT_STEPS = 4
-SPLIT_WAVES = 4  # outputs grouped into vectors still give each SM this many blocks
-# A split costs a zeroed workspace and the last block's combine (~3-9 us on an H100 column
-# sum), and pays only where the rows alone leave most of the GPU's threads idle. H100 column
-# sums of fp32 [2048..32768] x [1024..16384] (ab.py, split 1 and 2 against the default):
-# 4096 or 8192 outputs in 1024-thread blocks (48% and 97% of the threads) ran 4-27% slower
-# split than not at every length (8192 x 4096: 62.7 us split 5, 53.7 unsplit, torch.compile
-# 59.3); 1024 outputs (12%) gained from a split of long columns only (32768 rows: 62.2 us
-# split 2, 80.8 unsplit), 2048 outputs (24%) a little (106.5 against 109.6).
-SPLIT_BELOW_OCCUPANCY = Fraction(1, 4)  # split where the unsplit grid holds less of the threads
-SPLIT_OCCUPANCY = Fraction(1, 2)  # and up to this share: more shares add partials, not bandwidth
+SPLIT_WAVES = 4  # a split aims at this many blocks per SM over the whole grid
+# A split costs a zeroed workspace, the last block's combine and, past one wave of resident
+# blocks, a partly filled last wave: it pays only where the rows alone leave most of the
+# GPU's threads idle. H100 column sums, fp32 [2048..32768] x [4096, 8192] (rows that fill
+# 48% and 97% of the threads in 1024-thread blocks; ab.py, split 1 and 2 against the
+# default): 4-27% slower split than not at every length (8192 x 4096: 62.7 us split 5, 53.7
+# unsplit, torch.compile 59.3). Below a quarter, splitting stays the better choice where the
+# rows are long: 1024 outputs of 32768 rows 62-65 us split, 80.8 unsplit; and the surface's
+# few-output columns and single rows (bf16 [2**23, 16], fp32 [1, 2**26]) lost 8-23% when
+# split to half the threads instead of SPLIT_WAVES blocks an SM.
+SPLIT_BELOW_OCCUPANCY = Fraction(1, 4)
 
 
 def unsplit_occupancy(segment: Segment, device: DeviceInfo, p: Params) -> Fraction:
@@ -158,17 +158,21 @@ def unsplit_occupancy(segment: Segment, device: DeviceInfo, p: Params) -> Fracti
 
 
 def default_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
-    """How many blocks share a row: where the rows alone fill less than SPLIT_BELOW_OCCUPANCY
-    of the GPU's threads, enough shares to fill SPLIT_OCCUPANCY of them, but never so many
-    that a thread makes fewer than MIN_SPLIT_STEPS trips over its share; else 1 (also where
-    a split cannot run)."""
+    """How many blocks share a row: enough that the grid has SPLIT_WAVES blocks an SM, but
+    never so many that a thread makes fewer than MIN_SPLIT_STEPS trips over its share; 1
+    where the rows alone fill SPLIT_BELOW_OCCUPANCY of the GPU's threads or SPLIT_WAVES / 2
+    blocks an SM, or a split cannot run."""
     _, n_red = sizes(segment)
-    occupancy = unsplit_occupancy(segment, device, p)
-    if occupancy >= SPLIT_BELOW_OCCUPANCY or split_error(segment, replace(p, split=2)):
+    tiles = row_tiles(segment, p)
+    target = SPLIT_WAVES * device.sm_count
+    if (
+        tiles >= target // 2
+        or unsplit_occupancy(segment, device, p) >= SPLIT_BELOW_OCCUPANCY
+        or split_error(segment, replace(p, split=2))
+    ):
         return 1
-    by_occupancy = math.ceil(SPLIT_OCCUPANCY / occupancy)
     by_work = n_red // (p.threads_r * reduced_step(segment, p) * p.unroll * MIN_SPLIT_STEPS)
-    return max(1, min(by_occupancy, by_work, MAX_SPLIT))
+    return max(1, min(-(-target // tiles), by_work, MAX_SPLIT))
 
 
 MAX_SPLIT = 65535  # grid y
