@@ -40,11 +40,10 @@ _INDEX_CELLS = {"i32": ctypes.c_int32, "i64": ctypes.c_int64}
 
 class PackedKernel:
     """One kernel's arguments as ctypes cells and the `void*[]` that points at them, made
-    once; the driver copies the cells at each launch."""
+    once; the driver copies the cells at each launch. `func`: the loaded kernel as the
+    driver's CUfunction; `index_error_word`: the device's word, for kernels that gather."""
 
-    def __init__(self, launch: KernelLaunch, kernel: object, rt: Runtime) -> None:
-        from cuda.bindings import driver
-
+    def __init__(self, launch: KernelLaunch, func: object, index_error_word: int = 0) -> None:
         cells: list = [None] * len(launch.static_args)
         for pos, arg in enumerate(launch.static_args):
             if arg is not None:
@@ -64,17 +63,33 @@ class PackedKernel:
             cells[pos] = ctypes.c_uint64(0)
             self.workspace = (cells[pos], nbytes)
         if launch.index_error is not None:
-            cells[launch.index_error] = ctypes.c_uint64(rt.index_error_word)
+            cells[launch.index_error] = ctypes.c_uint64(index_error_word)
         missing = [pos for pos, c in enumerate(cells) if c is None]
         if missing:
             raise ExecutionError(f"{launch.kernel_name}: arguments {missing} have no value")
         self.cells = cells  # alive as long as the pointer array that points at them
         self.array = (ctypes.c_void_p * max(len(cells), 1))(*(ctypes.addressof(c) for c in cells))
         self.params = ctypes.addressof(self.array)
-        # a CUkernel, launched as a CUfunction (the driver takes either there)
-        self.func = driver.CUfunction(int(kernel.handle))  # type: ignore[attr-defined]
+        self.func = func
         self.grid, self.block, self.shared = launch.grid, launch.block, launch.shared_bytes
         self.name, self.segment = launch.kernel_name, launch.segment
+
+    def fill(self, pointers: Sequence[int], host: dict | None) -> None:
+        """This call's buffer pointers and run-time scalars into the cells."""
+        for cell, buffer_id in self.pointers:
+            cell.value = pointers[buffer_id]
+        for cell, value, np_type in self.scalars:
+            cell.value = np_type(host[value])  # type: ignore[index]
+
+
+def packed_kernel(launch: KernelLaunch, kernel: object, rt: Runtime) -> PackedKernel:
+    """A loaded kernel's launch, packed (a CUkernel is launched as a CUfunction: the driver
+    takes either there)."""
+    from cuda.bindings import driver
+
+    func = driver.CUfunction(int(kernel.handle))  # type: ignore[attr-defined]
+    word = rt.index_error_word if launch.index_error is not None else 0
+    return PackedKernel(launch, func, word)
 
 
 class Launcher:
@@ -89,7 +104,9 @@ class Launcher:
         self.own = OwnArrays(rt)
         self.cu_launch = driver.cuLaunchKernel
         self.lock = threading.Lock()  # the cells are shared: one call fills and launches at a time
-        self.kernels = [PackedKernel(r.launch, r.kernel, rt) for r in exe.recipes if r.launch.numel]
+        self.kernels = [
+            packed_kernel(r.launch, r.kernel, rt) for r in exe.recipes if r.launch.numel
+        ]
         self.n_buffers = len(exe.buffers)
         self.input_slots = [
             (b.id, b.input_index, b.value) for b in exe.buffers if b.kind is BufferKind.INPUT
@@ -121,10 +138,7 @@ class Launcher:
         keep = []  # workspaces alive until their launch is queued (frees are stream-ordered)
         with self.lock:
             for k in self.kernels:
-                for cell, buffer_id in k.pointers:
-                    cell.value = pointers[buffer_id]
-                for cell, value, np_type in k.scalars:
-                    cell.value = np_type(host[value])  # type: ignore[index]
+                k.fill(pointers, host)
                 if k.workspace is not None:
                     cell, nbytes = k.workspace
                     memory = self.arrays.zeroed(nbytes, stream)
