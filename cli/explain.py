@@ -32,7 +32,8 @@ def explain(
             "--arch",
             help="Plan as a GPU of this architecture does (sm_90: H100, sm_80: A100): a "
             "normalization whose rows it can neither hold nor spread over its SMs is a kernel "
-            "a pass. Without it, every normalization is one kernel.",
+            "a pass. Also prints each kernel's default params and launch geometry there. "
+            "Without it, every normalization is one kernel.",
         ),
     ] = None,
 ) -> None:
@@ -57,6 +58,7 @@ def explain(
             plan = fd.plan(inputs, device=device)
         except TunefuseError as e:
             fail(f"{case.name}: {e}")
+        launches = launches_on(plan, device) if device is not None else None
         if as_json:
             documents.append(
                 {
@@ -73,8 +75,9 @@ def explain(
                             "kernel_key": s.kernel_key,
                             "shape_key": s.shape_key,
                             "index_type": s.index_type,
+                            **({"defaults": _launch_json(launches[i])} if launches else {}),
                         }
-                        for s in plan.segments
+                        for i, s in enumerate(plan.segments)
                     ],
                     "aliases": len(plan.aliases),
                 }
@@ -82,5 +85,39 @@ def explain(
         else:
             console.rule(f"[bold]{case.name}")
             console.print(str(plan), highlight=False, markup=False)
+            if launches:
+                console.print(f"  defaults on {device.name} (no cache):", highlight=False)
+                for k in launches:
+                    console.print(f"    {_launch_text(k)}", highlight=False, markup=False)
     if as_json:
         print(json.dumps(documents))
+
+
+def launches_on(plan, device) -> tuple:  # noqa: ANN001
+    """Each kernel as `device` would launch it with the default heuristics."""
+    from tunefuse.runtime.lower import default_chooser, generate_launches
+
+    _, launch = generate_launches(plan, device, default_chooser(device))
+    return launch.kernels
+
+
+def _launch_json(k) -> dict:  # noqa: ANN001 - a KernelLaunch
+    return {
+        "kernel_name": k.kernel_name,
+        "params": k.params,
+        "grid": list(k.grid),
+        "block": list(k.block),
+        "shared_bytes": k.shared_bytes,
+        "workspace_bytes": k.workspace[1] if k.workspace is not None else 0,
+    }
+
+
+def _launch_text(k) -> str:  # noqa: ANN001 - a KernelLaunch
+    params = ", ".join(f"{name}={value}" for name, value in k.params.items())
+    grid = "x".join(map(str, k.grid))
+    block = "x".join(map(str, k.block))
+    extra = f", workspace {k.workspace[1]} B" if k.workspace is not None else ""
+    return (
+        f"{k.segment}: {k.scheduler} {k.kernel_name} grid {grid} block {block}, shared "
+        f"{k.shared_bytes} B{extra}; {params}"
+    )

@@ -76,6 +76,43 @@ def test_explain_plans_as_the_named_architecture(tmp_path):
     _one_line_error(run("explain", path, "--arch", "sm_75"), 2, "sm_75", "sm_80, sm_90")
 
 
+COLUMN_SUMS = """
+from tunefuse import DataType, FusionDefinition
+from tunefuse.fusion_file import FusionCase, randn
+
+
+def col_sum(fd: FusionDefinition) -> None:
+    x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+    fd.add_output(fd.ops.sum(x, dims=[0]))
+
+
+FUSIONS = [
+    FusionCase("wide", col_sum, randn((8192, 4096))),
+    FusionCase("narrow", col_sum, randn((32768, 1024))),
+]
+"""
+
+
+def test_explain_shows_the_default_launch_of_each_kernel_on_the_named_architecture(tmp_path):
+    """With --arch, each kernel's default params and launch geometry on that GPU: on an H100
+    the 4096 column sums are not split (their rows fill 48% of its threads), the 1024 ones
+    are, across blocks (grid y) through a workspace. Without --arch there is no device to
+    choose for, and none is shown."""
+    path = tmp_path / "columns.py"
+    path.write_text(COLUMN_SUMS)
+    documents = json.loads(run("explain", path, "--json", "--arch", "sm_90").output)
+    (wide,), (narrow,) = (d["segments"] for d in documents)
+    assert wide["defaults"]["params"]["split"] == 1 and wide["defaults"]["workspace_bytes"] == 0
+    split = narrow["defaults"]["params"]["split"]
+    assert split > 1 and narrow["defaults"]["grid"][1] == split
+    assert narrow["defaults"]["workspace_bytes"] > 0
+    text = run("explain", path, "--arch", "sm_90").output
+    assert "defaults on NVIDIA H100" in text and f"split={split}" in text
+    plain = json.loads(run("explain", path, "--json").output)
+    assert all("defaults" not in s for d in plain for s in d["segments"])
+    assert "defaults on" not in run("explain", path).output
+
+
 # -- cache and jobs, against a real SQLite cache filled through the library ---------------
 
 import datetime as dt  # noqa: E402

@@ -13,19 +13,14 @@ from tunefuse import DataType, FusionDefinition
 from tunefuse.device_info import H100
 from tunefuse.planning.plan import make_plan
 from tunefuse.runtime.launcher import PackedKernel
-from tunefuse.runtime.lower import lower
-from tunefuse.schedulers import scheduler_for
+from tunefuse.runtime.lower import default_chooser, lower
 
 WIDTH = {"i32": ctypes.c_int32, "i64": ctypes.c_int64}
 
 
 def lowered(fd, inputs):  # noqa: ANN001, ANN201
     plan = make_plan(fd.fusion, inputs, device=H100)
-    return lower(
-        plan,
-        H100,
-        lambda seg: (scheduler_for(seg.scheduler).default_params(seg, H100), "default"),
-    )
+    return lower(plan, H100, default_chooser(H100))
 
 
 def pointer_array(packed: PackedKernel) -> list[int]:

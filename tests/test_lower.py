@@ -10,14 +10,14 @@ from tunefuse import DataType
 from tunefuse.codegen import generate
 from tunefuse.device_info import H100
 from tunefuse.planning.plan import make_plan
+from tunefuse.runtime import lower as lower_module
 from tunefuse.runtime.lower import by_kernel_name, code_key, lower
 from tunefuse.schedulers import params_to_dict, scheduler_for, value_of, with_values
 
 ELF = b"\x7fELF"
 
 
-def default_chooser(seg):  # noqa: ANN001, ANN201
-    return scheduler_for(seg.scheduler).default_params(seg, H100), "default"
+default_chooser = lower_module.default_chooser(H100)
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,7 @@ from tunefuse.compiler import COMPILE_OPTIONS, compile_kernel, nvrtc_version, so
 from tunefuse.planning.plan import Plan
 from tunefuse.planning.segment import Segment
 from tunefuse.runtime.launch_plan import LaunchPlan, kernel_launch
+from tunefuse.schedulers import scheduler_for
 
 # (params, how they were chosen: one of launch_plan.CHOSEN)
 Chooser = Callable[[Segment], tuple[object, str]]
@@ -80,16 +81,30 @@ def lower(plan: Plan, device: object, choose: Chooser, fetch: Fetcher = nothing_
     """`plan` for `device` (a DeviceInfo): params chosen per kernel, code generated, each
     binary fetched or else compiled (NVRTC: the one side effect), and each kernel's launch
     geometry and argument slots. Raises CompileError when NVRTC rejects a kernel."""
+    sources, launch = generate_launches(plan, device, choose)
+    code_keys = [k.code_key for k in launch.kernels]
+    binaries = compile_or_fetch(sources, code_keys, device.arch, fetch(code_keys, sources))  # type: ignore[attr-defined]
+    return Lowered(launch, tuple(binaries))
+
+
+def generate_launches(
+    plan: Plan, device: object, choose: Chooser
+) -> tuple[list[KernelSource], LaunchPlan]:
+    """The first passes of `lower`, pure: params chosen, code generated, launch geometry (the
+    code keys included); no binary. `tunefuse explain --arch` shows these."""
     dtypes = {b.id: b.dtype for b in plan.buffers}
     chosen = [choose(seg) for seg in plan.segments]
     sources = [generate(seg, p, device, dtypes) for seg, (p, _) in zip(plan.segments, chosen)]
-    code_keys = [code_key(src, device.arch) for src in sources]  # type: ignore[attr-defined]
-    binaries = compile_or_fetch(sources, code_keys, device.arch, fetch(code_keys, sources))  # type: ignore[attr-defined]
     kernels = [
-        kernel_launch(seg, src, params, how, key)
-        for seg, (params, how), src, key in zip(plan.segments, chosen, sources, code_keys)
+        kernel_launch(seg, src, params, how, code_key(src, device.arch))  # type: ignore[attr-defined]
+        for seg, (params, how), src in zip(plan.segments, chosen, sources)
     ]
-    return Lowered(LaunchPlan.of(plan, kernels), tuple(binaries))
+    return sources, LaunchPlan.of(plan, kernels)
+
+
+def default_chooser(device: object) -> Chooser:
+    """Each scheduler's default heuristic on `device`: the choice without a cache."""
+    return lambda seg: (scheduler_for(seg.scheduler).default_params(seg, device), "default")
 
 
 def compile_or_fetch(
