@@ -16,29 +16,18 @@ from test_frontend import ROOT
 from cache_db.models import BinaryRow
 from tunefuse import DataType
 from tunefuse.arrays import Device
-from tunefuse.codegen import generate
-from tunefuse.compiler import COMPILE_OPTIONS, source_key
 from tunefuse.device_info import H100
 from tunefuse.fusion_file import load_fusion_file
 from tunefuse.planning.plan import make_plan
 from tunefuse.planning.signature import FusionInputs, bind_inputs
-from tunefuse.runtime.launch_plan import LaunchPlan, LaunchPlanError, kernel_launch, launch_plan_key
-from tunefuse.schedulers import scheduler_for
+from tunefuse.runtime.launch_plan import LaunchPlan, LaunchPlanError, launch_plan_key
+from tunefuse.runtime.lower import default_chooser, generate_launches
 
 
 def launch_plan_for(fd, inputs):
+    """The plan and its launch plan as an H100 lowers it by default (no binaries)."""
     plan = make_plan(fd.fusion, inputs)
-    dtypes = {b.id: b.dtype for b in plan.buffers}
-    kernels = []
-    for seg in plan.segments:
-        params = scheduler_for(seg.scheduler).default_params(seg, H100)
-        src = generate(seg, params, H100, dtypes)
-        kernels.append(
-            kernel_launch(
-                seg, src, params, "default", source_key(src.source, "sm_90", COMPILE_OPTIONS)
-            )
-        )
-    return plan, LaunchPlan.of(plan, kernels)
+    return plan, generate_launches(plan, H100, default_chooser(H100))[1]
 
 
 def cases():
