@@ -109,9 +109,6 @@ class TorchArrays(OwnArrays):
         )
         return Memory(int(t.data_ptr()), t)
 
-    def scratch(self, nbytes: int, stream: object) -> Memory:
-        return self.empty(nbytes, DataType.Int32, stream)
-
     def zeroed(self, nbytes: int, stream: object) -> Memory:
         t = self.torch.zeros(max(nbytes, 1), dtype=self.torch.uint8, device=self.device)
         return Memory(int(t.data_ptr()), t)

@@ -329,9 +329,6 @@ class Executor:
                 return result
         return self._checked(inputs, out)[0]
 
-    def _run_checked(self, inputs: Sequence[object], out: Sequence[object] | None) -> list:
-        return self._checked(inputs, out)[0]
-
     def _checked(
         self, inputs: Sequence[object], out: Sequence[object] | None
     ) -> tuple[list, Launcher]:
@@ -438,7 +435,7 @@ def execute(
     bound = bind_inputs(executor.fusion, inputs, executor.inputs)
     device_index = device_for(bound, out, executor.device)
     result, wall_us = call_options.synchronized_wall_us(
-        device_index, lambda: executor._run_checked(inputs, out)
+        device_index, lambda: executor._checked(inputs, out)[0]
     )
     exe = executor.plans[executor._last_key]  # type: ignore[index]
     if profile:
