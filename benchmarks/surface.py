@@ -5,7 +5,7 @@ heuristic between the benchmark's points, not only on them.
 
     python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle softmax
         layernorm rmsnorm logsumexp] [--mbytes 16 256]
-        [--dtypes float bfloat16] [--step 4]
+        [--dtypes float bfloat16] [--step 4] [--min-reduced N]
 
 Writes DIR/surface.json and DIR/surface.md (a table a pattern: % of copy bandwidth, and the
 ratio to torch.compile, per cell), and DIR/surface_<pattern>.png heat maps where matplotlib is
@@ -101,6 +101,11 @@ def shapes(pattern: str, elements: int, step: int) -> list[tuple[int, ...]]:
     return out
 
 
+def reduced_extent(pattern: str, shape: tuple[int, ...]) -> int:
+    """The elements a cell reduces an output (as `shapes` lays the pattern out)."""
+    return shape[0] if pattern in ("col", "var_mean0") else shape[1]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=pathlib.Path, required=True)
@@ -108,6 +113,13 @@ def main() -> None:
     parser.add_argument("--mbytes", nargs="+", type=int, default=[16, 256])
     parser.add_argument("--dtypes", nargs="+", default=["float", "bfloat16"])
     parser.add_argument("--step", type=int, default=4)
+    parser.add_argument(
+        "--min-reduced",
+        type=int,
+        default=1,
+        help="only the cells that reduce at least this many elements an output (a rerun of "
+        "the cells a change touched)",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     torch._dynamo.config.cache_size_limit = 1024
@@ -121,6 +133,8 @@ def main() -> None:
             for mbytes in args.mbytes:
                 elements = mbytes * (1 << 20) // tdtype.itemsize
                 for shape in shapes(pattern, elements, args.step):
+                    if reduced_extent(pattern, shape) < args.min_reduced:
+                        continue
                     x = torch.randn(*shape, device="cuda").to(tdtype)
                     # A normalization's weight (and bias) along the row.
                     params = {"layernorm": 2, "rmsnorm": 1}.get(pattern, 0)

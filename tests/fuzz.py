@@ -394,19 +394,28 @@ class _Builder:
         self.push(self.op(name, operand, dims=dims, keepdim=keep), reduced)
 
     def step_normalize(self) -> None:
-        """x - reduce(x) broadcast back (softmax / layernorm shapes)."""
+        """x - reduce(x) broadcast back (softmax / layernorm shapes), or logsumexp (log(sum(exp(x
+        - max))) + max: one value a row)."""
         v = self.float_value()
         if len(v.shape) < 1:
             return self.step_unary()
         dim = int(self.rng.integers(0, len(v.shape)))
-        name = self.pick(["max", "sum", "mean"])
-        if name == "max" and v.shape[dim] == 0 and 0 not in v.shape[:dim] + v.shape[dim + 1 :]:
+        name = self.pick(["max", "sum", "mean", "logsumexp"])
+        if (
+            name in ("max", "logsumexp")
+            and v.shape[dim] == 0
+            and 0 not in v.shape[:dim] + v.shape[dim + 1 :]
+        ):
             name = "sum"  # the max of nothing is refused by name (a ShapeError), as torch's
-        r = self.op(name, v.tensor, dims=[dim], keepdim=True)
+        r = self.op("max" if name == "logsumexp" else name, v.tensor, dims=[dim], keepdim=True)
         b = self.op(
             "broadcast_in_dim", r, shape=list(v.shape), broadcast_dims=list(range(len(v.shape)))
         )
         y = self.op("sub", v.tensor, b)
+        if name == "logsumexp":
+            s = self.op("sum", self.op("exp", y), dims=[dim], keepdim=True)
+            reduced = tuple(1 if d == dim else e for d, e in enumerate(v.shape))
+            return self.push(self.op("add", self.op("log", s), r), reduced)
         if name == "max":
             e = self.op("exp", y)
             s = self.op("sum", e, dims=[dim], keepdim=True)

@@ -228,6 +228,43 @@ template <typename T> __device__ __forceinline__ TfWelford<T> tf_welford_merge(T
   return r;
 }
 
+// A row's max and its sum of exp(x - max) in one pass (softmax, logsumexp): the sum is kept
+// relative to the running max and rescaled when the max grows, one exp an element. A row of
+// -inf elements adds garbage ones that the first finite element scales by exp(-inf) = 0; a
+// row whose max is not finite is settled at the end (tf_max_exp_sum_total). The max is
+// tf_max's, so it is the very value a max of its own would be.
+template <typename T> struct TfMaxExpSum { T max; T sum; };
+template <typename T> __device__ __forceinline__ void tf_max_exp_sum_add(TfMaxExpSum<T>& w, T x) {
+  const bool grows = x > w.max;
+  const T e = (x == w.max) ? T(1) : tf_exp(grows ? w.max - x : x - w.max);
+  w.sum = grows ? w.sum * e + T(1) : w.sum + e;
+  w.max = tf_max<T>(w.max, x);
+}
+template <typename T> __device__ __forceinline__ TfMaxExpSum<T> tf_max_exp_sum_merge(TfMaxExpSum<T> a, TfMaxExpSum<T> b) {
+  TfMaxExpSum<T> r;
+  r.max = tf_max<T>(a.max, b.max);
+  r.sum = (a.max == r.max ? a.sum : a.sum * tf_exp(a.max - r.max)) +
+          (b.max == r.max ? b.sum : b.sum * tf_exp(b.max - r.max));
+  return r;
+}
+// N elements at once: the running max moved to theirs first, then N + 1 exps that do not
+// wait on one another (element by element, each exp waits for the max the last one left).
+template <typename T, int N> __device__ __forceinline__ void tf_max_exp_sum_add_chunk(TfMaxExpSum<T>& w, const T (&x)[N]) {
+  T m = w.max;
+  #pragma unroll
+  for (int i = 0; i < N; ++i) m = tf_max<T>(m, x[i]);
+  T s = (w.max == m) ? w.sum : w.sum * tf_exp(w.max - m);
+  #pragma unroll
+  for (int i = 0; i < N; ++i) s += (x[i] == m) ? T(1) : tf_exp(x[i] - m);
+  w.max = m;
+  w.sum = s;
+}
+// The sum of exp(x - max) over the row: where the max is -inf, +inf or NaN the two-pass form
+// meets exp(-inf - -inf), exp(inf - inf) or exp(NaN) and is NaN; so is this (an empty row: 0).
+template <typename T> __device__ __forceinline__ T tf_max_exp_sum_total(TfMaxExpSum<T> w, long long n) {
+  return (n == 0 || tf_isfinite(w.max)) ? w.sum : T(__int_as_float(0x7fffffff));
+}
+
 template <typename T, int N> struct __align__(sizeof(T) * N) TfVec { T v[N]; };
 
 // Data read once (no broadcast, one pass over it) is loaded evict-first (ld.global.cs), so

@@ -31,18 +31,19 @@ from tunefuse.ir.dtypes import DataType
 from tunefuse.ir.ops import OpKind
 from tunefuse.planning.indexing import Var
 from tunefuse.planning.kernel_ir import EGather, ELoad, EOp, EReduce, Expr
+from tunefuse.planning.reductions import MAX_EXP_SUM, post_order
 from tunefuse.planning.segment import Segment
-from tunefuse.schedulers.phases import FAMILY, phases_reading, post_order, reduction_groups
+from tunefuse.schedulers.phases import phases_reading, segment_groups
 
 
 @dataclass
 class _Accumulator:
-    family: str  # sum, prod, max, min, welford
+    family: str  # sum, prod, max, min, welford, max_exp_sum (planning.reductions)
     operand: Expr
     ctype: DataType
     correction: int
     index: int | str
-    reduces: list[EReduce]
+    reduces: Sequence[EReduce]
 
 
 # Element ops worth a register a cached element to compute once rather than in two passes.
@@ -88,19 +89,39 @@ def _children(e: Expr) -> tuple[Expr, ...]:
     return e.operands if isinstance(e, EOp) else ()
 
 
-def accumulators(segment: Segment) -> list[_Accumulator]:
-    """Distinct accumulators, operands before their users (post-order)."""
+def accumulators(segment: Segment, online: bool) -> list[_Accumulator]:
+    """Distinct accumulators, operands before their users (post-order); `online`: a max and
+    the sum of exp(x - max) as one (MAX_EXP_SUM), where the row is read again each pass."""
     accs: list[_Accumulator] = []
-    for reduces in reduction_groups(segment):
-        r = reduces[0]
-        family = FAMILY[r.op]
+    for group in segment_groups(segment, online):
+        r, family = group.reduces[0], group.family
         ctype = (
             r.dtype.compute
             if r.dtype.is_floating
             else (DataType.Int if family in ("sum", "prod") else r.dtype)
         )
-        accs.append(_Accumulator(family, r.operand, ctype, r.correction, len(accs), reduces))
+        accs.append(
+            _Accumulator(family, group.operand, ctype, r.correction, len(accs), group.reduces)
+        )
     return accs
+
+
+# The fields of an accumulator held in a struct (its partials are stored field by field).
+_STRUCT_FIELDS = {"welford": ("mean", "m2", "n"), MAX_EXP_SUM: ("max", "sum")}
+_STRUCT = {"welford": "TfWelford", MAX_EXP_SUM: "TfMaxExpSum"}
+
+
+def _fields(acc: _Accumulator) -> tuple[str | None, ...]:
+    """The accumulator's fields, or (None,) for a plain value."""
+    return _STRUCT_FIELDS.get(acc.family, (None,))
+
+
+def _struct_of(acc: _Accumulator, parts: Sequence[str]) -> str:
+    """An accumulator value built from its fields' values (in _fields order)."""
+    if acc.family in _STRUCT:
+        return f"{_acc_type(acc)}{{{', '.join(parts)}}}"
+    (part,) = parts
+    return part
 
 
 def _init(acc: _Accumulator) -> str:
@@ -111,6 +132,8 @@ def _init(acc: _Accumulator) -> str:
         return literal(1, t)
     if acc.family == "welford":
         return f"TfWelford<{t.cuda}>{{0, 0, 0}}"
+    if acc.family == MAX_EXP_SUM:
+        return f"TfMaxExpSum<{t.cuda}>{{-{literal(float('inf'), t)}, 0}}"
     big = {DataType.Int: "9223372036854775807LL", DataType.Int32: "2147483647"}
     if t.is_floating:
         inf = literal(float("inf"), t)
@@ -128,19 +151,20 @@ def _combine(acc: _Accumulator, a: str, b: str) -> str:
         "max": f"tf_max<{t}>({a}, {b})",
         "min": f"tf_min<{t}>({a}, {b})",
         "welford": f"tf_welford_merge<{t}>({a}, {b})",
+        MAX_EXP_SUM: f"tf_max_exp_sum_merge<{t}>({a}, {b})",
     }[acc.family]
 
 
 def _acc_type(acc: _Accumulator) -> str:
-    return f"TfWelford<{acc.ctype.cuda}>" if acc.family == "welford" else acc.ctype.cuda
+    return f"{_STRUCT[acc.family]}<{acc.ctype.cuda}>" if acc.family in _STRUCT else acc.ctype.cuda
 
 
 def partial_fields(segment: Segment) -> list[tuple[int, str | None, DataType]]:
-    """A split reduction's partial values, in workspace order: (accumulator, Welford field or
-    None, type)."""
+    """A split reduction's partial values, in workspace order: (accumulator, field or None,
+    type). (Only the reduction scheduler splits, and it reads each row once a pass: online.)"""
     fields: list[tuple[int, str | None, DataType]] = []
-    for acc in accumulators(segment):
-        for field in ("mean", "m2", "n") if acc.family == "welford" else (None,):
+    for acc in accumulators(segment, online=True):
+        for field in _fields(acc):
             fields.append((int(acc.index), field, acc.ctype))
     return fields
 
@@ -161,12 +185,15 @@ class _Emitter:
         self.itype = index_ctype(segment)
         self.red = [j for j in range(len(segment.extents)) if j in segment.reduce_dims]
         self.outer = [j for j in range(len(segment.extents)) if j not in segment.reduce_dims]
-        self.accs = accumulators(segment)
         self.cache = persistent and getattr(p, "cache_row", False)
         # The row staged in shared memory: the first phase that reads an input writes its
         # elements there (sl<k>), later phases read them back; each thread reads only what it
         # wrote itself, so the phases need no barrier of their own.
         self.shared = persistent and not self.cache and getattr(p, "shared_row", False)
+        # A row read from memory each pass takes softmax's max and sum in one (MAX_EXP_SUM);
+        # a row on chip keeps the two passes, the second's exp(x - max) kept for the outputs.
+        self.online = not (self.cache or self.shared)
+        self.accs = accumulators(segment, self.online)
         self.ept = getattr(p, "elements_per_thread", 1)
         self.vec = getattr(p, "vector", 1)
         last = len(segment.extents) - 1
@@ -205,7 +232,7 @@ class _Emitter:
         self.divided_by = self.reductions_used_as_divisors()
         self.lines: list[str] = []
         self.counter = [0]
-        passes = phases_reading(segment)
+        passes = phases_reading(segment, self.online)
         self.streamed = {
             k
             for k in range(len(segment.loads))
@@ -482,7 +509,7 @@ class _Emitter:
         `declare`: False reuses the shared arrays an enclosing scope declared (a split
         reduction's second reduce: one set of arrays, not two)."""
         t = acc.ctype.cuda
-        fields = ["mean", "m2", "n"] if acc.family == "welford" else [None]
+        fields = _fields(acc)
         tr_n = self.p.threads_r
         rows = self.p.rows_per_block
         shuffle = self.p.inner and tr_n >= 32
@@ -490,6 +517,9 @@ class _Emitter:
         a = f"acc{acc.index}"
         if tr_n == 1:
             return  # a row's one thread holds its total
+        if acc.family == MAX_EXP_SUM:
+            self.max_exp_sum_block_reduce(acc, indent, declare)
+            return
         if self.p.inner and tr_n < 32:
             # A row's lanes are consecutive lanes of one warp (threadIdx.x, threads_r a power
             # of two): a butterfly over them, offsets below threads_r staying inside the row's
@@ -525,17 +555,11 @@ class _Emitter:
                 return
             self.w(f"{indent}for (int s = {lanes // 2 if lanes > 1 else 0}; s > 0; s >>= 1) {{")
             self.w(f"{indent}  if ({slot} < s) {{")
-            if acc.family == "welford":
+            if acc.family in _STRUCT:
                 here, there = at(slot), at(f"{slot} + s")
-                self.w(
-                    f"{indent}    TfWelford<{t}> x{{sm{acc.index}_mean[{here}], "
-                    f"sm{acc.index}_m2[{here}], sm{acc.index}_n[{here}]}};"
-                )
-                self.w(
-                    f"{indent}    TfWelford<{t}> y{{sm{acc.index}_mean[{there}], "
-                    f"sm{acc.index}_m2[{there}], sm{acc.index}_n[{there}]}};"
-                )
-                self.w(f"{indent}    TfWelford<{t}> z = tf_welford_merge<{t}>(x, y);")
+                x = _struct_of(acc, [f"sm{acc.index}_{f_}[{here}]" for f_ in fields])
+                y = _struct_of(acc, [f"sm{acc.index}_{f_}[{there}]" for f_ in fields])
+                self.w(f"{indent}    const {_acc_type(acc)} z = {_combine(acc, x, y)};")
                 for f_ in fields:
                     self.w(f"{indent}    sm{acc.index}_{f_}[{here}] = z.{f_};")
             else:
@@ -549,6 +573,23 @@ class _Emitter:
                 self.w(f"{indent}{a}{dot} = sm{acc.index}{sfx}[{at('0')}];")
             self.w(f"{indent}__syncthreads();")
 
+    def max_exp_sum_block_reduce(self, acc: _Accumulator, indent: str, declare: bool) -> None:
+        """A max-and-sum across the row's threads as two plain reductions: the row's max, then
+        each thread's sum rescaled to it (one exp a thread) and summed. Merging the pairs
+        instead would put an exp on every step of the reduction's serial chain (a block of
+        16 warps: 15 in a row), the tail of every row."""
+        t, i = acc.ctype.cuda, acc.index
+        top = _Accumulator("max", acc.operand, acc.ctype, 0, f"{i}m", ())
+        total = _Accumulator("sum", acc.operand, acc.ctype, 0, f"{i}s", ())
+        self.w(f"{indent}{t} acc{top.index} = acc{i}.max;")
+        self.block_reduce(top, indent, declare)
+        self.w(
+            f"{indent}{t} acc{total.index} = acc{i}.max == acc{top.index} ? acc{i}.sum : "
+            f"acc{i}.sum * tf_exp(acc{i}.max - acc{top.index});"
+        )
+        self.block_reduce(total, indent, declare)
+        self.w(f"{indent}acc{i} = TfMaxExpSum<{t}>{{acc{top.index}, acc{total.index}}};")
+
     def butterfly(self, acc: _Accumulator, indent: str, first_offset: int, mask: str) -> None:
         """acc<i> combined across lanes by xor shuffles, offsets first_offset down to 1: every
         lane of a group of 2 * first_offset ends with the group's total."""
@@ -558,9 +599,9 @@ class _Emitter:
         a = f"acc{acc.index}"
         self.w(f"{indent}#pragma unroll")
         self.w(f"{indent}for (int off = {first_offset}; off > 0; off >>= 1) {{")
-        if acc.family == "welford":
-            self.w(f"{indent}  TfWelford<{t}> other;")
-            for f_ in ("mean", "m2", "n"):
+        if acc.family in _STRUCT:
+            self.w(f"{indent}  {_acc_type(acc)} other;")
+            for f_ in _fields(acc):
                 self.w(f"{indent}  other.{f_} = __shfl_xor_sync({mask}, {a}.{f_}, off);")
         else:
             self.w(f"{indent}  const {t} other = __shfl_xor_sync({mask}, {a}, off);")
@@ -571,16 +612,16 @@ class _Emitter:
         """Every thread combines the row's warp partials from shared memory itself, in warp
         order: one barrier to publish them and one before the array is written again, where a
         tree would take a barrier per level."""
-        t = acc.ctype.cuda
         a = f"acc{acc.index}"
 
         def cell(w: str) -> str:
-            if acc.family == "welford":
-                return (
-                    f"TfWelford<{t}>{{sm{acc.index}_mean[to * {lanes} + {w}], "
-                    f"sm{acc.index}_m2[to * {lanes} + {w}], sm{acc.index}_n[to * {lanes} + {w}]}}"
-                )
-            return f"sm{acc.index}[to * {lanes} + {w}]"
+            return _struct_of(
+                acc,
+                [
+                    f"sm{acc.index}{'_' + f_ if f_ else ''}[to * {lanes} + {w}]"
+                    for f_ in _fields(acc)
+                ],
+            )
 
         self.w(f"{indent}{a} = {cell('0')};")
         self.w(f"{indent}#pragma unroll")
@@ -599,14 +640,35 @@ class _Emitter:
             a = f"acc{acc.index}"
             self.w(f"{indent}{_acc_type(acc)} {a} = {_init(acc)};")
 
+        t = acc.ctype.cuda
+        # A chunk of V elements of one row into a max-and-sum at once: its own max first,
+        # then V exps that do not wait on one another (element by element, each exp waits
+        # for the running max the previous element left).
+        chunked = acc.family == MAX_EXP_SUM and not self.along_outputs and self.vec > 1
+        xs = f"xs{acc.index}"
+
         def accumulate(ind: str, cached: bool, in_vector: bool) -> None:
             x = self.operand(acc, ind, cached, in_vector)
-            if acc.family == "welford":
-                self.w(f"{ind}tf_welford_add<{acc.ctype.cuda}>({a}, {x});")
+            if chunked:
+                self.w(f"{ind}{xs}[v] = {x};")
+            elif acc.family == "welford":
+                self.w(f"{ind}tf_welford_add<{t}>({a}, {x});")
+            elif acc.family == MAX_EXP_SUM:
+                self.w(f"{ind}tf_max_exp_sum_add<{t}>({a}, {x});")
             else:
                 self.w(f"{ind}{a} = {_combine(acc, a, x)};")
 
-        self.element_loop(accumulate, indent, reads=[acc.operand])
+        self.element_loop(
+            accumulate,
+            indent,
+            chunk_open=(lambda ind: self.w(f"{ind}{t} {xs}[{self.vec}];")) if chunked else None,
+            chunk_close=(
+                (lambda ind: self.w(f"{ind}tf_max_exp_sum_add_chunk<{t}, {self.vec}>({a}, {xs});"))
+                if chunked
+                else None
+            ),
+            reads=[acc.operand],
+        )
 
     def reduced_stores(self, indent: str) -> None:
         """The row's reduced outputs, written by its first thread. With a vector along the
@@ -731,16 +793,10 @@ class _Emitter:
             self.w("      if (row_ok) {")
             self.w(f"        for (int s = tr; s < {p.split}; s += {p.threads_r}) {{")
             self.w("          const long long at = (long long)s * n_out + row;")
-            if acc.family == "welford":
-                parts = ", ".join(
-                    f"*(volatile {t}*)&{_partial_name(acc.index, f)}[at]"
-                    for f in ("mean", "m2", "n")
-                )
-                self.w(f"          {a} = {_combine(acc, a, f'TfWelford<{t}>{{{parts}}}')};")
-            else:
-                self.w(
-                    f"          {a} = {_combine(acc, a, f'*(volatile {t}*)&{_partial_name(acc.index, None)}[at]')};"
-                )
+            share = _struct_of(
+                acc, [f"*(volatile {t}*)&{_partial_name(acc.index, f)}[at]" for f in _fields(acc)]
+            )
+            self.w(f"          {a} = {_combine(acc, a, share)};")
             self.w("        }")
             self.w("      }")
             self.block_reduce(acc, "      ", declare=False)
@@ -788,7 +844,14 @@ class _Emitter:
         t = acc.ctype.cuda
         a = f"acc{acc.index}"
         for k, r in enumerate(acc.reduces):
-            if r.op in (OpKind.SUM, OpKind.PROD, OpKind.MAX, OpKind.MIN):
+            if acc.family == MAX_EXP_SUM:
+                total = f"tf_max_exp_sum_total<{t}>({a}, (long long)n_red)"
+                value = {
+                    OpKind.MAX: f"{a}.max",
+                    OpKind.SUM: total,
+                    OpKind.MEAN: f"({total} / ({t})n_red)",
+                }[r.op]
+            elif r.op in (OpKind.SUM, OpKind.PROD, OpKind.MAX, OpKind.MIN):
                 value = a
             elif r.op is OpKind.MEAN:
                 value = f"({a} / ({t})n_red)"

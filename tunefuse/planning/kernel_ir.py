@@ -54,13 +54,16 @@ class EOp:
 @dataclass(frozen=True, slots=True)
 class EReduce:
     """A reduction of `operand` over the segment's reduction dims. `op` is one of SUM, PROD,
-    MAX, MIN, MEAN, VAR, VAR_MEAN; `output` picks var (0) or mean (1) of VAR_MEAN."""
+    MAX, MIN, MEAN, VAR, VAR_MEAN; `output` picks var (0) or mean (1) of VAR_MEAN; `value`
+    is the fusion value it computes (what a plan materializes to run it as a kernel of its
+    own)."""
 
     op: OpKind
     operand: Expr
     dtype: DataType
-    correction: int = 0
-    output: int = 0
+    correction: int
+    output: int
+    value: int
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,16 +11,17 @@ from __future__ import annotations
 
 import graphlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tunefuse.arrays import describe_array
 from tunefuse.device_info import DeviceInfo
 from tunefuse.ir.fusion import Fusion, Node, ScalarType
-from tunefuse.ir.ops import GroupOp, OpKind
+from tunefuse.ir.ops import OpKind
 from tunefuse.planning.alias import Buffers, OutputBinding, bind_outputs, check_preallocated
 from tunefuse.planning.concretize import ConcreteFusion, ConcretizationInfo, concretize
 from tunefuse.planning.indexing import Var, add, const, scale, var
 from tunefuse.planning.kernel_ir import Buffer, BufferKind, ELoad, Load, SchedulerKind, Store
+from tunefuse.planning.reductions import contains_reduce, reduction_groups
 from tunefuse.planning.segment import (
     Segment,
     StoreRequest,
@@ -28,8 +29,6 @@ from tunefuse.planning.segment import (
     _Materialize,
     _SplitByShape,
     build_segment,
-    is_empty_reduction,
-    is_trivial_reduction,
 )
 from tunefuse.planning.signature import (
     BoundInputs,
@@ -212,6 +211,8 @@ def _build_groups(
         group = groups.pop(0)
         try:
             seg = build_segment(cf, materialized, group, "", buffers.items)
+            if normalization.keeps_two_passes(seg):
+                seg = replace(seg, scheduler=SchedulerKind.NORMALIZATION)
         except _Materialize as m:
             mine = [r for r in group if r.value == m.value]
             if mine:
@@ -243,7 +244,7 @@ def _build_groups(
                 )
             continue
         why = split(seg) if seg.scheduler is SchedulerKind.NORMALIZATION else None
-        passes = _first_reductions(cf, seg) if why else []
+        passes = _first_reductions(seg) if why else []
         if why and not {r.value for r in group} <= set(passes):
             # The first pass over the rows (its reductions) becomes a kernel of its own; the
             # rest is built again, reading their results (and split again while it is a
@@ -268,42 +269,19 @@ def _build_groups(
     return built
 
 
-def _first_reductions(cf: ConcreteFusion, seg: Segment) -> list[int]:
-    """The reduction results `seg` computes that read no other reduction result it computes:
-    its first pass over the rows (every output of such a node that it computes: var_mean's
-    var and mean are one pass)."""
-    f = cf.fusion
-    computed = set(seg.values)
-
-    def is_reduction(v: int) -> bool:
-        node = f.producer(v)
-        return (
-            node.op in GroupOp.REDUCTION
-            and not is_trivial_reduction(cf, node)
-            and not is_empty_reduction(cf, node)
-        )
-
-    def reads_reduction(v: int) -> bool:
-        stack, seen = list(f.producer(v).inputs), set()
-        while stack:
-            u = stack.pop()
-            if u in seen or u not in computed:
-                continue
-            seen.add(u)
-            if is_reduction(u):
-                return True
-            stack.extend(f.producer(u).inputs)
-        return False
-
-    first = [v for v in sorted(computed) if is_reduction(v) and not reads_reduction(v)]
+def _first_reductions(seg: Segment) -> list[int]:
+    """The reduction results `seg` computes in its first pass over the rows, as fusion
+    values: those of every accumulator whose operand reads no reduction result (var_mean's
+    var and mean are one; so are softmax's max and its sum of exp(x - max),
+    `planning.reductions`)."""
+    groups = reduction_groups([st.expr for st in seg.stores], online=True)
+    first = sorted({r.value for g in groups if not contains_reduce(g.operand) for r in g.reduces})
     if not first:  # pragma: no cover - a normalization reduces something
         raise AssertionError(f"{seg.name} is a normalization without a reduction")
     return first
 
 
 def _renamed(seg: Segment, name: str) -> Segment:
-    from dataclasses import replace
-
     return replace(seg, name=name)
 
 

@@ -49,8 +49,8 @@ from tunefuse.planning.kernel_ir import (
     ScalarArg,
     SchedulerKind,
     Store,
-    children,
 )
+from tunefuse.planning.reductions import independent_reductions
 
 INT32_MAX = 2**31 - 1
 
@@ -240,7 +240,6 @@ class _SegmentBuilder:
         self.space: tuple[int, ...] = ()
         self.reduce_dims: tuple[int, ...] = ()
         self.vars: tuple[Var, ...] = ()
-        self.has_nested_reduce = False
         self.has_full_reduction_use = False
 
     # -- the cone and the space ------------------------------------------------------------
@@ -513,17 +512,9 @@ class _SegmentBuilder:
         expected = self.outer_index(self.cf.shape(value))
         if tuple(index) != expected:
             raise _Materialize(value, f"T{value} is read at another index than it is reduced at")
-        if self._inside_reduce:
-            self.has_nested_reduce = True
-        self._inside_reduce += 1
-        try:
-            operand = self.build(src, self.full_index())
-        finally:
-            self._inside_reduce -= 1
+        operand = self.build(src, self.full_index())
         out = node.outputs.index(value)
-        return EReduce(node.op, operand, dtype, a.correction, out)
-
-    _inside_reduce = 0
+        return EReduce(node.op, operand, dtype, a.correction, out, value)
 
 
 def _collapse(
@@ -597,23 +588,12 @@ def _is_full_use(e: Expr, inside: bool = False) -> bool:
     return False
 
 
-def contains_reduce(e: Expr) -> bool:
-    """True when `e` reads a reduction's result anywhere below it."""
-    if isinstance(e, EReduce):
-        return True
-    if isinstance(e, EOp):
-        return any(contains_reduce(x) for x in e.operands)
-    if isinstance(e, (EGuard, EGather)):
-        return any(contains_reduce(x) for x in children(e))
-    return False
-
-
 def _classify(
     builder: _SegmentBuilder, stores: list[Store], loads: list[Load], extents: tuple[int, ...]
 ) -> SchedulerKind:
     if builder.reduce_dims:
         full_store = any(not st.reduced for st in stores)
-        if full_store or builder.has_nested_reduce:
+        if full_store or not independent_reductions([st.expr for st in stores]):
             return SchedulerKind.NORMALIZATION
         return SchedulerKind.REDUCTION
     vars_ = [Var(k, e) for k, e in enumerate(extents)]

@@ -43,7 +43,10 @@ class Scheduler(Protocol):
 #    planned as a kernel a pass (plan.py's split policy: the plan depends on the device);
 #    var and var_mean over dims of 1 are elementwise (segmentation).
 # 8: a reduction is not split where its rows alone fill a quarter of the GPU's threads.
-HEURISTICS_VERSION = 8
+# 9: a max and the sum of exp(x - max) are one accumulator where the row is read from memory
+#    each pass (planning/reductions.py): logsumexp is a reduction (one pass, any layout, split
+#    across blocks), a split softmax's first kernel computes both.
+HEURISTICS_VERSION = 9
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

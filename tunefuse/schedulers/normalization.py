@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.planning.indexing import Var
+from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import reduction
 from tunefuse.schedulers.common import evict_first_pays, flag_space
@@ -61,7 +62,7 @@ def shared_row_bytes(segment: Segment, rows_per_block: int) -> int:
     row and more than one pass reads, in a 16-byte aligned region each (codegen stages those
     of them outside a pad/cat guard, so this bounds what the kernel asks for)."""
     _, n_red = reduction.sizes(segment)
-    passes = phases_reading(segment)
+    passes = phases_reading(segment, online=False)  # a staged row is read by each pass
     total = 0
     for k, ld in enumerate(segment.loads):
         along_row = not ld.offset.is_affine or any(
@@ -140,6 +141,21 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         evict_first_pays(segment),
         shared_row=staged,
     )
+
+
+def keeps_two_passes(segment: Segment) -> bool:
+    """A reduction of a max and the sum of exp(x - max) (logsumexp) over contiguous rows of
+    at most 32 vectors runs better as a normalization: a row held in a few lanes' registers
+    is read once either way, and two passes over registers (a max, then one exp an element)
+    cost less than the one-pass form's rescaling (an exp more a lane and a row, where a lane
+    has at most 4 vectors to spread them over): bf16 [2**24, 8] 150.4 us against 177.7,
+    fp32 [2**22, 16] 110.0 against 140.6 (H100, benchmarks/surface.py)."""
+    if segment.scheduler is not SchedulerKind.REDUCTION or not reduction.has_max_exp_sum(segment):
+        return False
+    if not reduction.reduced_is_contiguous(segment):
+        return False
+    _, n_red = reduction.sizes(segment)
+    return -(-n_red // reduction.max_vector(segment)) <= 32
 
 
 # A pass over the rows keeps this share of the SMs busy at least, or the normalization is
