@@ -81,6 +81,7 @@ def torch_of(name: str):
         "rmsnorm": lambda x, w: (
             x.float() * torch.rsqrt(x.float().pow(2).mean(1, keepdim=True) + 1e-6) * w.float()
         ).to(x.dtype),
+        "logsumexp": lambda x: torch.logsumexp(x.float(), dim=1, keepdim=True),
         "bias_gelu": lambda x, b: F.gelu(x.float() + b.float()).to(x.dtype),
         "row_sum": lambda x: x.sum(1),
         "col_sum": lambda x: x.sum(0),

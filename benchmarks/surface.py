@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from fusion_zoo import layernorm, logsumexp, rmsnorm, softmax  # noqa: E402
-from run import copy_bandwidth, timed  # noqa: E402
+from run import copy_bandwidth, timed, torch_of  # noqa: E402
 
 from tunefuse import DataType, FusionDefinition  # noqa: E402
 
@@ -64,20 +64,12 @@ def _fusion(pattern: str, dtype: DataType) -> FusionDefinition:
     return fd
 
 
-def _rmsnorm(x, w):  # noqa: ANN001, ANN202
-    xf = x.float()
-    return (xf * torch.rsqrt(xf.pow(2).mean(1, keepdim=True) + 1e-6) * w.float()).to(x.dtype)
-
-
 def _torch_fn(pattern: str):
+    """The torch function of a pattern: benchmarks/run.py's for the zoo's normalizations."""
+    if pattern in NORMALIZATIONS:
+        return torch_of(pattern)
     return {
         "row": lambda x: x.sum(1),
-        "softmax": lambda x: torch.softmax(x.float(), dim=1).to(x.dtype),
-        "layernorm": lambda x, w, b: torch.nn.functional.layer_norm(
-            x.float(), (x.shape[1],), w.float(), b.float(), eps=1e-5
-        ).to(x.dtype),
-        "rmsnorm": _rmsnorm,
-        "logsumexp": lambda x: torch.logsumexp(x.float(), dim=1, keepdim=True),
         "col": lambda x: x.sum(0),
         "middle": lambda x: x.sum(1),
         "var_mean0": lambda x: torch.var_mean(x.float(), dim=0, correction=1),
