@@ -248,12 +248,18 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
             # 256-512 threads; a chunk is at least 32 vectors or elements of a row (128 bytes
             # of fp32: a row of 33 unaligned floats is not read 64 bytes at a time).
             # A max-and-sum of exp (logsumexp) ends each row with two block reductions and an
-            # exp a thread: 8 vectors a thread amortize them (fp32 [16384, 4096]: 100.1 us
-            # with 128 threads a row against 153.6 with 512; bf16 [16384, 8192] 134.0 against
-            # 205.2; fp32 [65536, 1024] 101.4 with 32 against 128.2 with 128; H100, ab.py).
-            per_thread = 8 if has_max_exp_sum(segment) else chunks
+            # exp a thread: at least 8 vectors a thread amortize them (fp32 [16384, 4096]:
+            # 100.1 us with 128 threads a row against 153.6 with 512; bf16 [16384, 8192] 134.0
+            # against 205.2; fp32 [65536, 1024] 101.4 with 32 against 128.2 with 128; H100,
+            # ab.py), and at most 256 threads a row where the rows so laid out still fill
+            # every SM's threads (fp32 [4096, 16384] 100.4 with 256, 105.6 with 512; bf16
+            # [4096, 32768] 131.4 against 152.2); fewer rows keep 512 (fp32 [256, 16384]
+            # 12.8 us with 512, 17.2 with 256; the split rows of one to 64 rows 7% slower).
+            pair = has_max_exp_sum(segment)
+            fills = n_out * 256 >= device.max_threads_per_sm * device.sm_count
+            per_thread, most = (8, 256 if fills else 512) if pair else (chunks, 512)
             threads_r = 1
-            while threads_r < 512 and (
+            while threads_r < most and (
                 threads_r * vector * per_thread < n_red or threads_r * vector < 32
             ):
                 threads_r *= 2
