@@ -395,7 +395,7 @@ def test_ops_and_dtypes_tunefuse_declines_are_refused_by_name():
         with pytest.raises(AttributeError, match="no op 'no_such_op'"):
             fd.ops.no_such_op(t)
         assert not hasattr(fd.ops, "scatter") and hasattr(fd.ops, "triu")
-        for dtype in ("ComplexFloat", "ComplexDouble", "Float8_e4m3fn", "Float8_e5m2"):
+        for dtype in ("ComplexFloat", "ComplexDouble", "Float8_e8m0fnu", "Float4_e2m1fn"):
             with pytest.raises(
                 DefinitionError, match=f"DataType.{dtype} is not supported by tunefuse"
             ):

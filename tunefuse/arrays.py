@@ -249,6 +249,10 @@ def to_numpy(array: object, *, name: str = "input") -> np.ndarray:
         t = array.detach().cpu()  # type: ignore[attr-defined]
         if str(t.dtype) == "torch.bfloat16":
             return t.float().numpy().astype(DataType.BFloat16.numpy)
+        if str(t.dtype).startswith("torch.float8"):  # no NumPy export: the bytes, reinterpreted
+            import torch
+
+            return t.view(torch.uint8).numpy().view(from_any_dtype(t.dtype).numpy)
         return t.numpy()
     if framework == "cupy":
         return array.get()  # type: ignore[attr-defined]
@@ -257,3 +261,13 @@ def to_numpy(array: object, *, name: str = "input") -> np.ndarray:
     if framework == "dlpack":
         return np.from_dlpack(array)
     raise InputMismatchError(f"{name}: cannot read {type(array).__name__} on the host")
+
+
+def strided_view(flat: np.ndarray, shape: Sequence[int], strides: Sequence[int]) -> np.ndarray:
+    """A view of the 1-d `flat` with `shape` and element `strides`, of any dtype: NumPy's
+    as_strided cannot spell the 8-bit floats of ml-dtypes, so it strides their bytes."""
+    raw = flat.view(np.dtype(f"u{flat.itemsize}"))
+    view = np.lib.stride_tricks.as_strided(
+        raw, tuple(shape), tuple(s * raw.itemsize for s in strides)
+    )
+    return view.view(flat.dtype)

@@ -143,7 +143,10 @@ def eval_node(fusion: Fusion, node: Node, env: Env) -> list[np.ndarray]:
     if op in ELEMENTWISE:
         return [_elementwise(fusion, node, env)]
     if op is OpKind.CAST:
-        return [np.asarray(ins[0]).astype(a.dtype.numpy)]
+        x = np.asarray(ins[0])
+        if a.dtype.is_float8 and x.dtype != np.float32:
+            x = x.astype(np.float32)  # through float, as the kernels and torch round
+        return [x.astype(a.dtype.numpy)]
     if op in GroupOp.REDUCTION:
         return _reduction(fusion, node, env)
     x = ins[0] if ins else None

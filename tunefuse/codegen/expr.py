@@ -203,7 +203,7 @@ def literal(value: object, dtype: DataType) -> str:
         text = repr(v) + ("f" if single else "")
         if "e" not in text and "." not in text:
             text = text.replace("f", ".0f") if single else text + ".0"
-    if dtype in (DataType.Half, DataType.BFloat16):
+    if dtype.compute is not dtype:  # half, bfloat16, the 8-bit floats: storage structs
         return f"tf_cast<{dtype.cuda}>({text})"
     return text
 

@@ -23,6 +23,39 @@ __device__ __forceinline__ tf_bf16 tf_f2b(float f) {
   tf_bf16 b; asm("{ cvt.rn.bf16.f32 %0, %1; }" : "=h"(b.x) : "f"(f)); return b;
 }
 
+// 8-bit floats: storage bytes, converted through float in software (sm_80 has no cvt for
+// them; sm_89's saturates, where torch and ml-dtypes round past the largest value to NaN
+// (e4m3fn) or infinity (e5m2)). From float: round to nearest even.
+struct __align__(1) tf_fp8e4m3 { unsigned char x; };
+struct __align__(1) tf_fp8e5m2 { unsigned char x; };
+__device__ __forceinline__ float tf_e4m3_to_f(tf_fp8e4m3 v) {
+  const unsigned int e = (v.x >> 3) & 15u, m = v.x & 7u;
+  float f = (e == 15u && m == 7u) ? __int_as_float(0x7fffffff)
+          : e == 0u ? (float)m * 0.001953125f  // m * 2^-9
+          : __uint_as_float(((e + 120u) << 23) | (m << 20));
+  return (v.x & 0x80u) ? -f : f;
+}
+__device__ __forceinline__ tf_fp8e4m3 tf_f_to_e4m3(float f) {
+  const unsigned int bits = __float_as_uint(f), sign = (bits >> 24) & 0x80u, u = bits & 0x7fffffffu;
+  unsigned int code;
+  if (u >= 0x43f00000u) code = 0x7fu;  // NaN, inf, and what rounds past 448 (from 480 up)
+  else if (u < 0x3c800000u) code = __float2uint_rn(__uint_as_float(u) * 512.0f);  // below 2^-6
+  else code = ((u + 0x7ffffu + ((u >> 20) & 1u)) >> 20) - (120u << 3);  // 464..480: 0x7f, NaN
+  tf_fp8e4m3 r; r.x = (unsigned char)(sign | code); return r;
+}
+__device__ __forceinline__ float tf_e5m2_to_f(tf_fp8e5m2 v) {
+  return tf_h2f(tf_half{(unsigned short)(v.x << 8)});  // the top byte of a half
+}
+__device__ __forceinline__ tf_fp8e5m2 tf_f_to_e5m2(float f) {
+  const unsigned int bits = __float_as_uint(f), sign = (bits >> 24) & 0x80u, u = bits & 0x7fffffffu;
+  unsigned int code;
+  if (u > 0x7f800000u) code = 0x7fu;  // NaN
+  else if (u >= 0x47700000u) code = 0x7cu;  // infinity, and what rounds past 57344 (61440 up)
+  else if (u < 0x38800000u) code = __float2uint_rn(__uint_as_float(u) * 65536.0f);  // below 2^-14
+  else code = ((u + 0xfffffu + ((u >> 21) & 1u)) >> 21) - (112u << 2);
+  tf_fp8e5m2 r; r.x = (unsigned char)(sign | code); return r;
+}
+
 template <typename To, typename From> struct TfCast {
   static __device__ __forceinline__ To f(From v) { return static_cast<To>(v); }
 };
@@ -49,6 +82,38 @@ template <> struct TfCast<tf_half, tf_bf16> {
 };
 template <> struct TfCast<tf_bf16, tf_half> {
   static __device__ __forceinline__ tf_bf16 f(tf_half v) { return tf_f2b(tf_h2f(v)); }
+};
+// To and from the 8-bit floats, through float (every other type's value rounds to float
+// first: so do torch's casts).
+#define TF_FP8_CASTS(T, TO_F, FROM_F)                                                        \
+  template <typename From> struct TfCast<T, From> {                                         \
+    static __device__ __forceinline__ T f(From v) { return FROM_F(TfCast<float, From>::f(v)); } \
+  };                                                                                        \
+  template <typename To> struct TfCast<To, T> {                                             \
+    static __device__ __forceinline__ To f(T v) { return TfCast<To, float>::f(TO_F(v)); }   \
+  };                                                                                        \
+  template <> struct TfCast<T, T> {                                                         \
+    static __device__ __forceinline__ T f(T v) { return v; }                                \
+  };                                                                                        \
+  template <> struct TfCast<T, tf_half> {                                                   \
+    static __device__ __forceinline__ T f(tf_half v) { return FROM_F(tf_h2f(v)); }          \
+  };                                                                                        \
+  template <> struct TfCast<T, tf_bf16> {                                                   \
+    static __device__ __forceinline__ T f(tf_bf16 v) { return FROM_F(tf_b2f(v)); }          \
+  };                                                                                        \
+  template <> struct TfCast<tf_half, T> {                                                   \
+    static __device__ __forceinline__ tf_half f(T v) { return tf_f2h(TO_F(v)); }            \
+  };                                                                                        \
+  template <> struct TfCast<tf_bf16, T> {                                                   \
+    static __device__ __forceinline__ tf_bf16 f(T v) { return tf_f2b(TO_F(v)); }            \
+  };
+TF_FP8_CASTS(tf_fp8e4m3, tf_e4m3_to_f, tf_f_to_e4m3)
+TF_FP8_CASTS(tf_fp8e5m2, tf_e5m2_to_f, tf_f_to_e5m2)
+template <> struct TfCast<tf_fp8e4m3, tf_fp8e5m2> {
+  static __device__ __forceinline__ tf_fp8e4m3 f(tf_fp8e5m2 v) { return tf_f_to_e4m3(tf_e5m2_to_f(v)); }
+};
+template <> struct TfCast<tf_fp8e5m2, tf_fp8e4m3> {
+  static __device__ __forceinline__ tf_fp8e5m2 f(tf_fp8e4m3 v) { return tf_f_to_e5m2(tf_e4m3_to_f(v)); }
 };
 template <> struct TfCast<bool, tf_half> {
   static __device__ __forceinline__ bool f(tf_half v) { return tf_h2f(v) != 0.0f; }

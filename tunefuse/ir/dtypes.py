@@ -23,6 +23,11 @@ class DataType(enum.Enum):
     Float = "float"
     Half = "half"
     BFloat16 = "bfloat16"
+    # 8-bit floats: stored, read and written, cast to and from; not computed with (as torch,
+    # which promotes no arithmetic on them). e4m3fn has no infinity: what rounds past 448 is
+    # NaN; e5m2 rounds past 57344 to infinity.
+    Float8_e4m3fn = "float8_e4m3fn"
+    Float8_e5m2 = "float8_e5m2"
     Int = "int64"
     Int32 = "int32"
     Bool = "bool"
@@ -54,8 +59,18 @@ class DataType(enum.Enum):
 
     @property
     def compute(self) -> DataType:
-        """The type arithmetic happens in: float for half and bfloat16, else itself."""
-        return DataType.Float if self in (DataType.Half, DataType.BFloat16) else self
+        """The type arithmetic happens in: float for half, bfloat16 and the 8-bit floats,
+        else itself."""
+        return DataType.Float if self in _NARROW_FLOATS else self
+
+    @property
+    def is_float8(self) -> bool:
+        return self in (DataType.Float8_e4m3fn, DataType.Float8_e5m2)
+
+    @property
+    def ml_dtypes(self) -> bool:
+        """Stored in NumPy through ml-dtypes: no NumPy (or CuPy) type of its own."""
+        return self is DataType.BFloat16 or self.is_float8
 
     @property
     def cuda(self) -> str:
@@ -101,23 +116,34 @@ class RefusedDataType:
 
 
 _COMPLEX = "complex numbers are not built (no complex arithmetic in the kernels); use real and imaginary parts"
-_NARROW = "8-bit and 4-bit floats are not built; cast to and from them outside the fusion"
+_NARROW = (
+    "this 8-bit or 4-bit float is not built (Float8_e4m3fn and Float8_e5m2 are); "
+    "cast to and from it outside the fusion"
+)
 for _name, _why in (
     ("ComplexFloat", _COMPLEX),
     ("ComplexDouble", _COMPLEX),
-    ("Float8_e4m3fn", _NARROW),
-    ("Float8_e5m2", _NARROW),
     ("Float8_e8m0fnu", _NARROW),
     ("Float4_e2m1fn", _NARROW),
 ):
     setattr(DataType, _name, RefusedDataType(_name, _why))
 
-_FLOATING = (DataType.Double, DataType.Float, DataType.Half, DataType.BFloat16)
+_FLOATING = (
+    DataType.Double,
+    DataType.Float,
+    DataType.Half,
+    DataType.BFloat16,
+    DataType.Float8_e4m3fn,
+    DataType.Float8_e5m2,
+)
+_NARROW_FLOATS = (DataType.Half, DataType.BFloat16, DataType.Float8_e4m3fn, DataType.Float8_e5m2)
 _ITEMSIZE = {
     DataType.Double: 8,
     DataType.Float: 4,
     DataType.Half: 2,
     DataType.BFloat16: 2,
+    DataType.Float8_e4m3fn: 1,
+    DataType.Float8_e5m2: 1,
     DataType.Int: 8,
     DataType.Int32: 4,
     DataType.Bool: 1,
@@ -127,6 +153,8 @@ _NUMPY = {
     DataType.Float: np.dtype(np.float32),
     DataType.Half: np.dtype(np.float16),
     DataType.BFloat16: np.dtype(ml_dtypes.bfloat16),
+    DataType.Float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn),
+    DataType.Float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
     DataType.Int: np.dtype(np.int64),
     DataType.Int32: np.dtype(np.int32),
     DataType.Bool: np.dtype(np.bool_),
@@ -136,6 +164,8 @@ _CUDA = {
     DataType.Float: "float",
     DataType.Half: "tf_half",
     DataType.BFloat16: "tf_bf16",
+    DataType.Float8_e4m3fn: "tf_fp8e4m3",
+    DataType.Float8_e5m2: "tf_fp8e5m2",
     DataType.Int: "long long",
     DataType.Int32: "int",
     DataType.Bool: "bool",
@@ -157,6 +187,8 @@ _TORCH_NAMES = {
     "torch.float32": DataType.Float,
     "torch.float16": DataType.Half,
     "torch.bfloat16": DataType.BFloat16,
+    "torch.float8_e4m3fn": DataType.Float8_e4m3fn,
+    "torch.float8_e5m2": DataType.Float8_e5m2,
     "torch.int64": DataType.Int,
     "torch.int32": DataType.Int32,
     "torch.bool": DataType.Bool,
@@ -216,9 +248,17 @@ def promote_types(
 ) -> DataType:
     """PyTorch's result type: scalars only count when they are of a higher category than
     every tensor (a Double scalar times a Half tensor stays Half; a float scalar times an
-    Int tensor gives the default float type, Float)."""
+    Int tensor gives the default float type, Float). An 8-bit float promotes with nothing
+    but itself (torch refuses to as well)."""
     tensors = list(tensor_dtypes)
     scalars = list(scalar_dtypes)
+    eight = [d for d in tensors + scalars if d.is_float8]
+    if eight and len(set(tensors + scalars)) > 1:
+        refuse_float8(
+            eight[0],
+            "mixed with "
+            + ", ".join(sorted({d.value for d in tensors + scalars} - {eight[0].value})),
+        )
     if not tensors:
         result = scalars[0]
         for dt in scalars[1:]:
@@ -233,11 +273,19 @@ def promote_types(
     return result
 
 
+def refuse_float8(dtype: DataType, what: str) -> NoReturn:
+    raise DefinitionError(
+        f"{dtype!r} is stored and cast, not computed with ({what}): cast it to Float first"
+    )
+
+
 _TOLERANCE = {
     DataType.Double: (1e-9, 1e-9),
     DataType.Float: (1e-3, 1e-3),
     DataType.Half: (4e-3, 4e-3),
     DataType.BFloat16: (2e-2, 2e-2),
+    DataType.Float8_e4m3fn: (1.25e-1, 1.25e-1),  # 3 mantissa bits
+    DataType.Float8_e5m2: (2.5e-1, 2.5e-1),
     DataType.Int: (0.0, 0.0),
     DataType.Int32: (0.0, 0.0),
     DataType.Bool: (0.0, 0.0),

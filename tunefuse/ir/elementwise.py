@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tunefuse.errors import DefinitionError
-from tunefuse.ir.dtypes import DataType, promote_types
+from tunefuse.ir.dtypes import DataType, promote_types, refuse_float8
 from tunefuse.ir.ops import OpKind
 
 
@@ -210,6 +210,12 @@ def elementwise_types(
     first = rule.first_promoted
     tensors = [d for d in tensor_dtypes[first:] if d is not None]
     scalars = [d for d in scalar_dtypes[first:] if d is not None]
+    computed = [d for d in [*tensor_dtypes, *scalar_dtypes] if d is not None]
+    if op is OpKind.WHERE:  # a selection: its branches may be 8-bit floats, its condition not
+        computed = [d for d in [tensor_dtypes[0], scalar_dtypes[0]] if d is not None]
+    eight = [d for d in computed if d.is_float8]
+    if eight:
+        refuse_float8(eight[0], f"an operand of {op.value}")
     promoted = promote_types(tensors, scalars)
     if rule.result is ResultType.BOOL:
         return ElementwiseTypes(DataType.Bool, promoted.compute)

@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from tunefuse.errors import DefinitionError, ShapeError
-from tunefuse.ir.dtypes import DataType, promote_types
+from tunefuse.ir.dtypes import DataType, promote_types, refuse_float8
 from tunefuse.ir.elementwise import ELEMENTWISE, elementwise_types
 from tunefuse.ir.fusion import (
     Extent,
@@ -226,10 +226,14 @@ def _cast(ctx: InferContext) -> list[ValueType]:
     vt = ctx.types[0]
     if isinstance(vt, TensorType):
         return [TensorType(a.dtype, vt.shape)]
+    if a.dtype.is_float8 or vt.dtype.is_float8:  # type: ignore[union-attr]
+        refuse_float8(a.dtype if a.dtype.is_float8 else vt.dtype, f"{ctx.where}: a scalar")  # type: ignore[union-attr]
     return [ScalarType(a.dtype)]
 
 
 def reduction_result_dtype(op: OpKind, dtype: DataType, where: str) -> DataType:
+    if dtype.is_float8:
+        refuse_float8(dtype, f"{where} reduces it")
     if op in (OpKind.SUM, OpKind.PROD):
         return DataType.Int if not dtype.is_floating else dtype
     if op in (OpKind.MEAN, OpKind.VAR, OpKind.VAR_MEAN) and not dtype.is_floating:

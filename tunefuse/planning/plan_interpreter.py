@@ -13,7 +13,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tunefuse import philox
-from tunefuse.arrays import to_numpy
+from tunefuse.arrays import strided_view, to_numpy
 from tunefuse.errors import IndexOutOfRangeError
 from tunefuse.ir.dtypes import DataType
 from tunefuse.ir.elementwise import ELEMENTWISE
@@ -248,11 +248,7 @@ def run_plan(
     for binding in plan.outputs:
         buf = plan.buffers[binding.buffer]
         flat = memory[buf.id]
-        view = np.lib.stride_tricks.as_strided(
-            flat[binding.view.offset :],
-            binding.view.shape,
-            tuple(s * flat.itemsize for s in binding.view.strides),
-        )
+        view = strided_view(flat[binding.view.offset :], binding.view.shape, binding.view.strides)
         result = np.array(view, copy=True)
         if buf.out_index is not None:
             target = out[buf.out_index]  # type: ignore[index]

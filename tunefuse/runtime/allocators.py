@@ -188,7 +188,7 @@ class CupyArrays(OwnArrays):
 
     def view(self, memory: Memory, dtype: DataType, shape, strides, offset: int, stream) -> object:  # noqa: ANN001
         cupy = self.cupy
-        if dtype is DataType.BFloat16 or not isinstance(memory.owner, cupy.ndarray):
+        if dtype.ml_dtypes or not isinstance(memory.owner, cupy.ndarray):  # no CuPy dtype
             return super().view(memory, dtype, shape, strides, offset, stream)
         return cupy.ndarray(
             tuple(shape),
@@ -198,7 +198,7 @@ class CupyArrays(OwnArrays):
         )
 
     def alias(self, array: object, view, dtype: DataType) -> object:  # noqa: ANN001
-        if dtype is DataType.BFloat16:
+        if dtype.ml_dtypes:
             return super().alias(array, view, dtype)
         return self.cupy.ndarray(
             tuple(view.shape),

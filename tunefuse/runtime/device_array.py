@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from tunefuse.arrays import contiguous_strides
+from tunefuse.arrays import contiguous_strides, strided_view
 from tunefuse.ir.dtypes import DataType
 
 
@@ -46,7 +46,9 @@ class DeviceArray:
     def __cuda_array_interface__(self) -> dict:
         return {
             "shape": self.shape,
-            "typestr": self.dtype.numpy.str if self.dtype is not DataType.BFloat16 else "<V2",
+            "typestr": self.dtype.numpy.str
+            if not self.dtype.ml_dtypes
+            else f"<V{self.dtype.itemsize}",
             "data": (self.data_ptr, False),
             "strides": tuple(s * self.dtype.itemsize for s in self.strides_elements),
             "version": 3,
@@ -109,10 +111,7 @@ class DeviceArray:
             if self._stream is not None:
                 self._stream.sync()  # type: ignore[attr-defined]
             flat = device_to_host(self.data_ptr, span, self.dtype.numpy)
-        item = flat.itemsize
-        return np.lib.stride_tricks.as_strided(
-            flat, self.shape, tuple(s * item for s in self.strides_elements)
-        ).copy()
+        return strided_view(flat, self.shape, self.strides_elements).copy()
 
     def __repr__(self) -> str:
         return f"DeviceArray(shape={list(self.shape)}, dtype={self.dtype.value})"

@@ -19,6 +19,8 @@ _CODES = {  # DataType -> (DLDataTypeCode, bits)
     DataType.Float: (2, 32),
     DataType.Half: (2, 16),
     DataType.BFloat16: (4, 16),
+    DataType.Float8_e4m3fn: (10, 8),  # kDLFloat8_e4m3fn (DLPack 1.1)
+    DataType.Float8_e5m2: (12, 8),  # kDLFloat8_e5m2
     DataType.Bool: (6, 8),
 }
 
