@@ -346,6 +346,12 @@ class _Builder:
 
     def step_cast(self) -> None:
         v = self.pick(self.pool)
+        if v.exact and v.dtype.is_floating and self.rng.random() < 0.25:
+            # Through an 8-bit float and back (fp8 quantization): exact values only, so that
+            # the reference and a kernel round the same float to the same code.
+            eight = self.pick([DataType.Float8_e4m3fn, DataType.Float8_e5m2])
+            back = self.op("cast", self.op("cast", v.tensor, eight), DataType.Float)
+            return self.push(back, v.shape, True)
         target = self.pick(FLOATS + (DataType.Int32, DataType.Int, DataType.Bool))
         if not target.is_floating and not v.exact:
             target = self.pick(FLOATS)  # rounding a computed value to an integer may differ by one
