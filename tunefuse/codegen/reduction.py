@@ -585,7 +585,7 @@ class _Emitter:
         self.block_reduce(top, indent, declare)
         self.w(
             f"{indent}{t} acc{total.index} = acc{i}.max == acc{top.index} ? acc{i}.sum : "
-            f"acc{i}.sum * tf_exp(acc{i}.max - acc{top.index});"
+            f"acc{i}.sum * tf_exp_sum_term(acc{i}.max - acc{top.index});"
         )
         self.block_reduce(total, indent, declare)
         self.w(f"{indent}acc{i} = TfMaxExpSum<{t}>{{acc{top.index}, acc{total.index}}};")
