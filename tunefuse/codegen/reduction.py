@@ -1,8 +1,9 @@
 """CUDA for reduction and normalization segments.
 
-One loop over output rows; for each row, one phase per reduction (in dependency order:
-softmax's sum needs its max), each phase a strided loop of the row's threads followed by a
-block reduction (warp shuffles, then shared memory); then the row's results are stored,
+One loop over output rows; for each row, one phase per accumulator (in dependency order:
+softmax's sum needs its max, unless the row is read from memory each pass, where the two are
+one running max-and-sum, MAX_EXP_SUM), each phase a strided loop of the row's threads followed
+by a block reduction (warp shuffles, then shared memory); then the row's results are stored,
 and for a normalization the full-size outputs are computed from the reduced values. With
 the row cached in registers, a costly element value that one phase computes and a later one
 needs (softmax's exp(x - max)) is kept there too, computed once. With `evict_first`, loads
