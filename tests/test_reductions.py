@@ -182,3 +182,56 @@ def test_logsumexp_is_one_pass_unless_its_rows_are_a_few_vectors(dtype, rows, co
     src = generate(seg, params, H100, {0: dtype, 1: DataType.Float})
     body = src.source.split("end of preamble", 1)[1]
     assert ("tf_max_exp_sum" in body) is (kind is SchedulerKind.REDUCTION)
+
+
+def _logsumexp_over(dim: int, dtype: DataType) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+        xf = fd.ops.cast(x, DataType.Float) if dtype.itemsize < 4 else x
+        m = fd.ops.max(xf, dims=[dim], keepdim=True)
+        s = fd.ops.sum(fd.ops.exp(fd.ops.sub(xf, m)), dims=[dim], keepdim=True)
+        fd.add_output(fd.ops.add(fd.ops.log(s), m))
+    return fd
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_every_layout_of_the_one_pass_pair_compiles(arch):
+    """The GPU tests' layouts of MAX_EXP_SUM, compiled by NVRTC without a GPU: rows unsplit and
+    split (partials of (max, sum)), columns (one output a lane: vectors of outputs are not
+    offered for the pair until they have run on a GPU, reduction.output_vector), fp64, and a
+    softmax row read again each pass (a normalization without cache_row or shared_row)."""
+    from tunefuse.compiler import compile_kernel
+    from tunefuse.device_info import A100
+    from tunefuse.schedulers import with_values
+
+    device = {"sm_80": A100, "sm_90": H100}[arch]
+    cases = [
+        (_logsumexp_over(1, DataType.Float), (300, 5000), {}),
+        (_logsumexp_over(1, DataType.BFloat16), (9, 300001), {}),
+        (_logsumexp_over(1, DataType.Float), (64, 8192), {"split": 3}),
+        (_logsumexp_over(1, DataType.Double), (40, 777), {}),
+        (_logsumexp_over(0, DataType.Float), (3000, 256), {}),
+        (_logsumexp_over(0, DataType.BFloat16), (100003, 8), {}),
+        (_logsumexp_over(0, DataType.Float), (16, 262144), {}),  # outputs enough for vectors
+        (build(ZOO["softmax"], DataType.Float), (396, 70000), {}),
+        (build(ZOO["softmax"], DataType.BFloat16), (8, 2**20), {}),
+    ]
+    seen = set()
+    for fd, (rows, cols), changes in cases:
+        base = np.zeros(1, fd.fusion.values[fd.fusion.inputs[0]].dtype.numpy)
+        x = np.lib.stride_tricks.as_strided(
+            base, (rows, cols), (cols * base.itemsize, base.itemsize)
+        )
+        plan = fd.plan([x], device=device)
+        for seg in plan.segments:
+            sched = scheduler_for(seg.scheduler)
+            params = sched.default_params(seg, device)
+            if changes and seg.scheduler is SchedulerKind.REDUCTION:
+                params = with_values(params, {**changes, "vector": 1})
+            assert sched.is_valid(seg, device, params) is None
+            ks = generate(seg, params, device, {b.id: b.dtype for b in plan.buffers})
+            body = ks.source.split("end of preamble", 1)[1]
+            seen |= {k for k in ("tf_max_exp_sum_add", "tf_part0_max") if k in body}
+            assert "acc0_v[" not in body  # (see the docstring)
+            assert compile_kernel(ks.source, ks.name, arch).cubin
+    assert seen == {"tf_max_exp_sum_add", "tf_part0_max"}  # the one pass, and split partials
