@@ -235,3 +235,13 @@ def test_every_layout_of_the_one_pass_pair_compiles(arch):
             assert "acc0_v[" not in body  # (see the docstring)
             assert compile_kernel(ks.source, ks.name, arch).cubin
     assert seen == {"tf_max_exp_sum_add", "tf_part0_max"}  # the one pass, and split partials
+
+
+def test_a_printed_plan_names_each_kernels_accumulators():
+    """`print(fd.plan(...))` and `tunefuse explain` show which reductions share a pass."""
+    lse = build(ZOO["logsumexp"], DataType.Float)
+    soft = build(ZOO["softmax"], DataType.Float)
+    inputs = inputs_for(lse, 64, 4096, np.random.default_rng(0))
+    assert "accumulators: max_exp_sum (T2, T5)" in str(lse.plan(inputs))
+    text = str(soft.plan(inputs))
+    assert "accumulators: max (T2); sum (T5) (max and sum in one pass where the row is read" in text

@@ -21,7 +21,7 @@ from tunefuse.planning.alias import Buffers, OutputBinding, bind_outputs, check_
 from tunefuse.planning.concretize import ConcreteFusion, ConcretizationInfo, concretize
 from tunefuse.planning.indexing import Var, add, const, scale, var
 from tunefuse.planning.kernel_ir import Buffer, BufferKind, ELoad, Load, SchedulerKind, Store
-from tunefuse.planning.reductions import contains_reduce, reduction_groups
+from tunefuse.planning.reductions import MAX_EXP_SUM, contains_reduce, reduction_groups
 from tunefuse.planning.segment import (
     Segment,
     StoreRequest,
@@ -93,6 +93,8 @@ class Plan:
             lines.append(
                 f"      writes {', '.join(f'b{st.buffer}[{st.offset!r}] = {f.name(st.value)}' for st in s.stores)}"
             )
+            if s.reduce_dims:
+                lines.append(f"      accumulators: {_accumulators_text(f, s)}")
             lines.append(f"      why: {s.why}")
             lines.append(f"      kernel_key {s.kernel_key[:16]}  shape_key {s.shape_key}")
         lines.append("  outputs:")
@@ -267,6 +269,21 @@ def _build_groups(
             continue
         built.append((group, seg))
     return built
+
+
+def _accumulators_text(f: Fusion, seg: Segment) -> str:
+    """The segment's accumulators, in pass order: `max_exp_sum (T3, T6)` is softmax's max and
+    sum in one pass (a reduction's always; a normalization's where its row is read again)."""
+    roots = [st.expr for st in seg.stores]
+    online = seg.scheduler is SchedulerKind.REDUCTION
+    text = "; ".join(
+        f"{g.family} ({', '.join(f.name(r.value) for r in g.reduces)})"
+        for g in reduction_groups(roots, online)
+    )
+    paired = not online and any(
+        g.family == MAX_EXP_SUM for g in reduction_groups(roots, online=True)
+    )
+    return text + (" (max and sum in one pass where the row is read again)" if paired else "")
 
 
 def _first_reductions(seg: Segment) -> list[int]:
