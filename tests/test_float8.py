@@ -91,6 +91,11 @@ def test_the_types_are_one_byte_floats_named_as_nvfuser_and_torch_name_them():
         (lambda fd, x, y: fd.ops.max(x, dims=[0]), "reduces it"),
         (lambda fd, x, y: fd.ops.cat([x, fd.ops.cast(y, DataType.Float)], 0), "mixed with float"),
         (lambda fd, x, y: fd.ops.mul(x, 2.0), "an operand of mul"),
+        (lambda fd, x, y: fd.ops.iota(8, dtype=DataType.Float8_e4m3fn), "counts in it"),
+        (
+            lambda fd, x, y: fd.ops.uniform(0.0, 1.0, [8], dtype=DataType.Float8_e4m3fn),
+            "draws in it",
+        ),
     ],
 )
 def test_arithmetic_on_an_8_bit_float_is_refused_by_name(build, what):

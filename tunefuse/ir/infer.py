@@ -509,6 +509,8 @@ def _iota(ctx: InferContext) -> list[ValueType]:
     ctx.scalar(1)
     ctx.scalar(2)
     dtype = ctx.attrs.dtype  # type: ignore[attr-defined]
+    if dtype.is_float8:
+        refuse_float8(dtype, f"{ctx.where} counts in it")
     if isinstance(length, int) and length < 0:
         raise ShapeError(f"{ctx.where}: length must be >= 0, got {length}")
     return [TensorType(dtype, (length,))]  # type: ignore[arg-type]
@@ -525,6 +527,8 @@ def _random(ctx: InferContext) -> list[ValueType]:
         raise DefinitionError(
             f"{ctx.where}: draws floating values; dtype {a.dtype.value} is not floating"
         )
+    if a.dtype.is_float8:
+        refuse_float8(a.dtype, f"{ctx.where} draws in it")
     for k in (0, 1):
         if ctx.scalar(k).dtype.is_bool:
             raise DefinitionError(
