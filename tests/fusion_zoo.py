@@ -107,6 +107,20 @@ def logsumexp(fd: FusionDefinition, dtype: DataType = DataType.BFloat16) -> None
     fd.add_output(fd.ops.add(fd.ops.log(s), m))
 
 
+def logsumexp_over(dim: int):  # noqa: ANN201
+    """logsumexp along `dim`, in the input's own type where that is fp32 or fp64 (bf16 and
+    half are cast to fp32): a define function for `build` (not in ZOO: a codegen case)."""
+
+    def define(fd: FusionDefinition, dtype: DataType) -> None:
+        x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+        xf = fd.ops.cast(x, DataType.Float) if dtype.itemsize < 4 else x
+        m = fd.ops.max(xf, dims=[dim], keepdim=True)
+        s = fd.ops.sum(fd.ops.exp(fd.ops.sub(xf, m)), dims=[dim], keepdim=True)
+        fd.add_output(fd.ops.add(fd.ops.log(s), m))
+
+    return define
+
+
 def inputs_for(
     fd: FusionDefinition, rows: int, cols: int, rng: np.random.Generator
 ) -> list[np.ndarray]:

@@ -19,15 +19,7 @@ from tunefuse.runtime.dlpack import _CODES
 from tunefuse.schedulers import scheduler_for
 
 EIGHT = [DataType.Float8_e4m3fn, DataType.Float8_e5m2]
-SOURCES = [
-    DataType.Float,
-    DataType.Double,
-    DataType.Half,
-    DataType.BFloat16,
-    DataType.Int,
-    DataType.Int32,
-    DataType.Bool,
-]
+SOURCES = [d for d in DataType if not d.is_float8]
 
 
 def cast_fusion(src: DataType, dst: DataType, rank: int = 1) -> FusionDefinition:

@@ -6,6 +6,7 @@ the rows where the running form could go wrong: -inf elements (alone, first, eve
 
 import numpy as np
 import pytest
+from fusion_zoo import logsumexp_over
 from test_gpu_shared_row import check
 from test_gpu_split import run_with_reduction_params
 
@@ -13,17 +14,6 @@ from tunefuse import DataType, FusionDefinition
 from tunefuse.planning.kernel_ir import SchedulerKind
 
 pytestmark = pytest.mark.gpu
-
-
-def logsumexp_over(dim: int):  # noqa: ANN201
-    def define(fd: FusionDefinition, dtype: DataType) -> None:
-        x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
-        xf = fd.ops.cast(x, DataType.Float) if dtype.itemsize < 4 else x
-        m = fd.ops.max(xf, dims=[dim], keepdim=True)
-        s = fd.ops.sum(fd.ops.exp(fd.ops.sub(xf, m)), dims=[dim], keepdim=True)
-        fd.add_output(fd.ops.add(fd.ops.log(s), m))
-
-    return define
 
 
 def softmax(fd: FusionDefinition, dtype: DataType) -> None:

@@ -5,7 +5,7 @@ scheduler a segment gets, the first pass a split plan materializes, the kernel's
 
 import numpy as np
 import pytest
-from fusion_zoo import ZOO, build, inputs_for
+from fusion_zoo import ZOO, build, inputs_for, logsumexp_over
 from fuzz import fuzz_case
 
 from tunefuse import DataType, FusionDefinition
@@ -184,16 +184,6 @@ def test_logsumexp_is_one_pass_unless_its_rows_are_a_few_vectors(dtype, rows, co
     assert ("tf_max_exp_sum" in body) is (kind is SchedulerKind.REDUCTION)
 
 
-def _logsumexp_over(dim: int, dtype: DataType) -> FusionDefinition:
-    with FusionDefinition() as fd:
-        x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
-        xf = fd.ops.cast(x, DataType.Float) if dtype.itemsize < 4 else x
-        m = fd.ops.max(xf, dims=[dim], keepdim=True)
-        s = fd.ops.sum(fd.ops.exp(fd.ops.sub(xf, m)), dims=[dim], keepdim=True)
-        fd.add_output(fd.ops.add(fd.ops.log(s), m))
-    return fd
-
-
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_layout_of_the_one_pass_pair_compiles(arch):
     """The GPU tests' layouts of MAX_EXP_SUM, compiled by NVRTC without a GPU: rows unsplit and
@@ -206,13 +196,13 @@ def test_every_layout_of_the_one_pass_pair_compiles(arch):
 
     device = {"sm_80": A100, "sm_90": H100}[arch]
     cases = [
-        (_logsumexp_over(1, DataType.Float), (300, 5000), {}),
-        (_logsumexp_over(1, DataType.BFloat16), (9, 300001), {}),
-        (_logsumexp_over(1, DataType.Float), (64, 8192), {"split": 3}),
-        (_logsumexp_over(1, DataType.Double), (40, 777), {}),
-        (_logsumexp_over(0, DataType.Float), (3000, 256), {}),
-        (_logsumexp_over(0, DataType.BFloat16), (100003, 8), {}),
-        (_logsumexp_over(0, DataType.Float), (16, 262144), {}),  # outputs enough for vectors
+        (build(logsumexp_over(1), DataType.Float), (300, 5000), {}),
+        (build(logsumexp_over(1), DataType.BFloat16), (9, 300001), {}),
+        (build(logsumexp_over(1), DataType.Float), (64, 8192), {"split": 3}),
+        (build(logsumexp_over(1), DataType.Double), (40, 777), {}),
+        (build(logsumexp_over(0), DataType.Float), (3000, 256), {}),
+        (build(logsumexp_over(0), DataType.BFloat16), (100003, 8), {}),
+        (build(logsumexp_over(0), DataType.Float), (16, 262144), {}),  # outputs enough for vectors
         (build(ZOO["softmax"], DataType.Float), (396, 70000), {}),
         (build(ZOO["softmax"], DataType.BFloat16), (8, 2**20), {}),
     ]

@@ -62,7 +62,9 @@ def shared_row_bytes(segment: Segment, rows_per_block: int) -> int:
     row and more than one pass reads, in a 16-byte aligned region each (codegen stages those
     of them outside a pad/cat guard, so this bounds what the kernel asks for)."""
     _, n_red = reduction.sizes(segment)
-    passes = phases_reading(segment, online=False)  # a staged row is read by each pass
+    # A staged row's kernel keeps the max and sum of exp as two passes (codegen's `online` is
+    # off with shared_row), so count the passes as that kernel makes them.
+    passes = phases_reading(segment, online=False)
     total = 0
     for k, ld in enumerate(segment.loads):
         along_row = not ld.offset.is_affine or any(
@@ -148,8 +150,9 @@ def keeps_two_passes(segment: Segment) -> bool:
     at most 32 vectors runs better as a normalization: a row held in a few lanes' registers
     is read once either way, and two passes over registers (a max, then one exp an element)
     cost less than the one-pass form's rescaling (an exp more a lane and a row, where a lane
-    has at most 4 vectors to spread them over): bf16 [2**24, 8] 150.4 us against 177.7,
-    fp32 [2**22, 16] 110.0 against 140.6 (H100, benchmarks/surface.py)."""
+    has at most 4 vectors to spread them over): bf16 [2**24, 8] 149.3 us against 162.0,
+    [2**22, 32] 155.4 against 168.8, fp32 [2**22, 16] 109.6 against 129.5 (H100,
+    benchmarks/surface.py; surface/max_exp_sum/logsumexp_short_rows_one_pass.md)."""
     if segment.scheduler is not SchedulerKind.REDUCTION or not reduction.has_max_exp_sum(segment):
         return False
     if not reduction.reduced_is_contiguous(segment):

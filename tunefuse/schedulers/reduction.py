@@ -20,6 +20,7 @@ from tunefuse.schedulers.common import (
     grid_cap,
     widest_vector,
 )
+from tunefuse.schedulers.phases import segment_groups
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,10 +212,7 @@ def split_error(segment: Segment, p: Params) -> str | None:
 
 def has_max_exp_sum(segment: Segment) -> bool:
     """A max and the sum of exp(x - max) computed as one accumulator (`planning.reductions`)."""
-    return any(
-        g.family == reductions.MAX_EXP_SUM
-        for g in reductions.reduction_groups([st.expr for st in segment.stores], online=True)
-    )
+    return any(g.family == reductions.MAX_EXP_SUM for g in segment_groups(segment, online=True))
 
 
 def independent_reductions(segment: Segment) -> bool:
