@@ -5,7 +5,7 @@ heuristic between the benchmark's points, not only on them.
 
     python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle softmax
         layernorm rmsnorm logsumexp] [--mbytes 16 256]
-        [--dtypes float bfloat16] [--step 4] [--min-reduced N]
+        [--dtypes float bfloat16] [--step 4] [--min-reduced N] [--max-reduced N]
 
 Writes DIR/surface.json and DIR/surface.md (a table a pattern: % of copy bandwidth, and the
 ratio to torch.compile, per cell), and DIR/surface_<pattern>.png heat maps where matplotlib is
@@ -112,6 +112,12 @@ def main() -> None:
         help="only the cells that reduce at least this many elements an output (a rerun of "
         "the cells a change touched)",
     )
+    parser.add_argument(
+        "--max-reduced",
+        type=int,
+        default=None,
+        help="only the cells that reduce at most this many elements an output",
+    )
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     torch._dynamo.config.cache_size_limit = 1024
@@ -125,7 +131,8 @@ def main() -> None:
             for mbytes in args.mbytes:
                 elements = mbytes * (1 << 20) // tdtype.itemsize
                 for shape in shapes(pattern, elements, args.step):
-                    if reduced_extent(pattern, shape) < args.min_reduced:
+                    reduced = reduced_extent(pattern, shape)
+                    if reduced < args.min_reduced or (args.max_reduced or reduced) < reduced:
                         continue
                     x = torch.randn(*shape, device="cuda").to(tdtype)
                     # A normalization's weight (and bias) along the row.

@@ -199,3 +199,55 @@ def test_the_same_rows_split_on_a_gpu_whose_shared_memory_cannot_hold_them():
     a100 = softmax_plan(2, 50257, DataType.Float, A100)
     assert [s.scheduler for s in h100.segments] == [SchedulerKind.NORMALIZATION]
     assert len(a100.segments) == 2
+
+
+@given(
+    rows_log=st.integers(0, 26),
+    odd=st.booleans(),
+    cols=st.integers(2, 2048),
+    dtype=st.sampled_from(list(NUMPY)),
+    kind=st.sampled_from(["sum", "softmax"]),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=300, deadline=None)
+def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
+    rows_log, odd, cols, dtype, kind, device
+):
+    """A lane whose share of a row is a few bytes takes several rows (rows_per_lane, all
+    loaded before any is reduced) until its loads of them come to LANE_BYTES and LANE_LOADS, as far as its
+    registers (LANE_ELEMENTS) and a grid of 8 blocks an SM allow; never more than that, and
+    one row a lane where its share is LANE_BYTES in LANE_LOADS loads already. Reductions and
+    normalizations alike."""
+    rows = (1 << rows_log) + (3 if odd else 0)
+    if kind == "sum":
+        seg = row_sum_segment(rows, cols, dtype)
+        p = reduction.default_params(seg, device)
+        assert reduction.is_valid(seg, device, p) is None
+        share = reduction.lane_elements(seg, p)
+    else:
+        (seg,) = softmax_plan(rows, cols, dtype, None).segments
+        p = normalization.default_params(seg, device)
+        assert normalization.is_valid(seg, device, p) is None
+        share = p.elements_per_thread
+    r = p.rows_per_lane
+    row_bytes = share * np.dtype(NUMPY[dtype]).itemsize
+    # (a softmax's lane stores its rows too: one 16-byte load of a row is enough there)
+    row_loads = -(-share // p.vector) if kind == "sum" else reduction.LANE_LOADS
+    n_out, _ = reduction.sizes(seg)
+
+    def blocks(lanes: int) -> int:
+        return -(-n_out // (p.rows_per_block * lanes))
+
+    def wants_more(lanes: int) -> bool:
+        return lanes * row_bytes < reduction.LANE_BYTES or lanes * row_loads < reduction.LANE_LOADS
+
+    full = 8 * device.sm_count
+    assert r in (1, 2, 4, 8)
+    if r > 1:
+        assert wants_more(r // 2)  # no more rows than needed
+        assert r * share <= reduction.LANE_ELEMENTS and blocks(r) >= full
+        assert p.inner and (kind == "sum" or p.cache_row)
+    if not wants_more(1):
+        assert r == 1
+    if r < 8 and wants_more(r) and 2 * r * share <= reduction.LANE_ELEMENTS:
+        assert blocks(2 * r) < full  # only the grid stopped it

@@ -35,6 +35,7 @@ from tunefuse.planning.kernel_ir import EGather, ELoad, EOp, EReduce, Expr
 from tunefuse.planning.reductions import MAX_EXP_SUM, post_order
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.phases import phases_reading, segment_groups
+from tunefuse.schedulers.reduction import lane_elements
 
 
 @dataclass
@@ -186,7 +187,12 @@ class _Emitter:
         self.itype = index_ctype(segment)
         self.red = [j for j in range(len(segment.extents)) if j in segment.reduce_dims]
         self.outer = [j for j in range(len(segment.extents)) if j not in segment.reduce_dims]
-        self.cache = persistent and getattr(p, "cache_row", False)
+        # Rows a lane: a lane takes `lane_rows` rows of a tile, `rows_per_block` rows apart (a
+        # warp's loads stay coalesced), and loads every row-moving input of all of them into
+        # registers before computing any: their loads are in flight together where a row of a
+        # few bytes would leave a lane one small load at a time (memory-level parallelism).
+        self.lane_rows = getattr(p, "rows_per_lane", 1)
+        self.cache = (persistent and getattr(p, "cache_row", False)) or self.lane_rows > 1
         # The row staged in shared memory: the first phase that reads an input writes its
         # elements there (sl<k>), later phases read them back; each thread reads only what it
         # wrote itself, so the phases need no barrier of their own.
@@ -195,7 +201,9 @@ class _Emitter:
         # a row on chip keeps the two passes, the second's exp(x - max) kept for the outputs.
         self.online = not (self.cache or self.shared)
         self.accs = accumulators(segment, self.online)
-        self.ept = getattr(p, "elements_per_thread", 1)
+        self.ept = getattr(p, "elements_per_thread", None) or (
+            lane_elements(segment, p) if self.lane_rows > 1 else 1
+        )
         self.vec = getattr(p, "vector", 1)
         last = len(segment.extents) - 1
         # A vector along the outputs (the innermost dim is not reduced): a lane reduces `vec`
@@ -205,6 +213,9 @@ class _Emitter:
         assert not (self.along_outputs and (persistent or getattr(p, "split", 1) > 1)), (
             "a vector along the outputs: reductions only, unsplit (schedulers.reduction.is_valid)"
         )
+        assert self.lane_rows == 1 or not (
+            self.along_outputs or self.shared or getattr(p, "split", 1) > 1
+        ), "rows a lane: rows in registers, unsplit (schedulers.reduction.is_valid)"
         self.step = 1 if self.along_outputs else self.vec  # reduced elements a lane reads a step
         # Loads behind a pad/cat guard are read inside their branch, a lane at a time: never
         # vector-loaded or cached ahead of the branch that decides whether they are in range.
@@ -244,11 +255,12 @@ class _Emitter:
         # With the row cached, an input lives in registers across the phases only when more
         # than one phase reads it; one read in a single phase (a norm's weight, read by the
         # output phase alone) is loaded where it is used: fewer registers, more rows in flight.
+        # With rows a lane, every row-moving input is loaded ahead (the point of the layout).
         self.cached_loads = [
             k
             for k, ld in enumerate(segment.loads)
             if (self.cache or self.shared)
-            and passes.get(k, 0) > 1
+            and (passes.get(k, 0) > 1 or self.lane_rows > 1)
             and k not in self.guarded
             and (
                 not ld.offset.is_affine
@@ -869,8 +881,103 @@ class _Emitter:
                     f"{indent}const {ct} inv{acc.index}_{k} = ({ct})1 / tf_cast<{ct}>(red{acc.index}_{k});"
                 )
 
+    def row_opening(self, indent: str) -> None:
+        """row, row_ok, rowc and the outer indices of this lane's row: its `q`-th of the tile
+        with rows a lane, else the tile's `to`-th."""
+        it = self.itype
+        n_rows = f"(n_out / {self.vec})" if self.along_outputs else "n_out"
+        step = f" + ({it})q * {self.p.rows_per_block}" if self.lane_rows > 1 else ""
+        self.w(f"{indent}const {it} row = row_base{step} + to;")
+        self.w(f"{indent}const bool row_ok = row < {n_rows};")
+        self.w(f"{indent}const {it} rowc = row_ok ? row : 0;")
+        if self.along_outputs:
+            last = self.last
+            self.lines += unravel_lines(
+                self.outer,
+                "rowc",
+                lambda j: f"(E{j} / {self.vec})" if j == last else f"E{j}",
+                lambda j: f"i{j}_v" if j == last else f"i{j}",
+                it,
+                indent,
+            )
+            self.w(f"{indent}const {it} i{last} = i{last}_v * {self.vec};")
+        else:
+            self.unravel(self.outer, "rowc", indent)
+
+    def registers(self, indent: str) -> None:
+        """cl<k>: this row's cached elements of input k (with rows a lane, a reference to
+        the row's slice of cl<k>_q, declared once a tile)."""
+        for k in self.cached_loads if self.cache else []:
+            t = self.s.loads[k].dtype.cuda
+            if self.lane_rows > 1:
+                self.w(f"{indent}{t} (&cl{k})[{self.ept}] = cl{k}_q[q];")
+            else:
+                self.w(f"{indent}{t} cl{k}[{self.ept}];")
+
+    def fill_registers(self, indent: str) -> None:
+        if not (self.cache and self.cached_loads):
+            return
+        for k in self.cached_loads:
+            self.w(f"{indent}#pragma unroll")
+            self.w(
+                f"{indent}for (int e = 0; e < {self.ept}; ++e) cl{k}[e] = {{}};"
+            )  # {} not T{}: long long{} does not parse
+        self.fill_cache(indent)
+
+    def row_body(self, indent: str) -> None:
+        """A row's passes (one per accumulator), its reduced outputs and its full-size ones."""
+        s, it = self.s, self.itype
+        for e, (n, _) in self.kept_values.items():
+            self.w(f"{indent}{e.dtype.cuda} kv{n}[{self.ept}];")  # type: ignore[attr-defined]  (an EOp)
+        for pos, acc in enumerate(self.accs):
+            self.phase = pos
+            if acc.family == "welford" and self.cache:
+                self.two_pass_variance(acc, indent)
+                self.finalize(acc, indent)
+                continue
+            self.reduce_pass(acc, indent)
+            self.block_reduce(acc, indent)
+            self.finalize(acc, indent)
+        self.phase = len(self.accs)
+        full = [(k, st) for k, st in enumerate(s.stores) if not st.reduced]
+        self.reduced_stores(indent)
+        if not full:
+            return
+        vt = {k: f"TfVec<{st.dtype.cuda}, {self.vec}>" for k, st in full}
+
+        def open_outputs(ind: str) -> None:
+            for k, _ in full:
+                if k in self.vec_stores:
+                    self.w(f"{ind}{vt[k]} vo{k};")
+
+        def store(ind: str, cached: bool, in_vector: bool) -> None:
+            r = self.renderer(ind, cached, in_vector)
+            for k, st in full:
+                v = r.value(st.expr)
+                cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
+                if k in self.vec_stores:
+                    r.emit(f"vo{k}.v[v] = {cast};")
+                else:
+                    offset = render_affine(st.offset, "S", k, self.var_name(True), it)
+                    r.emit(f"B{st.buffer}[{offset}] = {cast};")
+            self.lines.extend(r.lines)
+
+        def write_outputs(ind: str) -> None:
+            for k, st in full:
+                if k in self.vec_stores:
+                    offset = render_affine(st.offset, "S", k, lambda j: f"i{j}", it)
+                    self.w(f"{ind}*reinterpret_cast<{vt[k]}*>(&B{st.buffer}[{offset}]) = vo{k};")
+
+        self.element_loop(
+            store,
+            indent,
+            chunk_open=open_outputs,
+            chunk_close=write_outputs,
+            reads=[st.expr for _, st in full],
+        )
+
     def emit(self) -> str:
-        s, p, it = self.s, self.p, self.itype
+        p, it = self.p, self.itype
         block = p.threads_r * p.rows_per_block
         self.w(kernel_opening(self.name, self.args, block))
         n_out = " * ".join(f"({it})E{j}" for j in self.outer) or f"({it})1"
@@ -885,101 +992,45 @@ class _Emitter:
             self.split_opening()
         self.shared_rows()
         # A lane's row: one output, or (a vector along the outputs) `vec` consecutive ones,
-        # the innermost index the vector's first.
+        # the innermost index the vector's first; a tile is rows_per_block rows, or that many
+        # times rows_per_lane with rows a lane.
         n_rows = f"(n_out / {self.vec})" if self.along_outputs else "n_out"
+        tile = p.rows_per_block * self.lane_rows
         self.w(
-            f"  for ({it} row_base = ({it})blockIdx.x * {p.rows_per_block}; row_base < {n_rows}; "
-            f"row_base += ({it})gridDim.x * {p.rows_per_block}) {{"
+            f"  for ({it} row_base = ({it})blockIdx.x * {tile}; row_base < {n_rows}; "
+            f"row_base += ({it})gridDim.x * {tile}) {{"
         )
-        self.w(f"    const {it} row = row_base + to;")
-        self.w(f"    const bool row_ok = row < {n_rows};")
-        self.w(f"    const {it} rowc = row_ok ? row : 0;")
-        if self.along_outputs:
-            last = self.last
-            self.lines += unravel_lines(
-                self.outer,
-                "rowc",
-                lambda j: f"(E{j} / {self.vec})" if j == last else f"E{j}",
-                lambda j: f"i{j}_v" if j == last else f"i{j}",
-                it,
-                "    ",
-            )
-            self.w(f"    const {it} i{last} = i{last}_v * {self.vec};")
-        else:
-            self.unravel(self.outer, "rowc", "    ")
-        registers = self.cached_loads if self.cache else []  # (a shared row stages them)
-        for k in registers:
-            ld = s.loads[k]
-            self.w(f"    {ld.dtype.cuda} cl{k}[{self.ept}];")
-        if registers:
+        if self.lane_rows > 1:
+            # Every row of the lane loaded first (their loads in flight together), then each
+            # computed and stored in turn, its registers a slice of cl<k>_q.
             for k in self.cached_loads:
+                t = self.s.loads[k].dtype.cuda
+                self.w(f"    {t} cl{k}_q[{self.lane_rows}][{self.ept}];")
+            for fill in (True, False):
                 self.w("    #pragma unroll")
-                self.w(
-                    f"    for (int e = 0; e < {self.ept}; ++e) cl{k}[e] = {{}};"
-                )  # {} not T{}: long long{} does not parse
-            self.fill_cache("    ")
-        for e, (n, _) in self.kept_values.items():
-            self.w(f"    {e.dtype.cuda} kv{n}[{self.ept}];")  # type: ignore[attr-defined]  (an EOp)
-        if self.split > 1:
-            self.split_body()
+                self.w(f"    for (int q = 0; q < {self.lane_rows}; ++q) {{")
+                self.row_opening("      ")
+                self.registers("      ")
+                if fill:
+                    self.fill_registers("      ")
+                else:
+                    self.row_body("      ")
+                self.w("    }")
             self.w("  }")
             self.w("}")
             return "\n".join(self.lines)
-        if self.along_outputs:
+        self.row_opening("    ")
+        self.registers("    ")
+        self.fill_registers("    ")
+        if self.split > 1:
+            self.split_body()
+        elif self.along_outputs:
             for pos, acc in enumerate(self.accs):
                 self.phase = pos
                 self.reduce_pass(acc, "    ")
             self.output_lanes("    ")
-            self.w("  }")
-            self.w("}")
-            return "\n".join(self.lines)
-        for pos, acc in enumerate(self.accs):
-            self.phase = pos
-            if acc.family == "welford" and self.cache:
-                self.two_pass_variance(acc, "    ")
-                self.finalize(acc, "    ")
-                continue
-            self.reduce_pass(acc, "    ")
-            self.block_reduce(acc, "    ")
-            self.finalize(acc, "    ")
-        self.phase = len(self.accs)
-        full = [(k, st) for k, st in enumerate(s.stores) if not st.reduced]
-        self.reduced_stores("    ")
-        if full:
-            vt = {k: f"TfVec<{st.dtype.cuda}, {self.vec}>" for k, st in full}
-
-            def open_outputs(indent: str) -> None:
-                for k, _ in full:
-                    if k in self.vec_stores:
-                        self.w(f"{indent}{vt[k]} vo{k};")
-
-            def store(indent: str, cached: bool, in_vector: bool) -> None:
-                r = self.renderer(indent, cached, in_vector)
-                for k, st in full:
-                    v = r.value(st.expr)
-                    cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
-                    if k in self.vec_stores:
-                        r.emit(f"vo{k}.v[v] = {cast};")
-                    else:
-                        offset = render_affine(st.offset, "S", k, self.var_name(True), it)
-                        r.emit(f"B{st.buffer}[{offset}] = {cast};")
-                self.lines.extend(r.lines)
-
-            def write_outputs(indent: str) -> None:
-                for k, st in full:
-                    if k in self.vec_stores:
-                        offset = render_affine(st.offset, "S", k, lambda j: f"i{j}", it)
-                        self.w(
-                            f"{indent}*reinterpret_cast<{vt[k]}*>(&B{st.buffer}[{offset}]) = vo{k};"
-                        )
-
-            self.element_loop(
-                store,
-                "    ",
-                chunk_open=open_outputs,
-                chunk_close=write_outputs,
-                reads=[st.expr for _, st in full],
-            )
+        else:
+            self.row_body("    ")
         self.w("  }")
         self.w("}")
         return "\n".join(self.lines)

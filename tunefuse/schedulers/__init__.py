@@ -46,7 +46,9 @@ class Scheduler(Protocol):
 # 9: a max and the sum of exp(x - max) are one accumulator where the row is read from memory
 #    each pass (planning/reductions.py): logsumexp is a reduction (one pass, any layout, split
 #    across blocks), a split softmax's first kernel computes both.
-HEURISTICS_VERSION = 9
+# 10: rows a lane (rows_per_lane): a lane whose share of a row is a few bytes takes several
+#    rows, all loaded before any is reduced (reductions and normalizations).
+HEURISTICS_VERSION = 10
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -36,6 +36,7 @@ class Params:
         False  # sizes, strides and offsets as constants: a binary for this shape alone
     )
     shared_row: bool = False  # without cache_row: inputs read by several phases staged in smem
+    rows_per_lane: int = 1  # with cache_row: rows a lane, all loaded before any is reduced
 
     def as_reduction(self) -> reduction.Params:
         """The reduction layout these params share with the reduction scheduler."""
@@ -48,6 +49,7 @@ class Params:
             self.unroll,
             self.evict_first,
             self.static_shape,
+            rows_per_lane=self.rows_per_lane,
         )
 
 
@@ -107,7 +109,19 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         ):
             rows //= 2
         ept = -(-row_vectors // threads) * vector
-        return Params(threads, rows, True, 0, True, ept, vector, 1, evict_first_pays(segment))
+        per_lane = reduction.default_rows_per_lane(segment, device, rows, ept, vector)
+        return Params(
+            threads,
+            rows,
+            True,
+            0,
+            True,
+            ept,
+            vector,
+            1,
+            evict_first_pays(segment),
+            rows_per_lane=per_lane,
+        )
     threads = 32
     while threads < device.max_threads_per_block and -(-n_red // threads) > MAX_CACHED_ELEMENTS:
         threads *= 2
@@ -116,7 +130,19 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     # One block per `rows` rows, no grid-stride (blocks_per_sm 0): softmax 8192x4096 fp32
     # 95.7 -> 94.1 us, layernorm 95.8 -> 95.3 against 32 blocks an SM (benchmarks/sweep.py).
     if ept <= MAX_CACHED_ELEMENTS:
-        return Params(threads, rows, True, 0, True, ept, vector, 1, evict_first_pays(segment))
+        per_lane = reduction.default_rows_per_lane(segment, device, rows, ept, vector)
+        return Params(
+            threads,
+            rows,
+            True,
+            0,
+            True,
+            ept,
+            vector,
+            1,
+            evict_first_pays(segment),
+            rows_per_lane=per_lane,
+        )
     # Too long for registers: staged in shared memory where it fits (read once), else re-read.
     # A staged row of more than half an SM's shared memory leaves one block an SM: it takes
     # every thread the SM may run, so that enough loads are in flight (Little's law).
@@ -194,6 +220,11 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     why = reduction.is_valid(segment, device, p.as_reduction())
     if why:
         return why
+    if p.rows_per_lane > 1 and not p.cache_row:
+        return "rows a lane hold their rows in registers (cache_row)"
+    why = reduction.lanes_error(segment, p.as_reduction(), p.elements_per_thread)
+    if why:
+        return why
     if p.elements_per_thread % p.vector:
         return f"elements_per_thread {p.elements_per_thread} is not a multiple of vector {p.vector}"
     _, n_red = reduction.sizes(segment)
@@ -227,6 +258,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         ),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         "shared_row": optuna.distributions.CategoricalDistribution([False, True]),
+        "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         **flag_space(),
     }
 

@@ -47,6 +47,10 @@ class Params:
     # workspace, and the last of them to arrive combines the shares in a fixed order and
     # stores (one kernel). For outputs too few to fill the GPU.
     split: int = 1
+    # Rows a lane (inner layouts, unsplit): a lane takes this many rows of a tile,
+    # rows_per_block apart, and loads all of them into registers before reducing any, so that
+    # rows of a few bytes still give each lane enough loads in flight.
+    rows_per_lane: int = 1
 
 
 def max_vector(segment: Segment) -> int:
@@ -188,11 +192,79 @@ def reduced_step(segment: Segment, p: Params) -> int:
 
 
 def row_tiles(segment: Segment, p: Params) -> int:
-    """Blocks' worth of outputs: rows_per_block lanes a block, each lane a row, or a vector
-    of consecutive outputs where the vector runs along them."""
+    """Blocks' worth of outputs: rows_per_block lanes a block, each lane a row (or
+    rows_per_lane rows), or a vector of consecutive outputs where the vector runs along them."""
     n_out, _ = sizes(segment)
     lanes = n_out if vectors_along_reduction(segment) else -(-n_out // p.vector)
-    return -(-lanes // p.rows_per_block)
+    return -(-lanes // (p.rows_per_block * p.rows_per_lane))
+
+
+# Rows a lane hold this many elements a lane at most in registers by default (rows_per_lane
+# times a row's share; normalization's MAX_CACHED_ELEMENTS for one row), twice as many when
+# valid at all.
+LANE_ELEMENTS = 32
+# A lane's loads of its rows: rows_per_lane is doubled (by default) until they come to this
+# many bytes and at least LANE_LOADS loads. A lane reading one row of 4 bytes leaves 8 KB in
+# flight an SM (2048 lanes), too few for HBM's latency: bf16 [2**26, 2] sums ran at 53% of
+# copy bandwidth (252.9 us), 4 rows a lane 138.8 us (torch.compile 150.0); softmax 292.8 ->
+# 198.0, rmsnorm 283.3 -> 202.6, logsumexp 311.8 -> 226.4; 8 rows a lane no faster and up
+# to 10% slower for the normalizations. Where a lane only loads (its outputs are reduced),
+# one 16-byte load a lane still pays a second row: fp32 [2**24, 4] sums 124.4 us with one
+# row a lane, 113.0 with 2, 114.1 with 4 (H100, benchmarks/ab.py); logsumexp fp32 [2**22,
+# 16] 109.6 -> 99.8, [2**24, 4] 120.1 -> 115.6 (surface.py). A normalization's lane has its
+# stores of the row in flight as well: softmax fp32 [2**24, 4] and [2**22, 16] ran at 99%
+# of copy bandwidth with one row a lane, 1% slower with two.
+LANE_BYTES = 16
+LANE_LOADS = 2  # where the kernel stores no full-size output
+
+
+def lane_elements(segment: Segment, p: Params) -> int:
+    """Elements of a row one lane holds (whole vectors): its share of the row."""
+    _, n_red = sizes(segment)
+    return -(-n_red // (p.threads_r * p.vector)) * p.vector
+
+
+def default_rows_per_lane(
+    segment: Segment, device: DeviceInfo, rows_per_block: int, row_elements: int, vector: int
+) -> int:
+    """Rows a lane for rows whose share a lane holds (`row_elements`, in loads of `vector`):
+    doubled while the lane's loads of its rows come to fewer than LANE_BYTES (or, where it
+    stores reduced outputs only, LANE_LOADS), their registers stay within LANE_ELEMENTS and
+    the grid keeps 8 blocks an SM."""
+    n_out, _ = sizes(segment)
+    row_bytes = row_elements * widest_load(segment)
+    loads_only = all(st.reduced for st in segment.stores)
+    row_loads = -(-row_elements // vector) if loads_only else LANE_LOADS
+    r = 1
+    while (
+        r < 8
+        and (r * row_bytes < LANE_BYTES or r * row_loads < LANE_LOADS)
+        and 2 * r * row_elements <= LANE_ELEMENTS
+        and -(-n_out // (rows_per_block * 2 * r)) >= 8 * device.sm_count
+    ):
+        r *= 2
+    return r
+
+
+def lanes_error(segment: Segment, p: Params, row_elements: int) -> str | None:
+    """Why `p.rows_per_lane` cannot run (None: it can); `row_elements`: what a lane
+    holds of each row."""
+    if p.rows_per_lane == 1:
+        return None
+    if p.rows_per_lane not in (2, 4, 8):
+        return f"rows_per_lane {p.rows_per_lane} (1, 2, 4 or 8)"
+    if not p.inner:
+        return "rows a lane take the inner layout"
+    if p.split > 1:
+        return "rows a lane are not split"
+    if p.vector > 1 and not vectors_along_reduction(segment):
+        return "rows a lane take vectors along the row (the innermost dim reduced)"
+    if p.rows_per_lane * row_elements > 2 * LANE_ELEMENTS:
+        return (
+            f"{p.rows_per_lane} rows a lane of {row_elements} elements each: more than "
+            f"{2 * LANE_ELEMENTS} in registers"
+        )
+    return None
 
 
 def split_error(segment: Segment, p: Params) -> str | None:
@@ -273,7 +345,9 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
             and -(-n_out // rows) < 8 * device.sm_count
         ):
             rows //= 2
-        return Params(threads_r, rows, True, 0, vector, chunks, evict_first_pays(segment))
+        p = Params(threads_r, rows, True, 0, vector, chunks, evict_first_pays(segment))
+        per_lane = default_rows_per_lane(segment, device, rows, lane_elements(segment, p), vector)
+        return replace(p, rows_per_lane=per_lane)
     # Strided reductions: outputs along x for coalescing, 32 threads along the reduction,
     # 8 chunks in flight: 59.5 us, the best of 510 points (64 x 16 threads: 65.9).
     threads_r = 1
@@ -320,7 +394,11 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return f"unroll {p.unroll} (1, 2, 4 or 8)"
     if p.blocks_per_sm < 0:
         return f"blocks_per_sm {p.blocks_per_sm} (0: no cap, else at least 1)"
-    return split_error(segment, p) or flags_error(p)
+    return (
+        split_error(segment, p)
+        or lanes_error(segment, p, lane_elements(segment, p))
+        or flags_error(p)
+    )
 
 
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
@@ -338,6 +416,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         ),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         "split": optuna.distributions.CategoricalDistribution(split_choices(segment, device)),
+        "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         **flag_space(),
     }
 

@@ -1,0 +1,162 @@
+"""GPU: rows a lane (`rows_per_lane`: a lane loads several short rows into registers before
+reducing any of them) compute what the reference computes: reductions and normalizations,
+every accumulator family, row counts that leave the last tile partly empty, rows of one
+vector and of several lanes, odd row lengths (vector 1), inputs broadcast along the rows
+(a norm's weight) or along the outputs (a per-row scale), a padded input (its loads behind a
+guard, read in their branch), a middle dim, and the defaults that choose them."""
+
+import dataclasses
+import functools
+
+import numpy as np
+import pytest
+from fusion_zoo import layernorm, logsumexp, rmsnorm, softmax
+from test_gpu_execute import TOL
+from test_gpu_split import _row_stats, _row_var_mean, middle_reduction, run_with_reduction_params
+
+from tunefuse import DataType, FusionDefinition, reference
+from tunefuse.device_info import PROFILES
+from tunefuse.schedulers import reduction, scheduler_for
+
+pytestmark = pytest.mark.gpu
+
+
+def _int_row_sum(fd, dtype):
+    x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Int32)
+    fd.add_output(fd.ops.sum(x, dims=[1]))
+
+
+def _scaled_row_sum(fd, dtype):
+    """sum over dim 1 of x * s[:, None]: s is read once a row (it moves with the outputs)."""
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    s = fd.define_tensor(shape=[-1], dtype=dtype)
+    xs = fd.ops.mul(x, fd.ops.broadcast_in_dim(s, [x.shape()[0], x.shape()[1]], [0]))
+    fd.add_output(fd.ops.sum(fd.ops.cast(xs, DataType.Float), dims=[1]))
+
+
+def _padded_row_mean(fd, dtype):
+    """mean over dim 1 of x padded by 3 columns on the right: loads behind a guard."""
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    fd.add_output(fd.ops.mean(fd.ops.pad(x, [0, 3, 0, 0]), dims=[1]))
+
+
+_middle_max = functools.partial(middle_reduction, op="max")
+
+CASES = [
+    # (fusion, dtype, shape, scheduler of the kernel under test)
+    (_row_stats, DataType.BFloat16, (4099, 2), "reduction"),
+    (_row_stats, DataType.Float, (3001, 7), "reduction"),
+    (_row_var_mean, DataType.Float, (2053, 4), "reduction"),
+    (_row_var_mean, DataType.BFloat16, (999, 3), "reduction"),
+    (_int_row_sum, DataType.Int32, (5003, 3), "reduction"),
+    (_scaled_row_sum, DataType.Half, (4097, 4), "reduction"),
+    (_padded_row_mean, DataType.Float, (1025, 5), "reduction"),
+    (_middle_max, DataType.Float, (37, 11, 3), "reduction"),
+    (logsumexp, DataType.BFloat16, (4099, 2), "normalization"),
+    (logsumexp, DataType.Float, (2001, 8), "normalization"),
+    (softmax, DataType.BFloat16, (3073, 2), "normalization"),
+    (softmax, DataType.Float, (1999, 7), "normalization"),
+    (layernorm, DataType.Float, (2049, 5), "normalization"),
+    (rmsnorm, DataType.BFloat16, (4101, 4), "normalization"),
+]
+
+
+def _inputs(define, fd, shape, rng):
+    """Each input of its rank: the full shape, or (rank 1) the row count for the per-row
+    scale and the row length for a norm's weight and bias."""
+    out = []
+    for vid in fd.fusion.inputs:
+        t = fd.fusion.values[vid]
+        dims = (
+            shape
+            if t.rank == len(shape)
+            else (shape[0] if define is _scaled_row_sum else shape[-1],)
+        )
+        if t.dtype is DataType.Int32:
+            out.append(rng.integers(-1000, 1000, dims).astype(np.int32))
+        else:
+            out.append((rng.standard_normal(dims) * 2).astype(t.dtype.numpy))
+    return out
+
+
+def _build(define, dtype):
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    return fd
+
+
+def _assert_agrees(fd, inputs, got, dtype):
+    for g, e in zip(got, reference.run(fd.fusion, inputs), strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        out_dtype = next(d for d in DataType if d.numpy == e.dtype)
+        rtol, atol = max(TOL[out_dtype], TOL[dtype])
+        np.testing.assert_allclose(
+            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class LaneVariant:
+    fd: FusionDefinition
+    inputs: list
+    kind: str  # the scheduler of the kernel under test
+    changes: dict  # to its default params
+    segment: object
+    params: object
+    buffer_dtypes: dict
+    why: str | None  # why the params cannot run, or None
+
+
+def lane_variant(case: int, rows_per_lane: int, threads_r: int | None, rng) -> LaneVariant:
+    """CASES[case] with `rows_per_lane` (and `threads_r`) rows a lane on the sm_90 profile;
+    a normalization keeps its row in registers."""
+    define, dtype, shape, kind = CASES[case]
+    fd = _build(define, dtype)
+    inputs = _inputs(define, fd, shape, rng)
+    device = PROFILES["sm_90"]
+    plan = fd.plan(inputs)
+    (seg,) = [s for s in plan.segments if s.scheduler.value == kind]
+    sched = scheduler_for(seg.scheduler)
+    params = sched.default_params(seg, device)
+    changes = {"rows_per_lane": rows_per_lane, "inner": True}
+    if threads_r is not None:
+        changes.update(threads_r=threads_r, rows_per_block=128 // threads_r)
+    if kind == "normalization":
+        changes.update(cache_row=True, shared_row=False)
+        _, n_red = reduction.sizes(seg)
+        share = -(-n_red // (changes.get("threads_r", params.threads_r) * params.vector))
+        changes["elements_per_thread"] = share * params.vector
+    params = reduction.replace(params, **changes)
+    why = sched.is_valid(seg, device, params)
+    dtypes = {b.id: b.dtype for b in plan.buffers}
+    return LaneVariant(fd, inputs, kind, changes, seg, params, dtypes, why)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("rows_per_lane", [1, 2, 4, 8])
+@pytest.mark.parametrize("threads_r", [None, 2])
+def test_rows_a_lane_agree_with_the_reference(case, rows_per_lane, threads_r, rng):
+    v = lane_variant(case, rows_per_lane, threads_r, rng)
+    if v.why is not None:
+        pytest.skip(v.why)
+    got, launched = run_with_reduction_params(v.fd, v.inputs, kind=v.kind, **v.changes)
+    assert any(k.params["rows_per_lane"] == rows_per_lane for k in launched)
+    _assert_agrees(v.fd, v.inputs, got, CASES[case][1])
+
+
+@pytest.mark.parametrize(
+    "define,dtype,rows,cols",
+    [
+        (_row_stats, DataType.BFloat16, 1 << 22, 2),
+        (logsumexp, DataType.BFloat16, (1 << 21) + 3, 2),
+        (softmax, DataType.Float, 1 << 21, 3),
+    ],
+)
+def test_the_defaults_take_several_rows_a_lane_where_rows_are_a_few_bytes(
+    define, dtype, rows, cols, rng
+):
+    fd = _build(define, dtype)
+    inputs = _inputs(define, fd, (rows, cols), rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    assert max(k.params.get("rows_per_lane", 1) for k in launched) > 1
+    _assert_agrees(fd, inputs, got, dtype)
