@@ -54,6 +54,8 @@ CASES = [
     (logsumexp_over(1), DataType.Double, (40, 777), 1, [SchedulerKind.REDUCTION]),
     (logsumexp_over(0), DataType.Float, (3000, 256), 0, [SchedulerKind.REDUCTION]),  # columns
     (logsumexp_over(0), DataType.BFloat16, (100003, 8), 0, [SchedulerKind.REDUCTION]),
+    # columns enough for the default's vector of outputs a lane
+    (logsumexp_over(0), DataType.Float, (16, 262144), 0, [SchedulerKind.REDUCTION]),
     (softmax, DataType.Float, (396, 70000), 1, [SchedulerKind.NORMALIZATION]),  # re-read rows
     (softmax, DataType.Float, (9, 70000), 1, [SchedulerKind.REDUCTION, SchedulerKind.POINTWISE]),
     (softmax, DataType.BFloat16, (8, 2**20), 1, [SchedulerKind.REDUCTION, SchedulerKind.POINTWISE]),
@@ -61,16 +63,22 @@ CASES = [
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))
-@pytest.mark.parametrize("split", [None, 3])
-def test_one_pass_max_and_sum_agree_with_the_two_pass_reference(case, split, rng):
+@pytest.mark.parametrize("split,vector", [(None, None), (3, None), (None, 2), (None, 4)])
+def test_one_pass_max_and_sum_agree_with_the_two_pass_reference(case, split, vector, rng):
     define, dtype, shape, axis, kinds = CASES[case]
+    if vector is not None and axis != 0:
+        pytest.skip("a vector of outputs a lane: columns only")
     with FusionDefinition() as fd:
         define(fd, dtype)
     x = rng.standard_normal(shape).astype(dtype.numpy)
     inputs = [with_edge_lines(x, axis, rng)]
     changes = {} if split is None else {"split": split, "vector": 1}  # one output a lane
+    if vector is not None:  # consecutive columns a lane, an accumulator each
+        changes = {"vector": vector, "split": 1}
     got, launched = run_with_reduction_params(fd, inputs, **changes)
     assert [SchedulerKind(k.scheduler) for k in launched] == kinds
+    if vector is not None:
+        assert launched[0].params["vector"] == vector
     for k in launched:
         if SchedulerKind(k.scheduler) is SchedulerKind.NORMALIZATION:
             assert not (k.params["cache_row"] or k.params["shared_row"]), k.params

@@ -82,16 +82,13 @@ def output_vector(segment: Segment) -> int:
     """The widest vector of consecutive outputs (the innermost dim, not reduced) that every
     unit-stride load and reduced store allows; 1 where the innermost dim is reduced or a
     full-size output is stored (a normalization keeps its row layout) or a reduction reads
-    another's result (each output's total would be needed inside the lanes' loop), or a
-    max-and-sum of exp is computed (that form compiles, tests/test_reductions.py, but has not
-    yet run on a GPU: until it has, its columns take one output a lane, which has)."""
+    another's result (each output's total would be needed inside the lanes' loop)."""
     last = len(segment.extents) - 1
     if (
         not segment.extents
         or last in segment.reduce_dims
         or any(not st.reduced for st in segment.stores)
         or not independent_reductions(segment)
-        or has_max_exp_sum(segment)
     ):
         return 1
     accesses = [(ld.offset, ld.dtype, ld.buffer) for ld in segment.loads] + [
