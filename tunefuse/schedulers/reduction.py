@@ -345,24 +345,34 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
         p = Params(threads_r, rows, True, 0, vector, chunks, evict_first_pays(segment))
         per_lane = default_rows_per_lane(segment, device, rows, lane_elements(segment, p), vector)
         return replace(p, rows_per_lane=per_lane)
-    # Strided reductions: outputs along x for coalescing, 32 threads along the reduction,
-    # 8 chunks in flight: 59.5 us, the best of 510 points (64 x 16 threads: 65.9).
-    threads_r = 1
-    while threads_r < 32 and threads_r * 64 < n_red:
-        threads_r *= 2
     # A thread takes a vector of consecutive outputs (up to 16 bytes a load) where the
     # outputs, so grouped, still give every SM SPLIT_WAVES blocks without splitting the rows:
     # a column sum of 2 rows reads 2 elements a thread, one 2-byte load each in bf16 without.
     vector = output_vector(segment)
     while vector > 1 and n_out // (vector * 32) < SPLIT_WAVES * device.sm_count:
         vector //= 2
-    # Outputs along x, 32 at least (a warp's coalesced run); where few threads share an
-    # output, more outputs a block (up to 256), so that blocks stay ~512 threads.
     lanes = -(-n_out // vector)
-    rows = 32 if lanes >= 32 else 16 if lanes >= 16 else 8
+    # Outputs along x: 32 (a warp's coalesced run), 16 or 8 where there are fewer; fewer than
+    # 8 outputs take a block row of just as many (a power of two), no lane without an output:
+    # bf16 columns of 4 outputs ran at 37% of copy bandwidth with 8 a row (half the lanes
+    # idle), 240.5 us; 4 a row and 64 threads each 145.3 us (torch.compile 177.4; H100,
+    # benchmarks/ab.py col_sum bfloat16 33554432x4).
+    rows = 32 if lanes >= 32 else 16 if lanes >= 16 else 8 if lanes > 4 else _pow2_at_least(lanes)
+    # Strided reductions: 32 threads along the reduction, 8 chunks in flight: 59.5 us, the
+    # best of 510 points (64 x 16 threads: 65.9); more where a block row has fewer than 8
+    # outputs, so that a block keeps 256 threads.
+    threads_r = 1
+    while threads_r * 64 < n_red and (threads_r < 32 or threads_r * rows < 256):
+        threads_r *= 2
+    # Where few threads share an output, more outputs a block (up to 256), so that blocks
+    # stay ~512 threads.
     while rows < 256 and rows * threads_r < 512 and rows * 2 <= lanes:
         rows *= 2
     return Params(threads_r, rows, False, 32, vector, 8, evict_first_pays(segment))
+
+
+def _pow2_at_least(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
 
 
 def block_threads(p: Params) -> int:
