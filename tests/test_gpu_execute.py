@@ -53,6 +53,20 @@ def to_host(t):
     return np.asarray(t)
 
 
+def assert_agrees(fd, inputs, got, dtype):
+    """`got` (host arrays) equals the reference's outputs of `fd` on `inputs`: same shapes
+    and types, values within 4x the tolerance of the coarser of the output's and `dtype`."""
+    from tunefuse import reference
+
+    for g, e in zip(got, reference.run(fd.fusion, inputs), strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        out_dtype = next(d for d in DataType if d.numpy == e.dtype)
+        rtol, atol = max(TOL[out_dtype], TOL[dtype])
+        np.testing.assert_allclose(
+            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
+        )
+
+
 def check(fd, inputs, tol_scale=1.0, at_least=DataType.Double):
     """Compare with the reference at the tolerance of the output dtype (or of `at_least`,
     the least precise type the fusion computes in, when that is coarser)."""

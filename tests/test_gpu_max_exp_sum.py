@@ -7,7 +7,7 @@ the rows where the running form could go wrong: -inf elements (alone, first, eve
 import numpy as np
 import pytest
 from fusion_zoo import logsumexp_over
-from test_gpu_shared_row import check
+from test_gpu_execute import assert_agrees
 from test_gpu_split import run_with_reduction_params
 
 from tunefuse import DataType, FusionDefinition
@@ -82,4 +82,4 @@ def test_one_pass_max_and_sum_agree_with_the_two_pass_reference(case, split, vec
     for k in launched:
         if SchedulerKind(k.scheduler) is SchedulerKind.NORMALIZATION:
             assert not (k.params["cache_row"] or k.params["shared_row"]), k.params
-    check(fd, inputs, got, dtype)
+    assert_agrees(fd, inputs, got, dtype)

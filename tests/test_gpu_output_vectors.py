@@ -8,7 +8,7 @@ import functools
 
 import numpy as np
 import pytest
-from test_gpu_execute import TOL
+from test_gpu_execute import assert_agrees
 from test_gpu_split import int_sum0, middle_reduction, run_with_reduction_params
 
 from tunefuse import DataType, FusionDefinition, reference
@@ -103,13 +103,7 @@ def test_a_vector_of_outputs_a_lane_agrees_with_the_reference(case, vector, thre
     assert reduction.is_valid(segment, PROFILES["sm_90"], params) is None
     got, launched = run_with_reduction_params(fd, inputs, **changes)
     assert any(k.params["vector"] == vector for k in launched)
-    for g, e in zip(got, reference.run(fd.fusion, inputs), strict=True):
-        assert g.shape == e.shape and g.dtype == e.dtype
-        out_dtype = next(d for d in DataType if d.numpy == e.dtype)
-        rtol, atol = max(TOL[out_dtype], TOL[dtype])
-        np.testing.assert_allclose(
-            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
-        )
+    assert_agrees(fd, inputs, got, dtype)
 
 
 def test_the_default_takes_vectors_of_outputs_where_the_outputs_fill_the_gpu(rng):

@@ -11,10 +11,10 @@ import functools
 import numpy as np
 import pytest
 from fusion_zoo import layernorm, logsumexp, rmsnorm, softmax
-from test_gpu_execute import TOL
+from test_gpu_execute import assert_agrees
 from test_gpu_split import _row_stats, _row_var_mean, middle_reduction, run_with_reduction_params
 
-from tunefuse import DataType, FusionDefinition, reference
+from tunefuse import DataType, FusionDefinition
 from tunefuse.device_info import PROFILES
 from tunefuse.schedulers import reduction, scheduler_for
 
@@ -85,16 +85,6 @@ def _build(define, dtype):
     return fd
 
 
-def _assert_agrees(fd, inputs, got, dtype):
-    for g, e in zip(got, reference.run(fd.fusion, inputs), strict=True):
-        assert g.shape == e.shape and g.dtype == e.dtype
-        out_dtype = next(d for d in DataType if d.numpy == e.dtype)
-        rtol, atol = max(TOL[out_dtype], TOL[dtype])
-        np.testing.assert_allclose(
-            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
-        )
-
-
 @dataclasses.dataclass(frozen=True)
 class LaneVariant:
     fd: FusionDefinition
@@ -141,7 +131,7 @@ def test_rows_a_lane_agree_with_the_reference(case, rows_per_lane, threads_r, rn
         pytest.skip(v.why)
     got, launched = run_with_reduction_params(v.fd, v.inputs, kind=v.kind, **v.changes)
     assert any(k.params["rows_per_lane"] == rows_per_lane for k in launched)
-    _assert_agrees(v.fd, v.inputs, got, CASES[case][1])
+    assert_agrees(v.fd, v.inputs, got, CASES[case][1])
 
 
 @pytest.mark.parametrize(
@@ -159,4 +149,4 @@ def test_the_defaults_take_several_rows_a_lane_where_rows_are_a_few_bytes(
     inputs = _inputs(define, fd, (rows, cols), rng)
     got, launched = run_with_reduction_params(fd, inputs)
     assert max(k.params.get("rows_per_lane", 1) for k in launched) > 1
-    _assert_agrees(fd, inputs, got, dtype)
+    assert_agrees(fd, inputs, got, dtype)

@@ -7,10 +7,10 @@ same length reads once."""
 import numpy as np
 import pytest
 from fusion_zoo import ZOO, build, inputs_for
-from test_gpu_execute import TOL
+from test_gpu_execute import assert_agrees
 from test_gpu_split import run_with_reduction_params
 
-from tunefuse import DataType, FusionDefinition, reference
+from tunefuse import DataType, FusionDefinition
 
 pytestmark = pytest.mark.gpu
 
@@ -27,15 +27,6 @@ def padded_softmax(fd, dtype):
 def run_normalization_with(fd, inputs, **changes):
     """Run with the normalization kernels' default params changed; the results, launches."""
     return run_with_reduction_params(fd, inputs, kind="normalization", **changes)
-
-
-def check(fd, inputs, got, dtype):
-    for g, e in zip(got, reference.run(fd.fusion, inputs), strict=True):
-        assert g.shape == e.shape and g.dtype == e.dtype
-        rtol, atol = max(TOL[dtype], TOL[DataType.Float])
-        np.testing.assert_allclose(
-            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
-        )
 
 
 @pytest.mark.parametrize(
@@ -55,7 +46,7 @@ def test_the_default_stages_a_long_row_in_shared_memory(name, dtype, shape, rng)
     (k,) = launched
     assert k.params["shared_row"] and not k.params["cache_row"]
     assert k.shared_bytes > 48 * 1024
-    check(fd, inputs, got, dtype)
+    assert_agrees(fd, inputs, got, dtype)
 
 
 @pytest.mark.parametrize(
@@ -79,7 +70,7 @@ def test_staged_rows_at_any_valid_params(name, dtype, shape, changes, rng):
     inputs = inputs_for(fd, shape[0], shape[1], rng)
     got, launched = run_normalization_with(fd, inputs, cache_row=False, shared_row=True, **changes)
     assert all(k.params["shared_row"] for k in launched)
-    check(fd, inputs, got, dtype)
+    assert_agrees(fd, inputs, got, dtype)
 
 
 def test_a_padded_row_is_read_inside_its_guard_not_staged(rng):
@@ -88,4 +79,4 @@ def test_a_padded_row_is_read_inside_its_guard_not_staged(rng):
     inputs = [rng.standard_normal((6, 30001)).astype(np.float32)]
     got, launched = run_normalization_with(fd, inputs, cache_row=False, shared_row=True)
     assert launched[0].params["shared_row"]
-    check(fd, inputs, got, DataType.Float)
+    assert_agrees(fd, inputs, got, DataType.Float)

@@ -109,19 +109,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         ):
             rows //= 2
         ept = -(-row_vectors // threads) * vector
-        per_lane = reduction.default_rows_per_lane(segment, device, rows, ept, vector)
-        return Params(
-            threads,
-            rows,
-            True,
-            0,
-            True,
-            ept,
-            vector,
-            1,
-            evict_first_pays(segment),
-            rows_per_lane=per_lane,
-        )
+        return _row_in_registers(segment, device, threads, rows, ept, vector)
     threads = 32
     while threads < device.max_threads_per_block and -(-n_red // threads) > MAX_CACHED_ELEMENTS:
         threads *= 2
@@ -130,19 +118,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     # One block per `rows` rows, no grid-stride (blocks_per_sm 0): softmax 8192x4096 fp32
     # 95.7 -> 94.1 us, layernorm 95.8 -> 95.3 against 32 blocks an SM (benchmarks/sweep.py).
     if ept <= MAX_CACHED_ELEMENTS:
-        per_lane = reduction.default_rows_per_lane(segment, device, rows, ept, vector)
-        return Params(
-            threads,
-            rows,
-            True,
-            0,
-            True,
-            ept,
-            vector,
-            1,
-            evict_first_pays(segment),
-            rows_per_lane=per_lane,
-        )
+        return _row_in_registers(segment, device, threads, rows, ept, vector)
     # Too long for registers: staged in shared memory where it fits (read once), else re-read.
     # A staged row of more than half an SM's shared memory leaves one block an SM: it takes
     # every thread the SM may run, so that enough loads are in flight (Little's law).
@@ -168,6 +144,26 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         4,
         evict_first_pays(segment),
         shared_row=staged,
+    )
+
+
+def _row_in_registers(
+    segment: Segment, device: DeviceInfo, threads: int, rows: int, ept: int, vector: int
+) -> Params:
+    """Rows held in registers (cache_row), `ept` elements a lane, and as many rows a lane as
+    `reduction.default_rows_per_lane` gives."""
+    per_lane = reduction.default_rows_per_lane(segment, device, rows, ept, vector)
+    return Params(
+        threads,
+        rows,
+        True,
+        0,
+        True,
+        ept,
+        vector,
+        1,
+        evict_first_pays(segment),
+        rows_per_lane=per_lane,
     )
 
 
