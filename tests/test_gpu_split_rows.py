@@ -6,7 +6,7 @@ SMs keep their one kernel. logsumexp, reductions only, is one reduction kernel."
 
 import pytest
 from fusion_zoo import ZOO, build, inputs_for
-from test_gpu_shared_row import check
+from test_gpu_execute import assert_agrees
 from test_gpu_split import run_with_reduction_params
 
 from tunefuse import DataType
@@ -41,7 +41,7 @@ def test_rows_the_gpu_cannot_hold_nor_spread_run_a_kernel_a_pass(name, dtype, sh
     if shape[0] < 33:  # too few rows to fill the GPU alone: each reduction split across blocks
         reductions = [k for k in launched if SchedulerKind(k.scheduler) is SchedulerKind.REDUCTION]
         assert all(k.params["split"] > 1 for k in reductions), [k.params for k in launched]
-    check(fd, inputs, got, dtype)
+    assert_agrees(fd, inputs, got, dtype)
 
 
 def test_rows_that_fill_the_sms_keep_one_kernel(rng):
@@ -52,4 +52,4 @@ def test_rows_that_fill_the_sms_keep_one_kernel(rng):
     inputs = inputs_for(fd, sms, 70000, rng)
     got, launched = run_with_reduction_params(fd, inputs)
     assert [SchedulerKind(k.scheduler) for k in launched] == [SchedulerKind.NORMALIZATION]
-    check(fd, inputs, got, DataType.Float)
+    assert_agrees(fd, inputs, got, DataType.Float)
