@@ -111,3 +111,8 @@ def grid_cap(device: DeviceInfo, blocks_per_sm: int) -> int:
     """The most blocks a grid-stride kernel is launched with: `blocks_per_sm` waves' worth
     of blocks an SM, or (0) as many as the work needs, each block one pass."""
     return blocks_per_sm * device.sm_count if blocks_per_sm > 0 else MAX_GRID_X
+
+
+def pow2_at_least(n: int) -> int:
+    """The smallest power of two >= n (1 for n <= 1)."""
+    return 1 << max(0, n - 1).bit_length()

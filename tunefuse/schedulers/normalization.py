@@ -15,7 +15,7 @@ from tunefuse.planning.indexing import Var
 from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import reduction
-from tunefuse.schedulers.common import evict_first_pays, flag_space
+from tunefuse.schedulers.common import evict_first_pays, flag_space, pow2_at_least
 from tunefuse.schedulers.phases import phases_reading
 
 
@@ -100,7 +100,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         # warp take rows back to back (32 lanes a row of 4 floats left 28 of them idle:
         # 16x torch.compile's time on softmax [2**24, 4] fp32, H100, benchmarks/surface.py).
         run = min(row_vectors, max(1, 64 // (vector * reduction.widest_load(segment))))
-        threads = 1 << (max(run, -(-row_vectors // 4)) - 1).bit_length()
+        threads = pow2_at_least(max(run, -(-row_vectors // 4)))
         rows = 512 // threads if threads < 32 else max(1, 128 // threads)
         while (
             rows > 1

@@ -18,6 +18,7 @@ from tunefuse.schedulers.common import (
     flag_space,
     flags_error,
     grid_cap,
+    pow2_at_least,
     widest_vector,
 )
 from tunefuse.schedulers.phases import segment_groups
@@ -308,10 +309,8 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
             # reads 16 bytes of every 64 at each load: 46% of copy bandwidth on [2**22, 16]
             # (H100), 81% with 4 lanes a row.
             run = min(row_vectors, max(1, 64 // (vector * widest_load(segment))))
-            threads_r = 1 << (max(run, -(-row_vectors // 4)) - 1).bit_length()
-            chunks = (
-                1 << (-(-row_vectors // threads_r) - 1).bit_length()
-            )  # 1, 2 or 4: unroll's choices
+            threads_r = pow2_at_least(max(run, -(-row_vectors // 4)))
+            chunks = pow2_at_least(-(-row_vectors // threads_r))  # 1, 2 or 4: unroll's choices
         else:
             chunks = 2 if row_vectors >= 256 else 4
             # Shorter rows get fewer threads each and more rows a block, so that blocks stay
@@ -357,7 +356,7 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
     # bf16 columns of 4 outputs ran at 37% of copy bandwidth with 8 a row (half the lanes
     # idle), 240.5 us; 4 a row and 64 threads each 145.3 us (torch.compile 177.4; H100,
     # benchmarks/ab.py col_sum bfloat16 33554432x4).
-    rows = 32 if lanes >= 32 else 16 if lanes >= 16 else 8 if lanes > 4 else _pow2_at_least(lanes)
+    rows = 32 if lanes >= 32 else 16 if lanes >= 16 else 8 if lanes > 4 else pow2_at_least(lanes)
     # Strided reductions: 32 threads along the reduction, 8 chunks in flight: 59.5 us, the
     # best of 510 points (64 x 16 threads: 65.9); more where a block row has fewer than 8
     # outputs, so that a block keeps 256 threads.
@@ -369,10 +368,6 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
     while rows < 256 and rows * threads_r < 512 and rows * 2 <= lanes:
         rows *= 2
     return Params(threads_r, rows, False, 32, vector, 8, evict_first_pays(segment))
-
-
-def _pow2_at_least(n: int) -> int:
-    return 1 << max(0, n - 1).bit_length()
 
 
 def block_threads(p: Params) -> int:
