@@ -88,7 +88,12 @@ CASES = [
 @pytest.mark.parametrize("case", range(len(CASES)))
 @pytest.mark.parametrize("vector", [2, 4, 8])
 @pytest.mark.parametrize("threads_r,inner", [(1, False), (4, False), (32, False), (4, True)])
-def test_a_vector_of_outputs_a_lane_agrees_with_the_reference(case, vector, threads_r, inner, rng):
+@pytest.mark.parametrize("split", [1, 3])
+def test_a_vector_of_outputs_a_lane_agrees_with_the_reference(
+    case, vector, threads_r, inner, split, rng
+):
+    """Split 3 ways too: each lane's outputs published and combined one after another (some
+    of these shares are empty: fewer rows than 3 blocks' threads)."""
     build, dtype, shape = CASES[case]
     with FusionDefinition() as fd:
         build(fd, dtype)
@@ -98,11 +103,13 @@ def test_a_vector_of_outputs_a_lane_agrees_with_the_reference(case, vector, thre
     if widest % vector:
         pytest.skip(f"vector {vector}: the outputs allow {widest}")
     rows = 256 // threads_r if not inner else 32 // threads_r
-    changes = dict(vector=vector, threads_r=threads_r, inner=inner, rows_per_block=rows, split=1)
+    changes = dict(
+        vector=vector, threads_r=threads_r, inner=inner, rows_per_block=rows, split=split
+    )
     params = reduction.replace(reduction.default_params(segment, PROFILES["sm_90"]), **changes)
     assert reduction.is_valid(segment, PROFILES["sm_90"], params) is None
     got, launched = run_with_reduction_params(fd, inputs, **changes)
-    assert any(k.params["vector"] == vector for k in launched)
+    assert any(k.params["vector"] == vector and k.params["split"] == split for k in launched)
     assert_agrees(fd, inputs, got, dtype)
 
 

@@ -72,12 +72,14 @@ def column_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
     dtype=st.sampled_from(list(NUMPY)),
 )
 @settings(max_examples=200, deadline=None)
-def test_outer_reductions_take_vectors_of_outputs_only_where_the_outputs_fill_the_gpu(
+def test_outer_reductions_take_vectors_of_outputs_that_cost_no_parallelism(
     rows_log, cols_log, odd, dtype
 ):
-    """A column sum's lanes take the widest vector of consecutive outputs (at most 16 bytes)
-    that still leaves every SM SPLIT_WAVES blocks' worth of 32-lane rows; where the outputs
-    are fewer, one output a lane and the rows may be split. Valid either way."""
+    """A column sum's lanes take a vector of consecutive outputs (at most 16 bytes) that
+    never adds a split one output a lane would not need, and never leaves the grid fewer
+    bytes in flight than half of what one output a lane has; the next wider vector is
+    refused only where it would starve the GPU (it would neither fill it unsplit nor, split,
+    reach SPLIT_BYTES a resident thread)."""
     rows, cols = 1 << rows_log, (1 << cols_log) + (1 if odd else 0)
     seg = column_sum_segment(rows, cols, dtype)
     p = reduction.default_params(seg, H100)
@@ -86,11 +88,26 @@ def test_outer_reductions_take_vectors_of_outputs_only_where_the_outputs_fill_th
     widest = reduction.output_vector(seg)
     itemsize = 4 if dtype is DataType.Float else 2
     assert widest * itemsize <= 16 and n_out % widest == 0 and (widest == 1) == (odd or cols == 1)
-    target = reduction.SPLIT_WAVES * H100.sm_count
-    if p.vector > 1:
-        assert p.split == 1 and n_out // (p.vector * 32) >= target and widest % p.vector == 0
+    assert widest % p.vector == 0
+    one = reduction._outer_layout(seg, 1)
+    one = dataclasses.replace(one, split=reduction._outer_split(seg, H100, one))
+    if one.split == 1 and reduction._fills_unsplit(seg, H100, one):
+        assert p.split == 1
+
+    def in_flight(q) -> int:  # noqa: ANN001
+        return reduction._in_flight(seg, q, reduction.row_tiles(seg, q) * q.split)
+
+    assert 2 * in_flight(p) >= in_flight(one)
     if p.vector < widest:
-        assert n_out // (2 * p.vector * 32) < target  # the next wider vector would starve the GPU
+        wider = reduction._outer_layout(seg, 2 * p.vector)
+        most = reduction.row_tiles(seg, wider) * reduction._split_by_work(seg, wider)
+        resident = H100.sm_count * H100.max_threads_per_sm
+        assert not reduction._fills_unsplit(seg, H100, wider)
+        assert (
+            p.vector == 1
+            and reduction._fills_unsplit(seg, H100, one)
+            or (reduction._in_flight(seg, wider, most) < reduction.SPLIT_BYTES * resident)
+        )
 
 
 @given(
@@ -101,47 +118,53 @@ def test_outer_reductions_take_vectors_of_outputs_only_where_the_outputs_fill_th
     device=st.sampled_from([H100, A100]),
 )
 @settings(max_examples=200, deadline=None)
-def test_a_reduction_is_split_only_where_its_rows_leave_most_of_the_gpu_idle(
+def test_a_column_sum_is_split_only_as_far_as_it_needs_to_fill_the_gpu(
     rows_log, cols_log, odd, dtype, device
 ):
-    """Column sums of any shape: never split where the unsplit rows fill a quarter of the
-    GPU's threads; a split keeps MIN_SPLIT_STEPS trips a thread in each share and gives the
-    grid at most SPLIT_WAVES blocks an SM plus one share's worth; not split below a quarter
-    only where it cannot be or a share of two would be too short."""
+    """Column sums of any shape: never split where the unsplit grid has blocks on half the
+    SMs and UNSPLIT_BYTES in flight a resident thread; a split keeps MIN_SPLIT_STEPS trips a
+    thread in each share and is the smallest that reaches SPLIT_BYTES a resident thread (or
+    SPLIT_BLOCKS_PER_SM blocks an SM); not split otherwise only where it cannot be or a
+    share of two would be too short."""
     rows, cols = 1 << rows_log, (1 << cols_log) + (1 if odd else 0)
     seg = column_sum_segment(rows, cols, dtype)
     p = reduction.default_params(seg, device)
     assert reduction.is_valid(seg, device, p) is None
-    occupancy = reduction.unsplit_occupancy(seg, device, p)
-    share = rows // p.split
+    tiles = reduction.row_tiles(seg, p)
+    resident = device.sm_count * device.max_threads_per_sm
+    fills = (
+        2 * tiles >= device.sm_count
+        and reduction._in_flight(seg, p, tiles) >= reduction.UNSPLIT_BYTES * resident
+    )
     step = p.threads_r * reduction.reduced_step(seg, p) * p.unroll  # elements a trip
-    trips = share // step
-    if occupancy >= reduction.SPLIT_BELOW_OCCUPANCY:
+    if fills:
         assert p.split == 1
     if p.split > 1:
-        assert trips >= reduction.MIN_SPLIT_STEPS
-        tiles = reduction.row_tiles(seg, p)
-        assert tiles * (p.split - 1) < reduction.SPLIT_WAVES * device.sm_count
-    elif (
-        occupancy < reduction.SPLIT_BELOW_OCCUPANCY
-        and reduction.row_tiles(seg, p) < reduction.SPLIT_WAVES * device.sm_count // 2
-    ):
-        # not split: it cannot be (a vector of outputs a lane), or a share of two would leave
-        # a thread too few trips
+        assert rows // p.split // step >= reduction.MIN_SPLIT_STEPS
+        fewer = tiles * (p.split - 1)
+        assert fewer < reduction.SPLIT_BLOCKS_PER_SM * device.sm_count
+        assert reduction._in_flight(seg, p, fewer) < reduction.SPLIT_BYTES * resident
+    elif not fills:
         assert reduction.split_error(seg, dataclasses.replace(p, split=2)) or (
             rows // 2 // step < reduction.MIN_SPLIT_STEPS
         )
 
 
 def test_the_measured_column_sums_split_where_it_paid():
-    """H100, fp32 (ab.py, this heuristic's evidence): 4096 and more outputs are not split
+    """H100 (ab.py, this heuristic's evidence): fp32 4096 and more outputs are not split
     (8192 x 4096: 53.7 us unsplit, 62.7 split 5); 1024 outputs of 32768 rows are (62-65 us
-    split, 80.8 unsplit)."""
+    split, 80.8 unsplit). bf16 16384 outputs of 8192 rows: 8 a lane, unsplit (105.5 us; split
+    2 110.9); 64 outputs of 2**21 rows: 8 a lane, split about 528 ways (120.0 us; 256 ways
+    142.1, 1024 130.7)."""
     for rows, cols in [(2048, 4096), (8192, 4096), (32768, 4096), (8192, 8192)]:
         seg = column_sum_segment(rows, cols, DataType.Float)
         assert reduction.default_params(seg, H100).split == 1, (rows, cols)
     seg = column_sum_segment(32768, 1024, DataType.Float)
     assert reduction.default_params(seg, H100).split > 1
+    p = reduction.default_params(column_sum_segment(8192, 16384, DataType.BFloat16), H100)
+    assert (p.vector, p.split) == (8, 1)
+    p = reduction.default_params(column_sum_segment(1 << 21, 64, DataType.BFloat16), H100)
+    assert p.vector == 8 and 384 <= p.split <= 768
 
 
 def softmax_plan(rows: int, cols: int, dtype: DataType, device):  # noqa: ANN001, ANN201

@@ -210,8 +210,8 @@ class _Emitter:
         # consecutive outputs at once, an accumulator each (acc<i>_v[v]), reading each of
         # their unit-stride inputs with one vector load a reduced element.
         self.along_outputs = self.vec > 1 and last not in segment.reduce_dims
-        assert not (self.along_outputs and (persistent or getattr(p, "split", 1) > 1)), (
-            "a vector along the outputs: reductions only, unsplit (schedulers.reduction.is_valid)"
+        assert not (self.along_outputs and persistent), (
+            "a vector along the outputs: reductions only (schedulers.reduction.is_valid)"
         )
         assert self.lane_rows == 1 or not (
             self.along_outputs or self.shared or getattr(p, "split", 1) > 1
@@ -726,10 +726,12 @@ class _Emitter:
             )
         self.w(f"{indent}}}")
 
-    def output_lanes(self, indent: str) -> None:
+    def output_lanes(self, indent: str, lane_total=None) -> None:  # noqa: ANN001
         """With a vector along the outputs, after every accumulator's pass: each output
         lane's totals are combined across the row's threads, finalized and stored, one lane
-        after another (the block reduction's shared memory serves each in turn)."""
+        after another (the block reduction's shared memory serves each in turn).
+        `lane_total(acc, indent)` emits acc<i>'s value for lane v before the block reduction
+        (default: this thread's own, acc<i>_v[v]; a split's last block: every share's)."""
         for k, st in enumerate(self.s.stores):
             if st.reduced and k in self.vec_stores:
                 self.w(f"{indent}TfVec<{st.dtype.cuda}, {self.vec}> vo{k};")
@@ -737,7 +739,10 @@ class _Emitter:
         self.w(f"{indent}for (int v = 0; v < {self.vec}; ++v) {{")
         inner = indent + "  "
         for acc in self.accs:
-            self.w(f"{inner}{_acc_type(acc)} acc{acc.index} = acc{acc.index}_v[v];")
+            if lane_total is None:
+                self.w(f"{inner}{_acc_type(acc)} acc{acc.index} = acc{acc.index}_v[v];")
+            else:
+                lane_total(acc, inner)
             self.block_reduce(acc, inner)
             self.finalize(acc, inner)
         self.phase = len(self.accs)
@@ -750,9 +755,9 @@ class _Emitter:
         """This block's share of every row (`r_begin`..`r_end`, whole vectors), and the
         workspace: a counter per row tile, then each partial field's [split][n_out] array, in
         the layout `schedulers.reduction.workspace_bytes` sizes."""
-        it, p, vec = self.itype, self.p, self.vec
+        it, p, step = self.itype, self.p, self.step
         self.w(f"  const long long tf_chunk = ((long long)n_red + {p.split - 1}) / {p.split};")
-        self.w(f"  const long long tf_share = (tf_chunk + {vec - 1}) / {vec} * {vec};")
+        self.w(f"  const long long tf_share = (tf_chunk + {step - 1}) / {step} * {step};")
         self.w(
             f"  const {it} r_begin = ({it})min((long long)blockIdx.y * tf_share, (long long)n_red);"
         )
@@ -774,19 +779,23 @@ class _Emitter:
         """Inside the row loop: each accumulator over this block's share, reduced across the
         block and published; then a counter per row tile tells the last block to arrive,
         which combines every share in share order (the same order whichever block is last:
-        deterministic) and stores."""
-        p = self.p
+        deterministic) and stores. With a vector along the outputs, each of a lane's outputs
+        is published and combined in turn (its partials at its own output index)."""
+        p, vec = self.p, self.vec
         for acc in self.accs:
             self.reduce_pass(acc, "    ")
-            self.block_reduce(acc, "    ")
-        fields = partial_fields(self.s)
-        self.w("    if (row_ok && tr == 0) {")
-        self.w("      const long long at = (long long)blockIdx.y * n_out + row;")
-        for acc_index, field, _ in fields:
-            self.w(
-                f"      {_partial_name(acc_index, field)}[at] = acc{acc_index}{'.' + field if field else ''};"
-            )
-        self.w("    }")
+            if not self.along_outputs:
+                self.block_reduce(acc, "    ")
+        if self.along_outputs:
+            self.w("    #pragma unroll")
+            self.w(f"    for (int v = 0; v < {vec}; ++v) {{")
+            for acc in self.accs:
+                self.w(f"      {_acc_type(acc)} acc{acc.index} = acc{acc.index}_v[v];")
+                self.block_reduce(acc, "      ")
+            self.publish_partials("      ", f"row * {vec} + v")
+            self.w("    }")
+        else:
+            self.publish_partials("    ", "row")
         self.w(
             "    __threadfence();  // this block's partials visible to the block that combines them"
         )
@@ -799,27 +808,47 @@ class _Emitter:
         self.w("    __syncthreads();")
         self.w("    if (tf_last) {")
         self.w("      __threadfence();")
-        for acc in self.accs:
-            a = f"acc{acc.index}"
-            t = acc.ctype.cuda
-            self.w(f"      {_acc_type(acc)} {a} = {_init(acc)};")
-            self.w("      if (row_ok) {")
-            self.w(f"        for (int s = tr; s < {p.split}; s += {p.threads_r}) {{")
-            self.w("          const long long at = (long long)s * n_out + row;")
-            share = _struct_of(
-                acc, [f"*(volatile {t}*)&{_partial_name(acc.index, f)}[at]" for f in _fields(acc)]
+        if self.along_outputs:
+            self.output_lanes(
+                "      ", lambda acc, ind: self.combine_shares(acc, ind, f"row * {vec} + v")
             )
-            self.w(f"          {a} = {_combine(acc, a, share)};")
-            self.w("        }")
-            self.w("      }")
-            self.block_reduce(acc, "      ", declare=False)
-            self.finalize(acc, "      ")
-        self.phase = len(self.accs)
-        self.reduced_stores("      ")
+        else:
+            for acc in self.accs:
+                self.combine_shares(acc, "      ", "row")
+                self.block_reduce(acc, "      ", declare=False)
+                self.finalize(acc, "      ")
+            self.phase = len(self.accs)
+            self.reduced_stores("      ")
         self.w("    }")
         self.w(
             "    __syncthreads();  // tf_last is read by all before it is written for the next tile"
         )
+
+    def publish_partials(self, indent: str, output: str) -> None:
+        """This block's total of every partial field for `output` (an output index), written
+        by the row's first thread at [blockIdx.y][output] of the field's workspace array."""
+        self.w(f"{indent}if (row_ok && tr == 0) {{")
+        self.w(f"{indent}  const long long at = (long long)blockIdx.y * n_out + {output};")
+        for acc_index, field, _ in partial_fields(self.s):
+            self.w(
+                f"{indent}  {_partial_name(acc_index, field)}[at] = acc{acc_index}{'.' + field if field else ''};"
+            )
+        self.w(f"{indent}}}")
+
+    def combine_shares(self, acc: _Accumulator, indent: str, output: str) -> None:
+        """acc<i> of the last block: this thread's shares (tr, tr + threads_r, ...) of
+        `output`'s partials combined in share order, before the block reduction."""
+        a, t = f"acc{acc.index}", acc.ctype.cuda
+        self.w(f"{indent}{_acc_type(acc)} {a} = {_init(acc)};")
+        self.w(f"{indent}if (row_ok) {{")
+        self.w(f"{indent}  for (int s = tr; s < {self.p.split}; s += {self.p.threads_r}) {{")
+        self.w(f"{indent}    const long long at = (long long)s * n_out + {output};")
+        share = _struct_of(
+            acc, [f"*(volatile {t}*)&{_partial_name(acc.index, f)}[at]" for f in _fields(acc)]
+        )
+        self.w(f"{indent}    {a} = {_combine(acc, a, share)};")
+        self.w(f"{indent}  }}")
+        self.w(f"{indent}}}")
 
     def operand(self, acc: _Accumulator, indent: str, cached: bool, in_vector: bool) -> str:
         r = self.renderer(indent, cached, in_vector)

@@ -167,7 +167,9 @@ def default_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
     """How many blocks share a row: enough that the grid has SPLIT_WAVES blocks an SM, but
     never so many that a thread makes fewer than MIN_SPLIT_STEPS trips over its share; 1
     where the rows alone fill SPLIT_BELOW_OCCUPANCY of the GPU's threads or SPLIT_WAVES / 2
-    blocks an SM, or a split cannot run."""
+    blocks an SM, or a split cannot run. Strided (outer) layouts: `_outer_split`."""
+    if not p.inner:
+        return _outer_split(segment, device, p)
     _, n_red = sizes(segment)
     tiles = row_tiles(segment, p)
     target = SPLIT_WAVES * device.sm_count
@@ -273,8 +275,6 @@ def split_error(segment: Segment, p: Params) -> str | None:
         return f"split {p.split} (1 to {MAX_SPLIT})"
     if not independent_reductions(segment):
         return "a split reduction needs reductions that do not read one another's results"
-    if p.vector > 1 and not vectors_along_reduction(segment):
-        return "a split reduction takes one output a lane (vector 1 where the innermost dim is not reduced)"
     if any(not st.reduced for st in segment.stores):
         return "a split reduction stores reduced outputs only"
     return None
@@ -344,19 +344,102 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
         p = Params(threads_r, rows, True, 0, vector, chunks, evict_first_pays(segment))
         per_lane = default_rows_per_lane(segment, device, rows, lane_elements(segment, p), vector)
         return replace(p, rows_per_lane=per_lane)
-    # A thread takes a vector of consecutive outputs (up to 16 bytes a load) where the
-    # outputs, so grouped, still give every SM SPLIT_WAVES blocks without splitting the rows:
-    # a column sum of 2 rows reads 2 elements a thread, one 2-byte load each in bf16 without.
+    return _outer_defaults(segment, device)
+
+
+# Strided reductions are sized by the bytes their loads keep in flight (a lane's vector
+# times `unroll` chunks), not by threads: a lane of 8 bf16 outputs has 8 times the bytes of
+# one. Unsplit, a grid needs blocks on half the SMs and UNSPLIT_BYTES a resident thread;
+# split, SPLIT_BYTES a resident thread (17 MB on an H100), at most SPLIT_BLOCKS_PER_SM
+# blocks an SM. H100, bf16 column sums (benchmarks/ab.py col_sum, 256 MB each, best split
+# of those timed): 4096 outputs a lane of 8: 32 blocks unsplit 146.6 us, split 8 112.0
+# (4: 115.0, 17: 129.6); 1024 outputs: split 32 114.0 (66: 119.6, 128: 124.7); 256: split
+# 128 117.2 (264: 120.8); 64: split 528 120.0 (256: 142.1, 1024: 130.7); 4 outputs (a lane
+# of 4, 8 bytes): split 1024 111.4 (528: 121.2); 16384 outputs: unsplit 105.5 (split 2
+# 110.9, 5 118.5); fp32 [2**20, 64] lanes of 4: split 256 111.5 (528: 120.0). One output a
+# lane, fp32, the split gate's evidence above: 4096 outputs of 8192 rows unsplit 53.7 us
+# (128 blocks, 4 MB in flight), split 5 62.7.
+UNSPLIT_BYTES = 4
+SPLIT_BYTES = 64
+SPLIT_BLOCKS_PER_SM = 8
+
+
+def _in_flight(segment: Segment, p: Params, blocks: int) -> int:
+    """Bytes `blocks` blocks of a strided reduction have in flight: each lane `unroll`
+    loads of its vector of outputs."""
+    return blocks * block_threads(p) * p.vector * widest_load(segment) * p.unroll
+
+
+def _fills_unsplit(segment: Segment, device: DeviceInfo, p: Params) -> bool:
+    tiles = row_tiles(segment, p)
+    resident = device.sm_count * device.max_threads_per_sm
+    return (
+        2 * tiles >= device.sm_count and _in_flight(segment, p, tiles) >= UNSPLIT_BYTES * resident
+    )
+
+
+def _split_by_work(segment: Segment, p: Params) -> int:
+    """The most shares a row takes with MIN_SPLIT_STEPS trips of a thread's loop each."""
+    _, n_red = sizes(segment)
+    by_work = n_red // (p.threads_r * reduced_step(segment, p) * p.unroll * MIN_SPLIT_STEPS)
+    return max(1, min(by_work, MAX_SPLIT))
+
+
+def _outer_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
+    """1 where the unsplit grid fills the GPU (`_fills_unsplit`) or a split cannot run;
+    else enough shares a row for SPLIT_BYTES a resident thread in flight, within
+    `_split_by_work`."""
+    if _fills_unsplit(segment, device, p) or split_error(segment, replace(p, split=2)):
+        return 1
+    resident = device.sm_count * device.max_threads_per_sm
+    block = _in_flight(segment, p, 1)
+    blocks = min(-(-SPLIT_BYTES * resident // block), SPLIT_BLOCKS_PER_SM * device.sm_count)
+    tiles = row_tiles(segment, p)
+    return max(1, min(-(-blocks // tiles), _split_by_work(segment, p)))
+
+
+def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
+    """Strided reductions (the outputs along threadIdx.x): where one output a lane fills the
+    GPU unsplit, the widest vector of outputs (up to 16 bytes a load) that still does; where
+    it needs a split, the widest whose split reaches SPLIT_BYTES in flight (a wider vector
+    gives a row's reduced extent more to share). One 2-byte load a reduced element leaves a
+    lane too little in flight: bf16 column sums of 16384 outputs ran 124.2 us with one
+    output a lane, 105.5 with 8 (torch.compile 101.7); fp32 202.5 -> 195.1 with 4; 64
+    outputs 131.6 -> 120.0 (105.0), 4 outputs 141.4 -> 121.2 (177.6) (H100,
+    benchmarks/ab.py col_sum bfloat16)."""
+    narrowest = _outer_layout(segment, 1)
+    unsplit = _fills_unsplit(segment, device, narrowest)
+    splittable = split_error(segment, Params(inner=False, split=2)) is None
+    resident = device.sm_count * device.max_threads_per_sm
     vector = output_vector(segment)
-    while vector > 1 and n_out // (vector * 32) < SPLIT_WAVES * device.sm_count:
+    while vector > 1:
+        p = _outer_layout(segment, vector)
+        if _fills_unsplit(segment, device, p):
+            return p
+        most = row_tiles(segment, p) * _split_by_work(segment, p)
+        if not unsplit and splittable and _in_flight(segment, p, most) >= SPLIT_BYTES * resident:
+            return p
         vector //= 2
+    return narrowest
+
+
+def _outer_layout(segment: Segment, vector: int) -> Params:
+    """A strided reduction's block for lanes of `vector` outputs."""
+    n_out, n_red = sizes(segment)
     lanes = -(-n_out // vector)
-    # Outputs along x: 32 (a warp's coalesced run), 16 or 8 where there are fewer; fewer than
-    # 8 outputs take a block row of just as many (a power of two), no lane without an output:
-    # bf16 columns of 4 outputs ran at 37% of copy bandwidth with 8 a row (half the lanes
-    # idle), 240.5 us; 4 a row and 64 threads each 145.3 us (torch.compile 177.4; H100,
-    # benchmarks/ab.py col_sum bfloat16 33554432x4).
-    rows = 32 if lanes >= 32 else 16 if lanes >= 16 else 8 if lanes > 4 else pow2_at_least(lanes)
+    # Outputs along x: a warp's block row reads at most 256 contiguous bytes (32 lanes of one
+    # element, 16 of 16-byte vectors; bf16 8192 x 16384: 16 lanes of 8 at 105.3 us, 8 at
+    # 103.8), 16 or 8 where there are fewer lanes; fewer than 8 take a block row of just as
+    # many (a power of two), no lane without an output: bf16 columns of 4 outputs ran at 37%
+    # of copy bandwidth with 8 a row (half the lanes idle), 240.5 us; 4 a row and 64 threads
+    # each 145.3 us (torch.compile 177.4; H100, benchmarks/ab.py col_sum bfloat16
+    # 33554432x4).
+    widest = min(32, max(8, 256 // (vector * widest_load(segment))))
+    rows = (
+        min(widest, 32 if lanes >= 32 else 16 if lanes >= 16 else 8)
+        if lanes > 4
+        else pow2_at_least(lanes)
+    )
     # Strided reductions: 32 threads along the reduction, 8 chunks in flight: 59.5 us, the
     # best of 510 points (64 x 16 threads: 65.9); more where a block row has fewer than 8
     # outputs, so that a block keeps 256 threads.
