@@ -48,7 +48,9 @@ class Scheduler(Protocol):
 #    across blocks), a split softmax's first kernel computes both.
 # 10: rows a lane (rows_per_lane): a lane whose share of a row is a few bytes takes several
 #    rows, all loaded before any is reduced (reductions and normalizations).
-HEURISTICS_VERSION = 10
+# 11: strided reductions take vectors of outputs where that costs no parallelism, split (now
+#    valid with such vectors) by the bytes their loads keep in flight.
+HEURISTICS_VERSION = 11
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
