@@ -7,9 +7,11 @@ case against variants of them, timed alternately with benchmarks/run.py's `timed
 
 --torch-compile adds torch.compile of the case (zoo cases) to the rounds.
 
-CASE is a tests/fusion_zoo.py case (SHAPE rows x cols) or a fusion of examples/seed_fusions.py
-(SHAPE its input's). Each variant is a comma-separated list of name=value changes to the default params. The
-rounds alternate default, variant 1, variant 2, ...: drift hits them all alike.
+CASE is a tests/fusion_zoo.py case (SHAPE rows x cols), a benchmarks/surface.py pattern not in
+the zoo (col, var_mean0, middle, row: SHAPE as the surface lays it out) or a fusion of
+examples/seed_fusions.py (SHAPE its input's). Each variant is a comma-separated list of
+name=value changes to the default params. The rounds alternate default, variant 1, variant 2,
+...: drift hits them all alike.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import torch  # noqa: E402
 from fusion_zoo import ZOO  # noqa: E402
 from run import timed, torch_of  # noqa: E402
+from surface import SURFACE_ONLY, _fusion, _torch_fn  # noqa: E402
 from sweep import choice, only_segment, torch_dtype, zoo_case  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
@@ -55,6 +58,8 @@ def case(name: str, dtype: DataType, shape: tuple[int, ...]):  # noqa: ANN201
     """(fusion definition, torch inputs): a fusion_zoo case, or a seed fusion of one input."""
     if name in ZOO:
         return zoo_case(name, dtype, *shape)
+    if name in SURFACE_ONLY:
+        return _fusion(name, dtype), [torch.randn(*shape, device="cuda").to(torch_dtype(dtype))]
     seeds = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
     if name not in seeds:
         raise SystemExit(
@@ -88,10 +93,11 @@ def main() -> None:
             raise SystemExit(f"{label}: a different result than the default's (by {worst})")
     calls = {label: (lambda ex=ex: ex.run(inputs)) for label, ex in runs.items()}
     if "--torch-compile" in sys.argv[1:]:
-        if name not in ZOO:
-            raise SystemExit(f"--torch-compile: {name} is not a fusion_zoo case")
-        compiled = torch.compile(torch_of(name))
-        got = compiled(*inputs).float()
+        if name not in ZOO and name not in SURFACE_ONLY:
+            raise SystemExit(f"--torch-compile: {name} is neither a fusion_zoo case nor a pattern")
+        compiled = torch.compile(torch_of(name) if name in ZOO else _torch_fn(name))
+        got = compiled(*inputs)
+        got = (got[0] if isinstance(got, tuple) else got).float()  # var_mean: (var, mean)
         if not bool((got - want).abs().max() <= 1e-2 * (1 + want.abs().max())):
             raise SystemExit("torch.compile: a different result than the default's")
         calls["torch.compile"] = lambda: compiled(*inputs)

@@ -36,6 +36,7 @@ from tunefuse import DataType, FusionDefinition  # noqa: E402
 
 TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16}
 ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm", "logsumexp")  # [outputs, reduced]
+SURFACE_ONLY = ("row", "col", "var_mean0", "middle")  # patterns that are no fusion_zoo case
 NORMALIZATIONS = {
     "softmax": softmax,
     "layernorm": layernorm,

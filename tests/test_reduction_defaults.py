@@ -75,7 +75,7 @@ def column_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
 def test_outer_reductions_take_vectors_of_outputs_that_cost_no_parallelism(
     rows_log, cols_log, odd, dtype
 ):
-    """A column sum's lanes take a vector of consecutive outputs (at most 16 bytes) that
+    """A column sum's lanes take a vector of consecutive outputs (at most LANE_VECTOR_BYTES) that
     never adds a split one output a lane would not need, and never leaves the grid fewer
     bytes in flight than half of what one output a lane has; the next wider vector is
     refused only where it would starve the GPU (it would neither fill it unsplit nor, split,
@@ -88,7 +88,7 @@ def test_outer_reductions_take_vectors_of_outputs_that_cost_no_parallelism(
     widest = reduction.output_vector(seg)
     itemsize = 4 if dtype is DataType.Float else 2
     assert widest * itemsize <= 16 and n_out % widest == 0 and (widest == 1) == (odd or cols == 1)
-    assert widest % p.vector == 0
+    assert widest % p.vector == 0 and p.vector * itemsize <= reduction.LANE_VECTOR_BYTES
     one = reduction._outer_layout(seg, 1)
     one = dataclasses.replace(one, split=reduction._outer_split(seg, H100, one))
     if one.split == 1 and reduction._fills_unsplit(seg, H100, one):
@@ -98,15 +98,14 @@ def test_outer_reductions_take_vectors_of_outputs_that_cost_no_parallelism(
         return reduction._in_flight(seg, q, reduction.row_tiles(seg, q) * q.split)
 
     assert 2 * in_flight(p) >= in_flight(one)
-    if p.vector < widest:
+    if p.vector < widest and 2 * p.vector * itemsize <= reduction.LANE_VECTOR_BYTES:
         wider = reduction._outer_layout(seg, 2 * p.vector)
         most = reduction.row_tiles(seg, wider) * reduction._split_by_work(seg, wider)
         resident = H100.sm_count * H100.max_threads_per_sm
         assert not reduction._fills_unsplit(seg, H100, wider)
-        assert (
-            p.vector == 1
-            and reduction._fills_unsplit(seg, H100, one)
-            or (reduction._in_flight(seg, wider, most) < reduction.SPLIT_BYTES * resident)
+        # it would add a split one output a lane does not need, or not reach the target split
+        assert reduction._fills_unsplit(seg, H100, one) or (
+            reduction._in_flight(seg, wider, most) < reduction._split_bytes(seg) * resident
         )
 
 
@@ -143,7 +142,7 @@ def test_a_column_sum_is_split_only_as_far_as_it_needs_to_fill_the_gpu(
         assert rows // p.split // step >= reduction.MIN_SPLIT_STEPS
         fewer = tiles * (p.split - 1)
         assert fewer < reduction.SPLIT_BLOCKS_PER_SM * device.sm_count
-        assert reduction._in_flight(seg, p, fewer) < reduction.SPLIT_BYTES * resident
+        assert reduction._in_flight(seg, p, fewer) < reduction._split_bytes(seg) * resident
     elif not fills:
         assert reduction.split_error(seg, dataclasses.replace(p, split=2)) or (
             rows // 2 // step < reduction.MIN_SPLIT_STEPS
@@ -153,18 +152,18 @@ def test_a_column_sum_is_split_only_as_far_as_it_needs_to_fill_the_gpu(
 def test_the_measured_column_sums_split_where_it_paid():
     """H100 (ab.py, this heuristic's evidence): fp32 4096 and more outputs are not split
     (8192 x 4096: 53.7 us unsplit, 62.7 split 5); 1024 outputs of 32768 rows are (62-65 us
-    split, 80.8 unsplit). bf16 16384 outputs of 8192 rows: 8 a lane, unsplit (105.5 us; split
-    2 110.9); 64 outputs of 2**21 rows: 8 a lane, split about 528 ways (120.0 us; 256 ways
-    142.1, 1024 130.7)."""
+    split, 80.8 unsplit). bf16 16384 outputs of 8192 rows: 4 a lane, unsplit (102.2 us; 8 a
+    lane split 2 110.9); 64 outputs of 2**21 rows: 4 a lane, split about 512 ways (112.3 us;
+    8 a lane 256 ways 142.1, 1024 130.7)."""
     for rows, cols in [(2048, 4096), (8192, 4096), (32768, 4096), (8192, 8192)]:
         seg = column_sum_segment(rows, cols, DataType.Float)
         assert reduction.default_params(seg, H100).split == 1, (rows, cols)
     seg = column_sum_segment(32768, 1024, DataType.Float)
     assert reduction.default_params(seg, H100).split > 1
     p = reduction.default_params(column_sum_segment(8192, 16384, DataType.BFloat16), H100)
-    assert (p.vector, p.split) == (8, 1)
+    assert (p.vector, p.split) == (4, 1)
     p = reduction.default_params(column_sum_segment(1 << 21, 64, DataType.BFloat16), H100)
-    assert p.vector == 8 and 384 <= p.split <= 768
+    assert p.vector == 4 and 384 <= p.split <= 768
 
 
 def softmax_plan(rows: int, cols: int, dtype: DataType, device):  # noqa: ANN001, ANN201

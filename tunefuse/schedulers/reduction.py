@@ -348,20 +348,28 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
 
 
 # Strided reductions are sized by the bytes their loads keep in flight (a lane's vector
-# times `unroll` chunks), not by threads: a lane of 8 bf16 outputs has 8 times the bytes of
-# one. Unsplit, a grid needs blocks on half the SMs and UNSPLIT_BYTES a resident thread;
-# split, SPLIT_BYTES a resident thread (17 MB on an H100), at most SPLIT_BLOCKS_PER_SM
-# blocks an SM. H100, bf16 column sums (benchmarks/ab.py col_sum, 256 MB each, best split
-# of those timed): 4096 outputs a lane of 8: 32 blocks unsplit 146.6 us, split 8 112.0
-# (4: 115.0, 17: 129.6); 1024 outputs: split 32 114.0 (66: 119.6, 128: 124.7); 256: split
-# 128 117.2 (264: 120.8); 64: split 528 120.0 (256: 142.1, 1024: 130.7); 4 outputs (a lane
-# of 4, 8 bytes): split 1024 111.4 (528: 121.2); 16384 outputs: unsplit 105.5 (split 2
-# 110.9, 5 118.5); fp32 [2**20, 64] lanes of 4: split 256 111.5 (528: 120.0). One output a
-# lane, fp32, the split gate's evidence above: 4096 outputs of 8192 rows unsplit 53.7 us
-# (128 blocks, 4 MB in flight), split 5 62.7.
+# times `unroll` chunks), not by threads. A lane's vector of outputs is at most LANE_VECTOR_BYTES:
+# one 2-byte load a reduced element leaves a lane too little in flight, 16-byte lanes leave
+# too few lanes (H100, benchmarks/ab.py, 256 MB each: bf16 column sums of 16384 outputs
+# 124.2 us one a lane, 102.2 four, 105.5 eight; 64 outputs 131.6 / 112.3 / 119.8;
+# var_mean0 fp32 of 1024 outputs 114.5 one a lane, 110.6 two, 146.4 four; fp32 sums of 64
+# outputs 113.0 / 109.0 / 113.8). Unsplit, a grid needs blocks on half the SMs and
+# UNSPLIT_BYTES a resident thread (fp32 4096 outputs of 8192 rows: 128 blocks, 4 MB in
+# flight, 53.7 us unsplit, 62.7 split 5); split, SPLIT_BYTES a resident thread (17 MB on an
+# H100; half for Welford's accumulators, a division an element), at most
+# SPLIT_BLOCKS_PER_SM blocks an SM: bf16 sums of 4 outputs split 1024 111.4 us (528:
+# 121.2); 1024 outputs split 32 113.6; var_mean0 bf16 of 32 outputs split 512 134.7
+# (1056: 160.1).
+LANE_VECTOR_BYTES = 8
 UNSPLIT_BYTES = 4
 SPLIT_BYTES = 64
 SPLIT_BLOCKS_PER_SM = 8
+
+
+def _split_bytes(segment: Segment) -> int:
+    """SPLIT_BYTES, halved where an accumulator is a Welford's (its update divides)."""
+    welford = any(g.family == "welford" for g in segment_groups(segment, online=True))
+    return SPLIT_BYTES // 2 if welford else SPLIT_BYTES
 
 
 def _in_flight(segment: Segment, p: Params, blocks: int) -> int:
@@ -387,37 +395,36 @@ def _split_by_work(segment: Segment, p: Params) -> int:
 
 def _outer_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
     """1 where the unsplit grid fills the GPU (`_fills_unsplit`) or a split cannot run;
-    else enough shares a row for SPLIT_BYTES a resident thread in flight, within
+    else enough shares a row for `_split_bytes` a resident thread in flight, within
     `_split_by_work`."""
     if _fills_unsplit(segment, device, p) or split_error(segment, replace(p, split=2)):
         return 1
     resident = device.sm_count * device.max_threads_per_sm
     block = _in_flight(segment, p, 1)
-    blocks = min(-(-SPLIT_BYTES * resident // block), SPLIT_BLOCKS_PER_SM * device.sm_count)
+    target = _split_bytes(segment) * resident
+    blocks = min(-(-target // block), SPLIT_BLOCKS_PER_SM * device.sm_count)
     tiles = row_tiles(segment, p)
     return max(1, min(-(-blocks // tiles), _split_by_work(segment, p)))
 
 
 def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
-    """Strided reductions (the outputs along threadIdx.x): where one output a lane fills the
-    GPU unsplit, the widest vector of outputs (up to 16 bytes a load) that still does; where
-    it needs a split, the widest whose split reaches SPLIT_BYTES in flight (a wider vector
-    gives a row's reduced extent more to share). One 2-byte load a reduced element leaves a
-    lane too little in flight: bf16 column sums of 16384 outputs ran 124.2 us with one
-    output a lane, 105.5 with 8 (torch.compile 101.7); fp32 202.5 -> 195.1 with 4; 64
-    outputs 131.6 -> 120.0 (105.0), 4 outputs 141.4 -> 121.2 (177.6) (H100,
-    benchmarks/ab.py col_sum bfloat16)."""
+    """Strided reductions (the outputs along threadIdx.x): a lane takes the widest vector of
+    outputs (up to LANE_VECTOR_BYTES a load) that costs no parallelism: where one output a lane
+    fills the GPU unsplit, the widest that still does; where it needs a split, the widest
+    whose split reaches `_split_bytes` in flight."""
     narrowest = _outer_layout(segment, 1)
     unsplit = _fills_unsplit(segment, device, narrowest)
     splittable = split_error(segment, Params(inner=False, split=2)) is None
-    resident = device.sm_count * device.max_threads_per_sm
+    target = _split_bytes(segment) * device.sm_count * device.max_threads_per_sm
     vector = output_vector(segment)
+    while vector > 1 and vector * widest_load(segment) > LANE_VECTOR_BYTES:
+        vector //= 2
     while vector > 1:
         p = _outer_layout(segment, vector)
         if _fills_unsplit(segment, device, p):
             return p
         most = row_tiles(segment, p) * _split_by_work(segment, p)
-        if not unsplit and splittable and _in_flight(segment, p, most) >= SPLIT_BYTES * resident:
+        if not unsplit and splittable and _in_flight(segment, p, most) >= target:
             return p
         vector //= 2
     return narrowest
