@@ -361,6 +361,11 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
 # 121.2); 1024 outputs split 32 113.6; var_mean0 bf16 of 32 outputs split 512 134.7
 # (1056: 160.1).
 LANE_VECTOR_BYTES = 8
+# Where one output a lane fills the GPU, a wider lane trades threads for bytes a load: it
+# pays only where a thread's loop makes at least VECTOR_TRIPS trips (bf16 sums of 16384
+# outputs: 8192 rows, 32 trips, 124.2 -> 102.2 us with 4 a lane; 512 rows, 8 trips, 12.0
+# -> 13.8 with 2).
+VECTOR_TRIPS = 16
 UNSPLIT_BYTES = 4
 SPLIT_BYTES = 64
 SPLIT_BLOCKS_PER_SM = 8
@@ -396,22 +401,25 @@ def _split_by_work(segment: Segment, p: Params) -> int:
 def _outer_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
     """1 where the unsplit grid fills the GPU (`_fills_unsplit`) or a split cannot run;
     else enough shares a row for `_split_bytes` a resident thread in flight, within
-    `_split_by_work`."""
+    `_split_by_work`, and no more blocks than whole waves of resident blocks hold: a grid a
+    few blocks past a wave runs a second wave for them (fp32 column sums of 1024 outputs,
+    272 blocks of 1024 threads where 264 are resident: 123.2 us; 256 blocks 106.9)."""
     if _fills_unsplit(segment, device, p) or split_error(segment, replace(p, split=2)):
         return 1
     resident = device.sm_count * device.max_threads_per_sm
-    block = _in_flight(segment, p, 1)
-    target = _split_bytes(segment) * resident
-    blocks = min(-(-target // block), SPLIT_BLOCKS_PER_SM * device.sm_count)
-    tiles = row_tiles(segment, p)
-    return max(1, min(-(-blocks // tiles), _split_by_work(segment, p)))
+    wave = device.sm_count * max(1, device.max_threads_per_sm // block_threads(p))
+    target = -(-_split_bytes(segment) * resident // _in_flight(segment, p, 1))
+    blocks = min(target, SPLIT_BLOCKS_PER_SM * device.sm_count)
+    if blocks > wave:
+        blocks = blocks // wave * wave
+    return max(1, min(blocks // row_tiles(segment, p), _split_by_work(segment, p)))
 
 
 def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
     """Strided reductions (the outputs along threadIdx.x): a lane takes the widest vector of
     outputs (up to LANE_VECTOR_BYTES a load) that costs no parallelism: where one output a lane
-    fills the GPU unsplit, the widest that still does; where it needs a split, the widest
-    whose split reaches `_split_bytes` in flight."""
+    fills the GPU unsplit, the widest that still does with VECTOR_TRIPS trips a thread;
+    where it needs a split, the widest whose split reaches `_split_bytes` in flight."""
     narrowest = _outer_layout(segment, 1)
     unsplit = _fills_unsplit(segment, device, narrowest)
     splittable = split_error(segment, Params(inner=False, split=2)) is None
@@ -419,9 +427,11 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
     vector = output_vector(segment)
     while vector > 1 and vector * widest_load(segment) > LANE_VECTOR_BYTES:
         vector //= 2
+    _, n_red = sizes(segment)
     while vector > 1:
         p = _outer_layout(segment, vector)
-        if _fills_unsplit(segment, device, p):
+        trips = n_red // (p.threads_r * p.unroll)
+        if _fills_unsplit(segment, device, p) and (not unsplit or trips >= VECTOR_TRIPS):
             return p
         most = row_tiles(segment, p) * _split_by_work(segment, p)
         if not unsplit and splittable and _in_flight(segment, p, most) >= target:
@@ -434,14 +444,15 @@ def _outer_layout(segment: Segment, vector: int) -> Params:
     """A strided reduction's block for lanes of `vector` outputs."""
     n_out, n_red = sizes(segment)
     lanes = -(-n_out // vector)
-    # Outputs along x: a warp's block row reads at most 256 contiguous bytes (32 lanes of one
-    # element, 16 of 16-byte vectors; bf16 8192 x 16384: 16 lanes of 8 at 105.3 us, 8 at
-    # 103.8), 16 or 8 where there are fewer lanes; fewer than 8 take a block row of just as
+    # Outputs along x: a block row reads at most 128 contiguous bytes (32 lanes of one fp32
+    # or bf16 element, 16 of 8-byte vectors: blocks of 512 threads, whose registers leave
+    # room for 4 an SM; bf16 8192 x 16384: 16 lanes of 4 at 102.2 us), 16 or 8 where there
+    # are fewer lanes; fewer than 8 take a block row of just as
     # many (a power of two), no lane without an output: bf16 columns of 4 outputs ran at 37%
     # of copy bandwidth with 8 a row (half the lanes idle), 240.5 us; 4 a row and 64 threads
     # each 145.3 us (torch.compile 177.4; H100, benchmarks/ab.py col_sum bfloat16
     # 33554432x4).
-    widest = min(32, max(8, 256 // (vector * widest_load(segment))))
+    widest = min(32, max(8, 128 // (vector * widest_load(segment))))
     rows = (
         min(widest, 32 if lanes >= 32 else 16 if lanes >= 16 else 8)
         if lanes > 4
