@@ -75,7 +75,8 @@ def column_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
 def test_outer_reductions_take_vectors_of_outputs_that_cost_no_parallelism(
     rows_log, cols_log, odd, dtype
 ):
-    """A column sum's lanes take a vector of consecutive outputs (at most LANE_VECTOR_BYTES) that
+    """A column sum's lanes take the widest vector of outputs (up to 16 bytes) whose rows of
+    32 lanes give every SM SPLIT_WAVES blocks, or a wider one (at most LANE_VECTOR_BYTES) that
     never adds a split one output a lane would not need, and never leaves the grid fewer
     bytes in flight than half of what one output a lane has; the next wider vector is
     refused only where it would starve the GPU (it would neither fill it unsplit nor, split,
@@ -88,7 +89,11 @@ def test_outer_reductions_take_vectors_of_outputs_that_cost_no_parallelism(
     widest = reduction.output_vector(seg)
     itemsize = 4 if dtype is DataType.Float else 2
     assert widest * itemsize <= 16 and n_out % widest == 0 and (widest == 1) == (odd or cols == 1)
-    assert widest % p.vector == 0 and p.vector * itemsize <= reduction.LANE_VECTOR_BYTES
+    many = widest  # the outputs fill the GPU many times over in rows of 32 such lanes
+    while many > 1 and n_out // (many * 32) < reduction.SPLIT_WAVES * H100.sm_count:
+        many //= 2
+    assert widest % p.vector == 0 and p.vector >= many
+    assert p.vector == many or p.vector * itemsize <= reduction.LANE_VECTOR_BYTES
     one = reduction._outer_layout(seg, 1)
     one = dataclasses.replace(one, split=reduction._outer_split(seg, H100, one))
     if one.split == 1 and reduction._fills_unsplit(seg, H100, one):
@@ -99,6 +104,7 @@ def test_outer_reductions_take_vectors_of_outputs_that_cost_no_parallelism(
 
     assert 2 * in_flight(p) >= in_flight(one)
     if p.vector < widest and 2 * p.vector * itemsize <= reduction.LANE_VECTOR_BYTES:
+        # the next wider lane within LANE_VECTOR_BYTES was refused: it would cost parallelism
         wider = reduction._outer_layout(seg, 2 * p.vector)
         most = reduction.row_tiles(seg, wider) * reduction._split_by_work(seg, wider)
         resident = H100.sm_count * H100.max_threads_per_sm

@@ -416,10 +416,17 @@ def _outer_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
 
 
 def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
-    """Strided reductions (the outputs along threadIdx.x): a lane takes the widest vector of
-    outputs (up to LANE_VECTOR_BYTES a load) that costs no parallelism: where one output a lane
-    fills the GPU unsplit, the widest that still does with VECTOR_TRIPS trips a thread;
-    where it needs a split, the widest whose split reaches `_split_bytes` in flight."""
+    """Strided reductions (the outputs along threadIdx.x): a lane takes the wider of two
+    vectors of outputs: the widest (up to 16 bytes) whose rows of 32 lanes still give every
+    SM SPLIT_WAVES blocks (outputs that fill the GPU many times over: each thread loops over
+    many tiles; bf16 [2, 2**26] column sums 148.6 us with lanes of 8, 277.1 with one output a
+    lane), and the widest (up to LANE_VECTOR_BYTES) that costs no parallelism: where one
+    output a lane fills the GPU unsplit, one that still does with VECTOR_TRIPS trips a
+    thread; where it needs a split, one whose split reaches `_split_bytes` in flight."""
+    n_out, n_red = sizes(segment)
+    many = output_vector(segment)
+    while many > 1 and n_out // (many * 32) < SPLIT_WAVES * device.sm_count:
+        many //= 2
     narrowest = _outer_layout(segment, 1)
     unsplit = _fills_unsplit(segment, device, narrowest)
     splittable = split_error(segment, Params(inner=False, split=2)) is None
@@ -427,8 +434,7 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
     vector = output_vector(segment)
     while vector > 1 and vector * widest_load(segment) > LANE_VECTOR_BYTES:
         vector //= 2
-    _, n_red = sizes(segment)
-    while vector > 1:
+    while vector > many:
         p = _outer_layout(segment, vector)
         trips = n_red // (p.threads_r * p.unroll)
         if _fills_unsplit(segment, device, p) and (not unsplit or trips >= VECTOR_TRIPS):
@@ -437,7 +443,7 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
         if not unsplit and splittable and _in_flight(segment, p, most) >= target:
             return p
         vector //= 2
-    return narrowest
+    return _outer_layout(segment, many) if many > 1 else narrowest
 
 
 def _outer_layout(segment: Segment, vector: int) -> Params:
