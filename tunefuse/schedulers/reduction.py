@@ -170,7 +170,6 @@ def default_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
     blocks an SM, or a split cannot run. Strided (outer) layouts: `_outer_split`."""
     if not p.inner:
         return _outer_split(segment, device, p)
-    _, n_red = sizes(segment)
     tiles = row_tiles(segment, p)
     target = SPLIT_WAVES * device.sm_count
     if (
@@ -179,8 +178,7 @@ def default_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
         or split_error(segment, replace(p, split=2))
     ):
         return 1
-    by_work = n_red // (p.threads_r * reduced_step(segment, p) * p.unroll * MIN_SPLIT_STEPS)
-    return max(1, min(-(-target // tiles), by_work, MAX_SPLIT))
+    return min(-(-target // tiles), _split_by_work(segment, p))
 
 
 MAX_SPLIT = 65535  # grid y
