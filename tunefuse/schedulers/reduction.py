@@ -360,9 +360,10 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
 # (1056: 160.1).
 LANE_VECTOR_BYTES = 8
 # Where one output a lane fills the GPU, a wider lane trades threads for bytes a load: it
-# pays only where a thread's loop makes at least VECTOR_TRIPS trips (bf16 sums of 16384
-# outputs: 8192 rows, 32 trips, 124.2 -> 102.2 us with 4 a lane; 512 rows, 8 trips, 12.0
-# -> 13.8 with 2).
+# pays only for elements under 4 bytes and where a thread's loop makes at least
+# VECTOR_TRIPS trips (bf16 sums of 16384 outputs: 8192 rows, 32 trips, 124.2 -> 102.2 us
+# with 4 a lane; 512 rows, 8 trips, 12.0 -> 13.8 with 2; fp32 4096 outputs of 8192 and
+# 16384 rows: 53.7 -> 57.3 and 102.0 -> 108.4 with 2).
 VECTOR_TRIPS = 16
 UNSPLIT_BYTES = 4
 SPLIT_BYTES = 64
@@ -419,8 +420,9 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
     SM SPLIT_WAVES blocks (outputs that fill the GPU many times over: each thread loops over
     many tiles; bf16 [2, 2**26] column sums 148.6 us with lanes of 8, 277.1 with one output a
     lane), and the widest (up to LANE_VECTOR_BYTES) that costs no parallelism: where one
-    output a lane fills the GPU unsplit, one that still does with VECTOR_TRIPS trips a
-    thread; where it needs a split, one whose split reaches `_split_bytes` in flight."""
+    output a lane fills the GPU unsplit, one of elements under 4 bytes that still does with
+    VECTOR_TRIPS trips a thread; where it needs a split, one whose split reaches
+    `_split_bytes` in flight."""
     n_out, n_red = sizes(segment)
     many = output_vector(segment)
     while many > 1 and n_out // (many * 32) < SPLIT_WAVES * device.sm_count:
@@ -435,7 +437,10 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
     while vector > many:
         p = _outer_layout(segment, vector)
         trips = n_red // (p.threads_r * p.unroll)
-        if _fills_unsplit(segment, device, p) and (not unsplit or trips >= VECTOR_TRIPS):
+        narrow = widest_load(segment) < 4  # a lane of one element loads under 4 bytes
+        if _fills_unsplit(segment, device, p) and (
+            not unsplit or (narrow and trips >= VECTOR_TRIPS)
+        ):
             return p
         most = row_tiles(segment, p) * _split_by_work(segment, p)
         if not unsplit and splittable and _in_flight(segment, p, most) >= target:
