@@ -1,5 +1,6 @@
 """Where the host microseconds of a cache-hit call go: the whole call, then each of its
-parts alone in the same loop (no sync inside; the GPU drains at the end), then cProfile.
+parts alone (no sync inside a batch; the GPU drains after each), interleaved in rounds;
+minimum, median and the median ratio to an eager torch.add of the same round; then cProfile.
 
     python3 benchmarks/profile_host.py [--no-profile]
 """
@@ -7,6 +8,7 @@ parts alone in the same loop (no sync inside; the GPU drains at the end), then c
 import cProfile
 import pathlib
 import pstats
+import statistics
 import sys
 import time
 
@@ -20,21 +22,32 @@ from fusion_zoo import ZOO, build  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
 
-N = 5000
+BATCH = 1000  # calls between synchronizations (fewer than the launch queue holds)
+ROUNDS = 15
 
 
-def per_call_us(fn) -> float:  # noqa: ANN001
-    for _ in range(200):
+def batch_us(fn) -> float:  # noqa: ANN001
+    """Host microseconds a call over one batch (no sync inside; the GPU drains after)."""
+    t0 = time.perf_counter()
+    for _ in range(BATCH):
         fn()
+    elapsed = (time.perf_counter() - t0) / BATCH * 1e6
     torch.cuda.synchronize()
-    best = float("inf")
-    for _ in range(3):
-        t0 = time.perf_counter()
-        for _ in range(N):
+    return elapsed
+
+
+def measure(parts: dict) -> dict[str, list[float]]:
+    """Each part timed once a round, the parts interleaved, so a slow phase of the host
+    touches every part alike (this host's speed drifts by half from one minute to the next)."""
+    for fn in parts.values():
+        for _ in range(200):
             fn()
-        best = min(best, (time.perf_counter() - t0) / N * 1e6)
-        torch.cuda.synchronize()
-    return best
+    torch.cuda.synchronize()
+    times: dict[str, list[float]] = {name: [] for name in parts}
+    for _ in range(ROUNDS):
+        for name, fn in parts.items():
+            times[name].append(batch_us(fn))
+    return times
 
 
 def main() -> None:
@@ -62,13 +75,13 @@ def main() -> None:
     args = recipe.launch.arg_template()
     for pos, bid in recipe.launch.pointer_slots:
         args[pos] = pointers[bid]
-    key = _torch_key(xs, runner.inputs)
+    key, input_pointers = _torch_key(xs, runner.inputs)
     compiled = torch.compile(lambda x, b: torch.nn.functional.gelu(x + b, approximate="tanh"))
     compiled(*xs)
     parts = {
         "fd.execute (cache hit)": lambda: fd.execute(xs),
         "runner.run(xs)": lambda: runner.run(xs),
-        "launcher.run_device(xs)": lambda: launcher.run_device(xs),
+        "launcher.run_device(xs)": lambda: launcher.run_device(xs, input_pointers),
         "_torch_key(xs)": lambda: _torch_key(xs, runner.inputs),
         "runner.fast.get(key)": lambda: runner.fast.get(key),
         "current stream handle": lambda: launcher.arrays.stream_handle(),
@@ -92,8 +105,12 @@ def main() -> None:
         ),
         "torch.compile'd gelu(x + b)": lambda: compiled(*xs),
     }
-    for name, fn in parts.items():
-        print(f"{name:40s} {per_call_us(fn):6.2f} us", flush=True)
+    times = measure(parts)
+    eager = times["torch.add (eager op)"]
+    print(f"{'part':46s} {'min us':>7s} {'median':>7s} {'/ torch.add':>11s}")
+    for name, ts in times.items():
+        ratio = statistics.median(t / e for t, e in zip(ts, eager))
+        print(f"{name:46s} {min(ts):7.2f} {statistics.median(ts):7.2f} {ratio:11.2f}", flush=True)
     if "--no-profile" in sys.argv:
         return
     profile = cProfile.Profile()

@@ -63,6 +63,10 @@ class Runtime:
             ) from None
         self.index = index
         self._active = _Activation(self)
+        # the driver calls of every launch, looked up once (enter/leave are on the hot path)
+        self._get_current = driver.cuCtxGetCurrent
+        self._push_current = driver.cuCtxPushCurrent
+        self._pop_current = driver.cuCtxPopCurrent
         props = self.device.properties
         cc = self.device.compute_capability
         self.info = DeviceInfo(
@@ -89,19 +93,15 @@ class Runtime:
         """Make this device's context current; returns what `leave` needs to restore the
         caller's (None when it already was current: the common, one-GPU case costs one
         cuCtxGetCurrent)."""
-        from cuda.bindings import driver
-
-        _, ctx = driver.cuCtxGetCurrent()
-        if _address(ctx) == self._context_id:
+        ctx = self._get_current()[1]
+        if ctx is not None and int(ctx) == self._context_id:
             return None
-        driver.cuCtxPushCurrent(self._context)
+        self._push_current(self._context)
         return ctx
 
     def leave(self, token: object | None) -> None:
         if token is not None:
-            from cuda.bindings import driver
-
-            driver.cuCtxPopCurrent()
+            self._pop_current()
 
     @functools.cached_property
     def env(self):  # noqa: ANN201 - cache_db.Env

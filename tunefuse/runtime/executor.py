@@ -319,11 +319,12 @@ class Executor:
     # -- running -----------------------------------------------------------------------
     def run(self, inputs: Sequence[object], out: Sequence[object] | None = None) -> list:
         if out is None:
-            key = _torch_key(inputs, self.inputs)
-            if key is not None:
+            read = _torch_key(inputs, self.inputs)
+            if read is not None:
+                key, pointers = read
                 fast = self.fast.get(key)
                 if fast is not None:
-                    return fast.run_device(inputs)
+                    return fast.run_device(inputs, pointers)
                 result, launcher = self._checked(inputs, out)
                 self.fast[key] = launcher
                 return result
@@ -468,18 +469,38 @@ def _device_index(device: object) -> int:
     )
 
 
-def _torch_key(inputs: Sequence[object], fusion_inputs: FusionInputs) -> tuple | None:
-    """What decides the plan, read cheaply off CUDA torch tensors and Python scalars; None
-    when some input is of another kind (the checked path handles those)."""
+_TORCH_TENSOR_TYPES: set[type] = set()  # torch.Tensor and its subclasses, as they are met
+
+
+def _torch_key(
+    inputs: Sequence[object], fusion_inputs: FusionInputs
+) -> tuple[tuple, list[int | None]] | None:
+    """What decides the plan, read cheaply off CUDA torch tensors and Python scalars, and
+    each input's data pointer (None for a scalar), read once for the key and the launch;
+    None when some input is of another kind (the checked path handles those)."""
     parts: list = []
+    pointers: list[int | None] = []
     shape_scalars = fusion_inputs.shape_scalar_positions
     for k, x in enumerate(inputs):
-        if type(x).__module__ == "torch" or type(x).__name__ in ("Tensor", "Parameter"):
-            if not getattr(x, "is_cuda", False):
+        kind = type(x)
+        if kind in _TORCH_TENSOR_TYPES or _is_torch_tensor_type(kind):
+            if not x.is_cuda:  # type: ignore[attr-defined]
                 return None
-            parts.append((x.dtype, x.shape, x.stride(), x.data_ptr() & 15, x.get_device()))
+            ptr = x.data_ptr()  # type: ignore[attr-defined]
+            parts.append((x.dtype, x.shape, x.stride(), ptr & 15, x.get_device()))  # type: ignore[attr-defined]
+            pointers.append(ptr)
         elif isinstance(x, (bool, int, float)):
-            parts.append((type(x), x if k in shape_scalars else None))
+            parts.append((kind, x if k in shape_scalars else None))
+            pointers.append(None)
         else:
             return None
-    return tuple(parts)
+    return tuple(parts), pointers
+
+
+def _is_torch_tensor_type(kind: type) -> bool:
+    """`kind` is torch.Tensor or a subclass (Parameter, ...): remembered, so the next call
+    costs one set lookup. torch is not imported for it."""
+    if not any(c.__module__ == "torch" and c.__name__ == "Tensor" for c in kind.__mro__):
+        return False
+    _TORCH_TENSOR_TYPES.add(kind)
+    return True

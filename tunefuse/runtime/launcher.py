@@ -72,6 +72,8 @@ class PackedKernel:
         self.params = ctypes.addressof(self.array)
         self.func = func
         self.grid, self.block, self.shared = launch.grid, launch.block, launch.shared_bytes
+        # cuLaunchKernel's leading arguments: function, grid, block, dynamic shared bytes
+        self.geometry = (func, *launch.grid, *launch.block, launch.shared_bytes)
         self.name, self.segment = launch.kernel_name, launch.segment
 
     def fill(self, pointers: Sequence[int], host: dict | None) -> None:
@@ -116,6 +118,7 @@ class Launcher:
         self.scalar_inputs = [
             (vid, k) for k, vid in enumerate(exe.fusion.inputs) if not exe.fusion.is_tensor(vid)
         ]
+        self.takes_scalars = bool(self.scalar_inputs or self.host_nodes)
         self.returned = [o for o in exe.outputs if o.returned]
         self.gathers = exe.gathers
         self._device_plan = None  # run_device's allocation plan, made at its first call
@@ -136,6 +139,7 @@ class Launcher:
         """Every kernel, in order, on `stream` (`handle`: its CUstream; this GPU's context
         current)."""
         keep = []  # workspaces alive until their launch is queued (frees are stream-ordered)
+        launch = self.cu_launch
         with self.lock:
             for k in self.kernels:
                 k.fill(pointers, host)
@@ -144,11 +148,7 @@ class Launcher:
                     memory = self.arrays.zeroed(nbytes, stream)
                     keep.append(memory)
                     cell.value = memory.ptr
-                gx, gy, gz = k.grid
-                bx, by, bz = k.block
-                (err,) = self.cu_launch(
-                    k.func, gx, gy, gz, bx, by, bz, k.shared, handle, k.params, 0
-                )
+                (err,) = launch(*k.geometry, handle, k.params, 0)
                 if err:
                     raise ExecutionError(f"launch of {k.name} ({k.segment}) failed: {err!r}")
         if self.gathers:
@@ -165,32 +165,34 @@ class Launcher:
         return host
 
     # -- the repeat call on device arrays -------------------------------------------------
-    def run_device(self, inputs: Sequence[object]) -> list:
+    def run_device(self, inputs: Sequence[object], input_pointers: Sequence[int | None]) -> list:
         """A call whose inputs are all device arrays of this launcher's framework, in the
         layout the plan was made for, with no preallocated outputs (the executor's fast key
-        checked all of that)."""
-        token = self.rt.enter()
-        try:
-            return self._run_device(inputs)
-        finally:
-            self.rt.leave(token)
-
-    def _run_device(self, inputs: Sequence[object]) -> list:
+        checked all of that and read `input_pointers`, each input's data pointer). The hot
+        path: one frame, no work the signature already decided."""
         plan = self._device_plan
         if plan is None:
             plan = self._device_plan = _DevicePlan(self, inputs)
+        rt = self.rt
+        token = rt.enter()
+        try:
+            stream, handle = self.streams()
+            pointers = [0] * self.n_buffers
+            for bid, pos in plan.input_pointers:
+                pointers[bid] = input_pointers[pos]
+            made: list = [None] * self.n_buffers
+            for bid, make in plan.allocations:
+                made[bid], pointers[bid] = make(inputs, stream)
+            host = None
+            if self.takes_scalars:
+                host = self.host_scalars({vid: inputs[pos] for vid, pos in self.scalar_inputs})
+            self.enqueue(stream, handle, pointers, host)
+        finally:
+            if token is not None:
+                rt.leave(token)
+        if plan.whole_results is not None:  # every result is a buffer returned as made
+            return [made[ref] for ref in plan.whole_results]
         arrays = self.arrays
-        stream, handle = self.streams()
-        pointers = [0] * self.n_buffers
-        made: list = [None] * self.n_buffers
-        for bid, pos in plan.input_pointers:
-            pointers[bid] = arrays.pointer_of(inputs[pos])
-        for bid, make in plan.allocations:
-            made[bid], pointers[bid] = make(inputs, stream)
-        host = None
-        if self.scalar_inputs or self.host_nodes:
-            host = self.host_scalars({vid: inputs[pos] for vid, pos in self.scalar_inputs})
-        self.enqueue(stream, handle, pointers, host)
         out = []
         for kind, ref, view, dtype in plan.results:
             if kind == "whole":
@@ -317,6 +319,11 @@ class _DevicePlan:
                 self.results.append(("whole", buf.id, o.view, buf.dtype))
             else:
                 self.results.append(("buffer", buf.id, o.view, buf.dtype))
+        self.whole_results = (
+            [ref for _, ref, _, _ in self.results]
+            if all(kind == "whole" for kind, _, _, _ in self.results)
+            else None
+        )
 
 
 def _memory_maker(allocate, nbytes: int, dtype: DataType):  # noqa: ANN001, ANN202
