@@ -286,3 +286,33 @@ def test_scans_compute_what_the_reference_computes(rows, cols, rng):
     x = torch.from_numpy(inputs[0]).cuda()
     torch.testing.assert_close(got[0], torch.cumsum(x, 0), rtol=1e-4, atol=1e-3, equal_nan=True)
     torch.testing.assert_close(got[3], torch.cummin(x, 0).values, rtol=0, atol=0, equal_nan=True)
+
+
+def test_segments_run_in_turn_give_what_the_whole_definition_gives(rng):
+    """nvFuser's `fd.segment(inputs)`: a row sum, then a product (a stride-ordered output)
+    with its column sum plus a bias, and the bias plus one written into the bias in place
+    (the plan's third kernel copies it in). Segmented, `execute` runs the two definitions
+    one after another, the same three kernels between them."""
+    torch = torch_or_skip()
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        b = fd.define_tensor([-1], dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(x, [1]))
+        y = fd.ops.segment_set(fd.ops.mul(x, x))
+        fd.add_output(y, stride_order=[0, 1])
+        fd.add_output(fd.ops.add(fd.ops.sum(y, [0]), b))
+        fd.add_output(fd.ops.add(b, 1.0), alias_input=b)
+    host = [rng.standard_normal((96, 70)).astype(np.float32), np.arange(70, dtype=np.float32)]
+    want = reference.run(fd.fusion, host, include_aliased=True)
+    whole = fd.execute([torch.from_numpy(a).cuda() for a in host])
+    inputs = [torch.from_numpy(a).cuda() for a in host]
+    segments = fd.segment(inputs)
+    assert len(segments) == 2
+    got = fd.execute(inputs)
+    assert len(got) == len(whole) == 3
+    assert got[1].stride() == (1, 96)  # handed on in its stride order
+    for g, w in zip(got, want[:3]):
+        np.testing.assert_allclose(to_host(g), w, rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(to_host(inputs[1]), want[3])  # b + 1, written into b
+    kernels = [[len(exe.recipes) for exe in s._runner.plans.values()] for s in segments]
+    assert kernels == [[1], [2]]  # each segment ran once; the in-place copy is the last's

@@ -139,6 +139,8 @@ class FusionDefinition:
         self._runner_cache: object = None  # the `cache` argument _runner serves
         self._profile = None  # execute(profile=True)'s FusionProfile
         self._debug_output: str | None = None  # execute(capture_debug_output=True)'s plan
+        self.segments: list[FusionDefinition] = []  # fd.segment(inputs)'s, run by execute
+        self.segment_index_space_maps: dict[FusionDefinition, dict[int, int]] = {}
 
     # -- context ---------------------------------------------------------------------------
     def __enter__(self) -> FusionDefinition:
@@ -373,6 +375,8 @@ class FusionDefinition:
         `tunefuse.Cache` or URL: that one; default: TUNEFUSE_CACHE_URL or the SQLite file).
         `device=N` (or "cuda:N", a torch.device) picks the GPU for host inputs; device inputs
         run on their own device, which must be that one when it is given."""
+        if self.segments:
+            return self._execute_segments(inputs, out=out, cache=cache, **options)
         inputs = self.flat_inputs(inputs)
         runner = self._runner
         if (
@@ -388,6 +392,45 @@ class FusionDefinition:
         result = execute(self, inputs, out=out, cache=cache, **options)
         self._runner_cache = cache
         return result
+
+    def segment(self, inputs: Sequence[object]) -> list[FusionDefinition]:
+        """nvFuser's `fd.segment(inputs)`: the kernels `execute(inputs)` would run, each as a
+        FusionDefinition of its own (in run order); [] where it is one kernel. From then on
+        `execute` runs the segments one after another (`fd.segments`;
+        `fd.segment_index_space_maps[segment]` maps a segment's value ids to this
+        definition's)."""
+        from tunefuse.planning.segment_definitions import segment_definitions
+        from tunefuse.runtime.executor import device_info_for
+
+        plan = self.plan(inputs, device=device_info_for(self, inputs))
+        self.segments = []
+        self.segment_index_space_maps = {}
+        for part in segment_definitions(plan):
+            segment = FusionDefinition.from_fusion(part.fusion)
+            self.segments.append(segment)
+            self.segment_index_space_maps[segment] = dict(part.to_original)
+        return list(self.segments)
+
+    def _execute_segments(
+        self, inputs: Sequence[object], out: Sequence[object] | None = None, **options: Any
+    ) -> list:
+        """Each segment in turn on the values the earlier ones made (nvFuser's
+        `_execute_segments`); `out=` is not taken here."""
+        if out is not None:
+            raise ExecutionError(
+                "execute(out=...) on a segmented definition: preallocated outputs are not "
+                "taken by segments; run the unsegmented definition"
+            )
+        values = dict(zip(self.fusion.inputs, self.flat_inputs(inputs)))
+        for segment in self.segments:
+            to_original = self.segment_index_space_maps[segment]
+            results = segment.execute(
+                [values[to_original[v]] for v in segment.fusion.inputs], **options
+            )
+            made = [o.value for o in segment.fusion.outputs if o.alias_input is None]
+            for v, result in zip(made, results):
+                values[to_original[v]] = result
+        return [values[o.value] for o in self.fusion.outputs if o.alias_input is None]
 
     def validate(
         self,

@@ -366,6 +366,18 @@ def _stored_params(segment: Segment, stored: object) -> object | None:
         return None
 
 
+def device_info_for(fd, inputs: Sequence[object], device: int | None = None):  # noqa: ANN001, ANN201
+    """The DeviceInfo of the GPU `fd.execute(inputs, device=device)` would run on (the
+    plan depends on it), or None where no GPU can be used."""
+    from tunefuse.errors import ExecutionError
+
+    try:
+        bound = bind_inputs(fd.fusion, fd.flat_inputs(inputs), FusionInputs(fd.fusion))
+        return runtime(device_for(bound, None, device)).info
+    except ExecutionError:
+        return None
+
+
 def device_for(bound, out: Sequence[object] | None, explicit: int | None) -> int:  # noqa: ANN001
     """The GPU a call runs on: the device of its device inputs (and preallocated outputs),
     all one; for host inputs alone, `explicit` (default 0). Arrays on two devices, or on
