@@ -272,6 +272,7 @@ class _Builder:
                 "clamp",
                 "gather",
                 "scan",
+                "scatter",
             ]
         )
         getattr(self, f"step_{kind}")()
@@ -621,6 +622,28 @@ class _Builder:
         else:
             index = self.new_input(index_shape, dtype, index_below=e).tensor
         self.push(self.op(name, v.tensor, index, dim), out, v.exact)
+
+    def step_scatter(self) -> None:
+        """scatter along a random dim of a float value: an index (in range, repeats allowed:
+        the last wins) spanning the value along the other dims, from a tensor of the
+        index's extents or a scalar (each output element looks over the index's extent
+        along the dim: kept small)."""
+        v = self.float_value()
+        if not v.shape or 0 in v.shape:
+            return None
+        dim = int(self.rng.integers(0, len(v.shape)))
+        k = int(self.pick((1, 2, 3, 5)))
+        if _numel(v.shape) * k > MAX_NUMEL:
+            return None
+        index_shape = tuple(k if d == dim else n for d, n in enumerate(v.shape))
+        index = self.new_input(
+            index_shape, self.pick([DataType.Int, DataType.Int32]), index_below=v.shape[dim]
+        )
+        if self.rng.random() < 0.3:
+            src = self.fd.define_scalar(float(self.pick((0.5, -2.0, 7.25))), dtype=DataType.Double)
+        else:
+            src = self.new_input(index_shape, v.dtype).tensor
+        self.push(self.op("scatter", v.tensor, index.tensor, src, dim), v.shape)
 
     def step_set(self) -> None:
         v = self.pick(self.pool)

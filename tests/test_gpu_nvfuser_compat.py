@@ -316,3 +316,32 @@ def test_segments_run_in_turn_give_what_the_whole_definition_gives(rng):
     np.testing.assert_allclose(to_host(inputs[1]), want[3])  # b + 1, written into b
     kernels = [[len(exe.recipes) for exe in s._runner.plans.values()] for s in segments]
     assert kernels == [[1], [2]]  # each segment ran once; the in-place copy is the last's
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_scatter_matches_torch_scatter(dim):
+    """nvFuser's scatter tests: src at topk's indices of a [128, 1024] tensor (64 of them
+    along `dim`), then a sigmoid; a scalar src; an index out of range is an error by name."""
+    torch = torch_or_skip()
+    from tunefuse.errors import IndexOutOfRangeError
+
+    x = torch.randn(128, 1024, device="cuda")
+    _, index = torch.topk(x, k=64, dim=dim)
+    src = torch.randn(index.shape, device="cuda")
+    with FusionDefinition() as fd:
+        t0 = fd.from_pytorch(x)
+        t1 = fd.from_pytorch(index)
+        t2 = fd.from_pytorch(src)
+        fd.add_output(fd.ops.sigmoid(fd.ops.scatter(t0, t1, t2, dim)))
+    (got,) = fd.execute([x, index, src])
+    torch.testing.assert_close(got, torch.sigmoid(torch.scatter(x, dim, index, src)))
+    with FusionDefinition() as fd:
+        t0 = fd.from_pytorch(x)
+        t1 = fd.from_pytorch(index)
+        fd.add_output(fd.ops.scatter(t0, t1, fd.define_scalar(dtype=DataType.Double), dim))
+    (got,) = fd.execute([x, index, 1.5])
+    torch.testing.assert_close(got, torch.scatter(x, dim, index, 1.5), rtol=0, atol=0)
+    bad = index.clone()
+    bad[3, 5] = x.shape[dim]
+    with pytest.raises(IndexOutOfRangeError):
+        fd.execute([x, bad, 1.5])

@@ -8,6 +8,7 @@ import pytest
 
 from tunefuse import DataType, DefinitionError, FusionDefinition, InputMismatchError, reference
 from tunefuse.arrays import contiguity_of, stride_order_of
+from tunefuse.planning.plan_interpreter import run_via_plan
 from tunefuse.runtime.call_options import repro_script
 from tunefuse.validate import compare
 
@@ -382,7 +383,6 @@ def test_ops_and_dtypes_tunefuse_declines_are_refused_by_name():
         t = fd.define_tensor(shape=[-1, -1])
         for name in (
             "argsort",
-            "scatter",
             "linear",
             "matmul",
             "real",
@@ -394,7 +394,7 @@ def test_ops_and_dtypes_tunefuse_declines_are_refused_by_name():
                 getattr(fd.ops, name)(t, 0)
         with pytest.raises(AttributeError, match="no op 'no_such_op'"):
             fd.ops.no_such_op(t)
-        assert not hasattr(fd.ops, "scatter") and hasattr(fd.ops, "triu")
+        assert not hasattr(fd.ops, "argsort") and hasattr(fd.ops, "triu")
         for dtype in ("ComplexFloat", "ComplexDouble", "Float8_e8m0fnu", "Float4_e2m1fn"):
             with pytest.raises(
                 DefinitionError, match=f"DataType.{dtype} is not supported by tunefuse"
@@ -498,3 +498,66 @@ def test_scans_and_reductions_with_no_output_element_are_empty():
         assert [o.shape for o in outs] == [shape, shape, (shape[0], shape[2])]
     with pytest.raises(ShapeError, match="cannot reduce an empty dim"):
         reference.run(fd, [np.zeros((2, 0, 3), np.float32)])
+
+
+def _scatter_fusion(dim: int, scalar_src: bool = False) -> FusionDefinition:
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1, -1], dtype=DataType.Float)
+        i = fd.define_tensor([-1, -1, -1], dtype=DataType.Int)
+        src = (
+            fd.define_scalar(dtype=DataType.Double)
+            if scalar_src
+            else fd.define_tensor([-1, -1, -1], dtype=DataType.Float)
+        )
+        fd.add_output(fd.ops.sigmoid(fd.ops.scatter(x, i, src, dim)))
+    return fd
+
+
+def _scatter_inputs(rng, dim: int, k: int, repeats: bool):  # noqa: ANN001, ANN202
+    shape = (6, 5, 7)
+    x = rng.standard_normal(shape).astype(np.float32)
+    index_shape = tuple(k if d == dim else n for d, n in enumerate(shape))
+    if repeats:
+        index = rng.integers(0, shape[dim], index_shape)
+    else:  # distinct positions along dim, as torch.topk's indices are
+        index = np.argsort(
+            rng.random(tuple(shape[dim] if d == dim else n for d, n in enumerate(shape))), axis=dim
+        )
+        index = np.take(index, range(k), axis=dim)
+    src = rng.standard_normal(index_shape).astype(np.float32)
+    return x, index, src
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+@pytest.mark.parametrize("repeats", [False, True])
+def test_scatter_writes_src_where_the_index_says_and_the_last_repeat_wins(dim, repeats, rng):
+    """torch.scatter's meaning, the reference's and the plan's (numpy's put_along_axis: in
+    order, so a repeated position keeps the last src)."""
+    fd = _scatter_fusion(dim)
+    x, index, src = _scatter_inputs(rng, dim, 4, repeats)
+    want = x.copy()
+    np.put_along_axis(want, index, src, axis=dim)
+    want = 1 / (1 + np.exp(-want))
+    np.testing.assert_allclose(reference.run(fd, [x, index, src])[0], want, rtol=1e-6)
+    np.testing.assert_allclose(run_via_plan(fd.fusion, [x, index, src])[0], want, rtol=1e-5)
+
+
+def test_scatter_of_a_scalar_and_its_refusals(rng):
+    fd = _scatter_fusion(1, scalar_src=True)
+    x, index, _ = _scatter_inputs(rng, 1, 2, False)
+    want = x.copy()
+    np.put_along_axis(want, index, np.float32(2.5), axis=1)
+    np.testing.assert_allclose(reference.run(fd, [x, index, 2.5])[0], 1 / (1 + np.exp(-want)))
+    from tunefuse.errors import IndexOutOfRangeError
+
+    index[0, 1, 3] = 5  # dim 1 has 5 positions
+    with pytest.raises(IndexOutOfRangeError, match="outside"):
+        reference.run(fd, [x, index, 2.5])
+    with FusionDefinition() as fd:
+        t = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        i = fd.define_tensor([-1, -1], dtype=DataType.Int)
+        with pytest.raises(DefinitionError, match="one dtype"):
+            fd.ops.scatter(t, i, fd.define_tensor([-1, -1], dtype=DataType.Half), 0)
+        with pytest.raises(DefinitionError, match="rank"):
+            fd.ops.scatter(t, fd.define_tensor([-1], dtype=DataType.Int), 1.0, 0)
+        fd.add_output(fd.ops.scatter(t, i, 1.0, 0))  # a scalar src of another dtype is cast

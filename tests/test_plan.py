@@ -740,3 +740,26 @@ def test_a_long_row_no_two_passes_read_is_streamed_and_split_across_the_gpu():
     assert first.scheduler is SchedulerKind.REDUCTION
     assert second.scheduler is SchedulerKind.POINTWISE
     assert reduction.default_params(first, H100).split > 1
+
+
+def test_a_value_shaped_by_a_reductions_result_is_not_in_its_reduction_space():
+    """An extent is known on the host: scatter's table of positions, shaped like the
+    softmax it scatters into (its `size`s), is a pointwise kernel, not part of the
+    softmax's rows (the fuzzer found it a normalization with no reduction, which the
+    split policy could not cut)."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        i = fd.define_tensor([-1, -1], dtype=DataType.Int)
+        s = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        e = fd.ops.exp(fd.ops.sub(x, fd.ops.broadcast_in_dim(fd.ops.max(x, [1]), x.shape(), [0])))
+        soft = fd.ops.div(e, fd.ops.broadcast_in_dim(fd.ops.sum(e, [1]), x.shape(), [0]))
+        fd.add_output(fd.ops.scatter(soft, i, s, 0))
+    rng = np.random.default_rng(0)
+    xs = [
+        rng.random((7, 64), np.float32),
+        rng.integers(0, 7, (1, 64)),
+        np.ones((1, 64), np.float32),
+    ]
+    table = next(s for s in fd.plan(xs).segments if s.why.startswith("gather"))
+    assert table.scheduler is SchedulerKind.POINTWISE and table.reduce_dims == ()
+    assert_plan_matches_reference(fd, xs)

@@ -13,6 +13,7 @@ import numpy as np
 
 from tunefuse.errors import DefinitionError, NotBuiltError
 from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.fusion import TensorType
 from tunefuse.ir.shapes import normalize_dim, normalize_dims
 
 if TYPE_CHECKING:
@@ -21,7 +22,6 @@ if TYPE_CHECKING:
 
 # nvFuser ops tunefuse declines: asking for one names the refusal (never a bare AttributeError).
 NOT_BUILT = {
-    "scatter": "data-dependent writes are not built (index_select, gather and take_along_axis read)",
     "index_put_accumulate": "data-dependent writes are not built",
     "linear": "matrix multiplication is not built: tunefuse generates memory-bound kernels",
     "matmul": "matrix multiplication is not built: tunefuse generates memory-bound kernels",
@@ -185,6 +185,58 @@ class CompositeOps:
             size = self._as_tensor(vid).size(d)
             position = self.where(self.lt(position, 0), self.add(position, size), position)
         return self.squeeze(self.index_select(arg, position, d), [d])
+
+    def scatter(self, arg: Value, index: Value, src: Operand, dim: int) -> Tensor:
+        """torch.scatter (nvFuser's scatter): `arg` with out[p] = src[q] where q runs over
+        `index`'s positions and p is q with p[dim] = index[q]; `src` a tensor (extents at
+        least the index's) or a scalar. Where several q name one p, the last along `dim` wins
+        (torch leaves it unspecified; this is its CPU's order, and the reference's). An index
+        outside [0, arg.size(dim)) is an IndexOutOfRangeError. The index must span `arg`
+        along the other dims (torch allows fewer: refused by the where's shape rule).
+
+        Built without data-dependent writes, so no kernel can store out of bounds: each
+        output element looks for the last index naming it (a max over index.size(dim)
+        candidates: exact, but the work is arg.size(dim) x index.numel(), as the scans'),
+        then gathers src there."""
+        vid, ix = self._tensor(arg, "scatter"), self._tensor(index, "scatter")
+        rank = self._rank(vid)
+        d = normalize_dim("scatter", dim, rank)
+        if self._rank(ix) != rank:
+            raise DefinitionError(
+                f"scatter: the index T{ix} has rank {self._rank(ix)}, {arg!r} rank {rank}: "
+                "they must be equal"
+            )
+        dtype = self._fd._builder.values[vid].dtype
+        sid = self._fd._value_id(src, "scatter")
+        src_tensor = isinstance(self._fd._builder.values[sid], TensorType)
+        if src_tensor:
+            src_dtype = self._fd._builder.values[sid].dtype
+            if src_dtype is not dtype:
+                raise DefinitionError(
+                    f"scatter: src {src!r} is {src_dtype.value} and {arg!r} is {dtype.value}: "
+                    "they must be of one dtype (as torch.scatter requires); cast src first"
+                )
+        t, idx = self._as_tensor(vid), self._as_tensor(ix)
+        n = t.size(d)
+        # Each index checked against arg's extent by a gather of positions (p[dim] at p).
+        positions = self.broadcast_in_dim(self.iota(n, 0, 1, DataType.Int), t.shape(), [d])
+        named = self.gather(positions, idx, d)
+        # [..., p, j, ...]: the output's position p along dim, and the index's j.
+        grid = idx.shape()[:d] + [n, idx.size(d)] + idx.shape()[d + 1 :]
+        spread = [k if k < d else k + 1 for k in range(rank)]
+        hits = self.eq(
+            self.broadcast_in_dim(named, grid, spread),
+            self.broadcast_in_dim(self.iota(n, 0, 1, DataType.Int), grid, [d]),
+        )
+        j = self.broadcast_in_dim(self.iota(idx.size(d), 0, 1, DataType.Int), grid, [d + 1])
+        last = self.max(self.where(hits, j, self._fd._constant(-1, DataType.Int)), [d + 1])
+        hit = self.ge(last, 0)
+        if src_tensor:
+            at = self.where(hit, last, self._fd._constant(0, DataType.Int))
+            value = self.gather(self._fd._wrap(sid), at, d)
+        else:
+            value = self.cast(self._fd._wrap(sid), dtype)
+        return self.where(hit, value, arg)
 
     def shape(self, arg: Value) -> Vector:
         """The extents of `arg` as Int scalars (nvFuser's fd.ops.shape; `arg.shape()`)."""

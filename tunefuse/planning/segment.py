@@ -262,7 +262,8 @@ class _SegmentBuilder:
                 # The output reached (var_mean's mean may be read without its var): that is
                 # the value to materialize if the reduction needs a kernel of its own.
                 order.append(v)
-            stack.extend(node.inputs)
+            if node.op is not OpKind.SIZE:  # an extent is known on the host: no data read
+                stack.extend(node.inputs)
         producers_order = {o: i for i, n in enumerate(self.f.nodes) for o in n.outputs}
         # Latest first: the reduction nearest the stored values decides the space, and
         # earlier reductions over other spaces are materialized before it.
