@@ -295,3 +295,16 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
         assert r == 1
     if r < 8 and wants_more(r) and 2 * r * share <= reduction.LANE_ELEMENTS:
         assert blocks(2 * r) < full  # only the grid stopped it
+
+
+def test_a_reduction_with_no_outputs_has_defaults_and_no_split():
+    """A [3, 0, 9] tensor summed over its last dim: no rows, so nothing to split (the
+    fuzzer found the split's arithmetic dividing by the zero rows)."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1, -1], dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(fd.ops.mul(x, x), [2]))
+    for device in (H100, A100):
+        for inputs in ([np.ones((3, 0, 9), np.float32)], [np.ones((0, 7, 9), np.float32)]):
+            for seg in fd.plan(inputs, device=device).segments:
+                if seg.scheduler is SchedulerKind.REDUCTION:
+                    assert reduction.default_params(seg, device).split == 1

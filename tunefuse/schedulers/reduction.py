@@ -167,7 +167,10 @@ def default_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
     """How many blocks share a row: enough that the grid has SPLIT_WAVES blocks an SM, but
     never so many that a thread makes fewer than MIN_SPLIT_STEPS trips over its share; 1
     where the rows alone fill SPLIT_BELOW_OCCUPANCY of the GPU's threads or SPLIT_WAVES / 2
-    blocks an SM, or a split cannot run. Strided (outer) layouts: `_outer_split`."""
+    blocks an SM, or a split cannot run (or there is nothing to run: an empty space).
+    Strided (outer) layouts: `_outer_split`."""
+    if segment.numel == 0:
+        return 1
     if not p.inner:
         return _outer_split(segment, device, p)
     tiles = row_tiles(segment, p)
