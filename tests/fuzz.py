@@ -273,6 +273,7 @@ class _Builder:
                 "gather",
                 "scan",
                 "scatter",
+                "linear",
             ]
         )
         getattr(self, f"step_{kind}")()
@@ -644,6 +645,25 @@ class _Builder:
         else:
             src = self.new_input(index_shape, v.dtype).tensor
         self.push(self.op("scatter", v.tensor, index.tensor, src, dim), v.shape)
+
+    def step_linear(self) -> None:
+        """linear of a float value's last dim against a new weight [N, K] (and half the time a
+        bias), or matmul by a new [K, N]: a reduction over K of broadcast products."""
+        v = self.float_value()
+        if not v.shape or 0 in v.shape or v.dtype.is_float8:
+            return None
+        k, n = v.shape[-1], int(self.pick((1, 3, 8, 33)))
+        out = (*v.shape[:-1], n)
+        if _numel(out) * k > MAX_NUMEL:
+            return None
+        if self.rng.random() < 0.5:
+            w = self.new_input((n, k), v.dtype)
+            bias = self.new_input((n,), v.dtype).tensor if self.rng.random() < 0.5 else None
+            args = (v.tensor, w.tensor) if bias is None else (v.tensor, w.tensor, bias)
+            self.push(self.op("linear", *args), out)
+        else:
+            w = self.new_input((k, n), v.dtype)
+            self.push(self.op("matmul", v.tensor, w.tensor), out if len(v.shape) > 1 else (n,))
 
     def step_set(self) -> None:
         v = self.pick(self.pool)

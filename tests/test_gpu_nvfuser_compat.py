@@ -345,3 +345,40 @@ def test_scatter_matches_torch_scatter(dim):
     bad[3, 5] = x.shape[dim]
     with pytest.raises(IndexOutOfRangeError):
         fd.execute([x, bad, 1.5])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_linear_and_matmul_match_torch(dtype):
+    """nvFuser's test_linear layouts (input and weight row- or column-major: [M, K] or a
+    transposed [K, M] view), with and without a bias, and a batched matmul with a broadcast
+    batch dim; within the dtype's tolerance of torch (cuBLAS sums in another order)."""
+    torch = torch_or_skip()
+    tdtype = getattr(torch, dtype)
+    m, n, k = 24, 40, 96
+    inp = torch.randn(m, k, device="cuda", dtype=tdtype)
+    wt = torch.randn(n, k, device="cuda", dtype=tdtype)
+    layouts = {
+        "mk_nk": (inp, wt),
+        "mk_kn": (inp, wt.t().contiguous().t()),
+        "km_nk": (inp.t().contiguous().t(), wt),
+        "km_kn": (inp.t().contiguous().t(), wt.t().contiguous().t()),
+    }
+    bias = torch.randn(n, device="cuda", dtype=tdtype)
+    tol = {"rtol": 1.6e-2, "atol": 1e-1} if dtype == "bfloat16" else {"rtol": 1e-4, "atol": 1e-4}
+    for name, (x, w) in layouts.items():
+        for b in (None, bias):
+            with FusionDefinition() as fd:
+                args = [fd.from_pytorch(t) for t in ((x, w) if b is None else (x, w, b))]
+                fd.add_output(fd.ops.linear(*args))
+            (got,) = fd.execute([x, w] if b is None else [x, w, b])
+            want = torch.nn.functional.linear(
+                x.float(), w.float(), None if b is None else b.float()
+            )
+            assert got.dtype == tdtype, name
+            torch.testing.assert_close(got.float(), want, **tol)
+    a = torch.randn(3, 1, 16, 32, device="cuda", dtype=tdtype)
+    c = torch.randn(2, 32, 8, device="cuda", dtype=tdtype)
+    with FusionDefinition() as fd:
+        fd.add_output(fd.ops.matmul(fd.from_pytorch(a), fd.from_pytorch(c)))
+    (got,) = fd.execute([a, c])
+    torch.testing.assert_close(got.float(), torch.matmul(a.float(), c.float()), **tol)

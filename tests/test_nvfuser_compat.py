@@ -383,8 +383,6 @@ def test_ops_and_dtypes_tunefuse_declines_are_refused_by_name():
         t = fd.define_tensor(shape=[-1, -1])
         for name in (
             "argsort",
-            "linear",
-            "matmul",
             "real",
             "imag",
         ):
@@ -561,3 +559,71 @@ def test_scatter_of_a_scalar_and_its_refusals(rng):
         with pytest.raises(DefinitionError, match="rank"):
             fd.ops.scatter(t, fd.define_tensor([-1], dtype=DataType.Int), 1.0, 0)
         fd.add_output(fd.ops.scatter(t, i, 1.0, 0))  # a scalar src of another dtype is cast
+
+
+@pytest.mark.parametrize(
+    ("sa", "sb"),
+    [
+        ((5,), (5,)),
+        ((5,), (5, 3)),
+        ((4, 5), (5,)),
+        ((4, 5), (5, 3)),
+        ((2, 4, 5), (5, 3)),
+        ((3, 1, 4, 5), (2, 5, 6)),
+        ((4, 5), (2, 5, 3)),
+    ],
+)
+def test_matmul_is_torchs_matmul(sa, sb, rng):
+    """torch.matmul's shapes (1-D operands, broadcast batch dims, declared 1 where they
+    broadcast, as from_pytorch declares them), by the reference and the plan."""
+    with FusionDefinition() as fd:
+        a = fd.define_tensor([1 if e == 1 else -1 for e in sa], dtype=DataType.Float)
+        b = fd.define_tensor([1 if e == 1 else -1 for e in sb], dtype=DataType.Float)
+        fd.add_output(fd.ops.matmul(a, b))
+    x, y = rng.standard_normal(sa).astype(np.float32), rng.standard_normal(sb).astype(np.float32)
+    want = np.matmul(x, y)
+    for got in (reference.run(fd, [x, y])[0], run_via_plan(fd.fusion, [x, y])[0]):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("sx", "sw", "bias"),
+    [
+        ((5, 5), (5, 5), (5,)),
+        ((2, 4, 16), (16, 16), None),
+        ((16,), (8, 16), (8,)),
+        ((3, 16), (16,), None),
+    ],
+)
+def test_linear_is_torchs_linear_rounded_once(sx, sw, bias, rng):
+    """bf16 in, bf16 out, accumulated in float with the bias added before the one rounding."""
+    with FusionDefinition() as fd:
+        args = [fd.define_tensor([-1] * len(s), dtype=DataType.BFloat16) for s in (sx, sw)]
+        if bias is not None:
+            args.append(fd.define_tensor([-1] * len(bias), dtype=DataType.BFloat16))
+        fd.add_output(fd.ops.linear(*args))
+    bf16 = ml_dtypes.bfloat16
+    inputs = [
+        rng.standard_normal(s).astype(bf16) for s in (sx, sw, *(() if bias is None else (bias,)))
+    ]
+    want = inputs[0].astype(np.float32) @ inputs[1].astype(np.float32).T
+    if bias is not None:
+        want = want + inputs[2].astype(np.float32)
+    want = want.astype(bf16)
+    for got in (reference.run(fd, inputs)[0], run_via_plan(fd.fusion, inputs)[0]):
+        assert got.dtype == bf16 and got.shape == want.shape
+        np.testing.assert_allclose(
+            got.astype(np.float32), want.astype(np.float32), rtol=1e-2, atol=1e-2
+        )
+
+
+def test_matmul_and_linear_refuse_what_torch_refuses():
+    with FusionDefinition() as fd:
+        i = fd.define_tensor([-1, -1], dtype=DataType.Int)
+        f = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        with pytest.raises(DefinitionError, match="matmul: .* is int64"):
+            fd.ops.matmul(i, f)
+        with pytest.raises(DefinitionError, match="linear: weight"):
+            fd.ops.linear(f, fd.define_tensor([-1, -1, -1], dtype=DataType.Float))
+        fd.add_output(fd.ops.matmul(f, f))

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tunefuse.errors import DefinitionError, NotBuiltError
-from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.dtypes import DataType, promote_types
 from tunefuse.ir.fusion import TensorType
 from tunefuse.ir.shapes import normalize_dim, normalize_dims
 
@@ -23,8 +23,6 @@ if TYPE_CHECKING:
 # nvFuser ops tunefuse declines: asking for one names the refusal (never a bare AttributeError).
 NOT_BUILT = {
     "index_put_accumulate": "data-dependent writes are not built",
-    "linear": "matrix multiplication is not built: tunefuse generates memory-bound kernels",
-    "matmul": "matrix multiplication is not built: tunefuse generates memory-bound kernels",
     "sdpfa_fwd": "attention is not built: tunefuse generates memory-bound kernels",
     "sdpfa_bwd": "attention is not built: tunefuse generates memory-bound kernels",
     "real": "complex numbers are not built",
@@ -237,6 +235,111 @@ class CompositeOps:
         else:
             value = self.cast(self._fd._wrap(sid), dtype)
         return self.where(hit, value, arg)
+
+    def matmul(self, a: Value, b: Value) -> Tensor:
+        """torch.matmul of floating tensors: 1-D x 1-D a dot product, 1-D operands taken as a
+        row (a) or a column (b) and that dim dropped, leading (batch) dims broadcast.
+
+        A reduction over K of the broadcast products, accumulated in float (double for
+        double inputs) and rounded to the operands' type once, as cuBLAS does: exact to the
+        summation order, and fused with what reads or feeds it; but every product reads its
+        two operands (no tiling, no tensor cores): M x N x K work at memory speed, fit for
+        the small and skinny products of a fusion's epilogue, not for a large GEMM."""
+        x, y = self._matrix(a, "matmul"), self._matrix(b, "matmul")
+        ra, rb = self._rank(x), self._rank(y)
+        if ra == 0 or rb == 0:
+            raise DefinitionError("matmul: both operands need rank 1 or more (torch.matmul)")
+        ta, tb = self._as_tensor(x), self._as_tensor(y)
+        if ra == 1:
+            ta = self.broadcast_in_dim(ta, [1, ta.size(0)], [1])
+        if rb == 1:
+            tb = self.broadcast_in_dim(tb, [tb.size(0), 1], [0])
+        # b's last two dims swapped: both operands [..., rows, K]
+        tb = self.permute(
+            tb, [*range(self._rank(tb.id) - 2), self._rank(tb.id) - 1, self._rank(tb.id) - 2]
+        )
+        out = self._contract(ta, tb, "matmul")
+        if rb == 1:
+            out = self.squeeze(out, [-1])
+        if ra == 1:
+            out = self.squeeze(out, [-2 if rb != 1 else -1])
+        return out
+
+    def linear(self, input: Value, weight: Value, bias: Value | None = None) -> Tensor:  # noqa: A002
+        """torch.nn.functional.linear: input [..., K] times weight [N, K] transposed (a 1-D
+        weight [K]: the N dim dropped), plus bias [N] (or a scalar); matmul's reduction over
+        K (read its note on cost), the bias added before the one rounding."""
+        x, w = self._matrix(input, "linear"), self._matrix(weight, "linear")
+        rw = self._rank(w)
+        if rw not in (1, 2) or self._rank(x) == 0:
+            raise DefinitionError(
+                f"linear: weight {weight!r} must have rank 1 or 2 and the input rank 1 or more"
+            )
+        tw = self._as_tensor(w)
+        if rw == 1:
+            tw = self.broadcast_in_dim(tw, [1, tw.size(0)], [1])
+        tx = self._as_tensor(x)
+        if self._rank(x) == 1:
+            tx = self.broadcast_in_dim(tx, [1, tx.size(0)], [1])
+        out = self._contract(tx, tw, "linear", bias)
+        if rw == 1:
+            out = self.squeeze(out, [-1])
+        if self._rank(x) == 1:
+            out = self.squeeze(out, [-2 if rw == 2 else -1])
+        return out
+
+    def _matrix(self, value: Value, op: str) -> int:
+        vid = self._tensor(value, op)
+        dtype = self._fd._builder.values[vid].dtype
+        if not dtype.is_floating or dtype.is_float8:
+            raise DefinitionError(
+                f"{op}: {value!r} is {dtype.value}; {op} takes double, float, half or bfloat16 "
+                "tensors (as torch's on a GPU)"
+            )
+        return vid
+
+    def _contract(self, a: Tensor, b: Tensor, op: str, bias: Value | None = None) -> Tensor:
+        """out[..., m, n] = sum_k a[..., m, k] * b[..., n, k] (leading dims broadcast, b's
+        possibly fewer), accumulated in the compute type, rounded once to the result type."""
+        ra, rb = self._rank(a.id), self._rank(b.id)
+        lead = max(ra, rb) - 2
+        sa, sb = a.shape(), b.shape()
+        va, vb = self._fd._builder.values[a.id], self._fd._builder.values[b.id]
+        batch = []
+        for d in range(lead):
+            da, db = d - (lead - (ra - 2)), d - (lead - (rb - 2))
+            ea = va.shape[da] if da >= 0 else 1
+            if da >= 0 and not (ea == 1 and db >= 0):
+                batch.append(sa[da])
+            else:
+                batch.append(sb[db])
+        m, n, k = sa[ra - 2], sb[rb - 2], sa[ra - 1]
+        grid = [*batch, m, n, k]
+        dims_a = [lead - (ra - 2) + d for d in range(ra - 2)] + [lead, lead + 2]
+        dims_b = [lead - (rb - 2) + d for d in range(rb - 2)] + [lead + 1, lead + 2]
+        out_type = promote_types([va.dtype, vb.dtype])
+        acc = DataType.Double if out_type is DataType.Double else DataType.Float
+        products = self.mul(
+            self.broadcast_in_dim(self.cast(a, acc), grid, dims_a),
+            self.broadcast_in_dim(self.cast(b, acc), grid, dims_b),
+        )
+        out = self.sum(products, [lead + 2])
+        if bias is not None:
+            bid = self._fd._value_id(bias, op)
+            if isinstance(self._fd._builder.values[bid], TensorType):
+                rbias = self._rank(bid)
+                shape = [*batch, m, n]
+                out = self.add(
+                    out,
+                    self.broadcast_in_dim(
+                        self.cast(self._fd._wrap(bid), acc),
+                        shape,
+                        list(range(len(shape) - rbias, len(shape))),
+                    ),
+                )
+            else:
+                out = self.add(out, self._fd._wrap(bid))
+        return self.cast(out, out_type)
 
     def shape(self, arg: Value) -> Vector:
         """The extents of `arg` as Int scalars (nvFuser's fd.ops.shape; `arg.shape()`)."""
