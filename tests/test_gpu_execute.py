@@ -361,3 +361,52 @@ def test_var_mean_over_a_dim_of_one_is_torchs(correction):
     torch.testing.assert_close(got_var, want_var, equal_nan=True, rtol=0, atol=0)
     want = (x.float() - want_mean) * torch.rsqrt(want_var + 1e-5)
     torch.testing.assert_close(normed, want, equal_nan=True, rtol=0, atol=0)
+
+
+def test_the_generated_hot_path_runs_the_repeat_call_and_misses_to_the_general_one():
+    """The third call of one signature runs through runtime.specialized's generated code;
+    another shape, an offset (misaligned) view or CPU tensors (CPU tensors back) miss it and
+    are still right, and the first signature's generated call is taken again after them."""
+    torch = torch_or_skip()
+    fd = build(ZOO["bias_gelu"], DataType.Float)
+
+    def check(inputs: list) -> None:
+        (got,) = fd.execute(inputs)
+        assert got.device == inputs[0].device
+        want = reference.run(fd, [t.cpu().numpy() for t in inputs])[0]
+        np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-5, atol=1e-6)
+
+    x, b = torch.randn(64, 96, device="cuda"), torch.randn(96, device="cuda")
+    for _ in range(3):
+        check([x, b])
+    runner = fd._runner
+    hot = runner.hot
+    assert hot is not None and "empty_like" in hot.source and "launch(F0" in hot.source
+    others = [
+        [torch.randn(8, 96, device="cuda"), b],
+        [torch.randn(64 * 96 + 1, device="cuda")[1:].view(64, 96), b],
+        [x.cpu(), b.cpu()],
+    ]
+    for inputs in others:
+        assert hot(inputs) is None
+        for _ in range(3):
+            check(inputs)
+    check([x, b])
+    assert runner.hot is hot  # kept per signature, not generated again
+
+
+def test_a_repeat_call_whose_kernel_takes_an_extent_as_a_scalar():
+    """A kernel scalar that is neither an input nor host-computed (an extent, `x.size(0)`)
+    on the fast path: the repeat call used to skip working the scalars out (TypeError; the
+    corpus found it once it ran each case three times)."""
+    torch = torch_or_skip()
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1], dtype=DataType.Float)
+        fd.add_output(fd.ops.mul(fd.ops.abs(x), x.size(0)))
+    t = torch.randn(8, device="cuda")
+    for _ in range(3):
+        (got,) = fd.execute([t])
+        torch.testing.assert_close(got, t.abs() * 8)
+    u = torch.randn(5, device="cuda")
+    (got,) = fd.execute([u])
+    torch.testing.assert_close(got, u.abs() * 5)

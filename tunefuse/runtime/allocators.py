@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+
 from tunefuse.arrays import framework_of
 from tunefuse.ir.dtypes import DataType, torch_dtype_name
 from tunefuse.runtime.device import Runtime
@@ -76,6 +78,12 @@ class OwnArrays:
 
         return make
 
+    def to_host(self, result: object) -> object:
+        """A result of a call whose inputs were all on the host, brought there (NumPy)."""
+        if hasattr(result, "numpy") and not isinstance(result, np.ndarray):
+            return result.numpy()  # type: ignore[attr-defined]
+        return result
+
     def alias(self, array: object, view, dtype: DataType) -> object:  # noqa: ANN001
         """An output that is a view of the caller's device input `array`."""
         ptr = array.__cuda_array_interface__["data"][0]  # type: ignore[attr-defined]
@@ -96,12 +104,13 @@ class TorchArrays(OwnArrays):
         self.torch = torch
         self.device = torch.device("cuda", rt.index)
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)  # no Stream object made
-        self._current = (
+        # device index -> torch's current stream there, as an int
+        self.current_stream = (
             raw if raw is not None else (lambda index: torch.cuda.current_stream(index).cuda_stream)
         )
 
     def stream_handle(self) -> int | None:
-        return int(self._current(self.rt.index))
+        return int(self.current_stream(self.rt.index))
 
     def empty(self, nbytes: int, dtype: DataType, stream: object) -> Memory:
         t = self.torch.empty(
@@ -122,6 +131,13 @@ class TorchArrays(OwnArrays):
 
     def pointer_of(self, array: object) -> int:
         return array.data_ptr()  # type: ignore[attr-defined]
+
+    def to_host(self, result: object) -> object:
+        """CPU torch tensors in: CPU torch tensors out (a result tunefuse made as its own
+        array, an output that is a host input, comes back as NumPy)."""
+        if isinstance(result, self.torch.Tensor):
+            return result.cpu()
+        return super().to_host(result)
 
     def maker(self, shape: tuple[int, ...], dtype: DataType, examples: Sequence[object]):  # noqa: ANN201
         """`empty_like` of an input that is contiguous of this shape and dtype where there
@@ -147,6 +163,8 @@ class TorchArrays(OwnArrays):
                 t = empty_like(inputs[like])
                 return t, t.data_ptr()
 
+            make_like.like = like  # type: ignore[attr-defined]  # for runtime.specialized
+            make_like.empty_like = empty_like  # type: ignore[attr-defined]
             return make_like
         template = torch.empty(0, dtype=tdtype, device=self.device)
 

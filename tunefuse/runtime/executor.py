@@ -32,6 +32,7 @@ from tunefuse.runtime.launch_plan import (
 )
 from tunefuse.runtime.launcher import Launcher
 from tunefuse.runtime.lower import Binary, Fetcher, Lowered, lower
+from tunefuse.runtime.specialized import specialize
 from tunefuse.schedulers import params_from_dict, scheduler_for
 
 
@@ -130,6 +131,10 @@ class Executor:
         # The hot path: a key read straight off torch tensors -> the launcher of exactly
         # that key, every check already passed.
         self.fast: dict[tuple, Launcher] = {}
+        # Hotter still: the last fast key's call as generated straight-line code
+        # (runtime.specialized), tried first; None where that call is not specialized.
+        self.hot = None
+        self.hot_by_key: dict[tuple, object] = {}
         self._last_key: tuple | None = None
 
     # -- planning ----------------------------------------------------------------------
@@ -319,16 +324,28 @@ class Executor:
     # -- running -----------------------------------------------------------------------
     def run(self, inputs: Sequence[object], out: Sequence[object] | None = None) -> list:
         if out is None:
+            hot = self.hot
+            if hot is not None:
+                result = hot(inputs)
+                if result is not None:
+                    return result
             read = _torch_key(inputs, self.inputs)
             if read is not None:
                 key, pointers = read
                 fast = self.fast.get(key)
                 if fast is not None:
+                    self.hot = self._specialized(key, fast, inputs)
                     return fast.run_device(inputs, pointers)
                 result, launcher = self._checked(inputs, out)
                 self.fast[key] = launcher
                 return result
         return self._checked(inputs, out)[0]
+
+    def _specialized(self, key: tuple, launcher: Launcher, inputs: Sequence[object]):  # noqa: ANN202
+        """The generated hot path of `key` (made at its second call, kept per key)."""
+        if key not in self.hot_by_key:
+            self.hot_by_key[key] = specialize(launcher, key, inputs)
+        return self.hot_by_key[key]
 
     def _checked(
         self, inputs: Sequence[object], out: Sequence[object] | None

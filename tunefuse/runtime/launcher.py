@@ -118,21 +118,23 @@ class Launcher:
         self.scalar_inputs = [
             (vid, k) for k, vid in enumerate(exe.fusion.inputs) if not exe.fusion.is_tensor(vid)
         ]
-        self.takes_scalars = bool(self.scalar_inputs or self.host_nodes)
+        # Whether a call must work out the kernels' scalars (inputs, constants and extents,
+        # host-computed values): only where some kernel takes one.
+        self.takes_scalars = any(k.scalars for k in self.kernels)
         self.returned = [o for o in exe.outputs if o.returned]
         self.gathers = exe.gathers
         self._device_plan = None  # run_device's allocation plan, made at its first call
-        self._streams: dict = {}
+        self.stream_cache: dict = {}  # the framework's raw stream -> (cuda.core Stream, CUstream)
 
     # -- the launch loop, shared ----------------------------------------------------------
     def streams(self) -> tuple[object, object]:
         """The call's stream (the framework's current one) as a cuda.core Stream and as the
         driver's CUstream (made once per stream: `Stream.handle` builds a new object)."""
         raw = self.arrays.stream_handle()
-        found = self._streams.get(raw)
+        found = self.stream_cache.get(raw)
         if found is None:
             stream = self.rt.stream_for(raw)
-            found = self._streams[raw] = (stream, stream.handle)  # type: ignore[attr-defined]
+            found = self.stream_cache[raw] = (stream, stream.handle)  # type: ignore[attr-defined]
         return found
 
     def enqueue(self, stream: object, handle: object, pointers: list, host: dict | None) -> None:
@@ -170,9 +172,7 @@ class Launcher:
         layout the plan was made for, with no preallocated outputs (the executor's fast key
         checked all of that and read `input_pointers`, each input's data pointer). The hot
         path: one frame, no work the signature already decided."""
-        plan = self._device_plan
-        if plan is None:
-            plan = self._device_plan = _DevicePlan(self, inputs)
+        plan = self._device_plan or self.device_plan(inputs)
         rt = self.rt
         token = rt.enter()
         try:
@@ -204,6 +204,12 @@ class Launcher:
                     arrays.view(made[ref], dtype, view.shape, view.strides, view.offset, stream)
                 )
         return out
+
+    def device_plan(self, inputs: Sequence[object]) -> _DevicePlan:
+        """run_device's allocation plan (made at the first call, from its inputs)."""
+        if self._device_plan is None:
+            self._device_plan = _DevicePlan(self, inputs)
+        return self._device_plan
 
     # -- any bound call ---------------------------------------------------------------------
     def run(self, bound, inputs: Sequence[object], out: Sequence[object] | None) -> list:  # noqa: ANN001
@@ -275,10 +281,7 @@ class Launcher:
             owner = memory[buffer_id].owner
             target[...] = DeviceArray(owner, buf.shape, buf.dtype, buf.strides).numpy()
         if host_inputs:
-            results = [
-                r if isinstance(r, np.ndarray) else r.numpy() if hasattr(r, "numpy") else r
-                for r in results
-            ]
+            results = [arrays.to_host(r) for r in results]
         return results
 
 
