@@ -135,3 +135,22 @@ def test_every_fuzzed_plan_run_segment_by_segment_agrees_with_the_reference():
             failures.append(f"{case}: differs from the reference")
     assert not failures, "\n".join(failures[:10])
     assert segmented >= COUNT // 20, segmented
+
+
+def test_inputs_and_outputs_are_the_value_ids_execute_takes_and_returns():
+    """nvFuser's `fd.inputs()` / `fd.outputs()`, which its `_execute_segments` maps through
+    `segment_index_space_maps`: a segment's are mapped onto the original's."""
+    fd = three_kernels()
+    assert fd.inputs() == list(fd.fusion.inputs) and len(fd.inputs()) == 2
+    assert fd.outputs() == [o.value for o in fd.fusion.outputs]
+    xs = [np.ones((4, 8), np.float32), np.ones(8, np.float32)]
+    for segment in fd.segment(xs):
+        to_original = fd.segment_index_space_maps[segment]
+        assert {to_original[v] for v in segment.outputs()} <= set(fd.outputs()) | {
+            v for s in fd.segments for v in map(fd.segment_index_space_maps[s].get, s.inputs())
+        }
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1], dtype=DataType.Float)
+        fd.add_output(fd.ops.abs(x))
+        fd.add_output(fd.ops.neg(x), alias_input=x)
+    assert len(fd.outputs()) == 1 and fd.outputs()[0] == fd.fusion.outputs[0].value

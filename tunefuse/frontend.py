@@ -451,6 +451,16 @@ class FusionDefinition:
                 reference_outputs = reference.run(self, inputs)
         compare(self.execute(inputs, **options), reference_outputs)
 
+    def inputs(self) -> list[int]:
+        """nvFuser's `fd.inputs()`: the value ids of the inputs, in the order `execute` takes
+        them (a define_vector(n) input counts n scalars)."""
+        return list(self.fusion.inputs)
+
+    def outputs(self) -> list[int]:
+        """nvFuser's `fd.outputs()`: the value ids of what `execute` returns, in order (an
+        output written in place into an input is not returned, so not listed)."""
+        return [o.value for o in self.fusion.outputs if o.alias_input is None]
+
     def id(self) -> int:  # noqa: A003 - nvFuser's name
         """The definition's number in this process (nvFuser's fusion id): equal definitions
         share it; the printed definition names its function `nvfuser_fusion_id<id>`."""
