@@ -386,8 +386,6 @@ def _stored_params(segment: Segment, stored: object) -> object | None:
 def device_info_for(fd, inputs: Sequence[object], device: int | None = None):  # noqa: ANN001, ANN201
     """The DeviceInfo of the GPU `fd.execute(inputs, device=device)` would run on (the
     plan depends on it), or None where no GPU can be used."""
-    from tunefuse.errors import ExecutionError
-
     try:
         bound = bind_inputs(fd.fusion, fd.flat_inputs(inputs), FusionInputs(fd.fusion))
         return runtime(device_for(bound, None, device)).info
