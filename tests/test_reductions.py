@@ -184,6 +184,45 @@ def test_logsumexp_is_one_pass_unless_its_rows_are_a_few_vectors(dtype, rows, co
     assert ("tf_max_exp_sum" in body) is (kind is SchedulerKind.REDUCTION)
 
 
+def _exp_output_too(fd, x):  # noqa: ANN001, ANN201 - exp(x - max) written as well as summed
+    m = fd.ops.max(x, dims=[1], keepdim=True)
+    e = fd.ops.exp(fd.ops.sub(x, m))
+    fd.add_output(e)
+    return fd.ops.sum(e, dims=[1], keepdim=True)
+
+
+@pytest.mark.parametrize(
+    "make,fast",
+    [
+        (ZOO["logsumexp"], True),  # the sum's exps read by nothing else
+        (
+            define(
+                lambda fd, x: fd.ops.log(exp_sum_of(fd, x, fd.ops.max(x, dims=[1], keepdim=True)))
+            ),
+            True,
+        ),
+        (ZOO["softmax"], False),  # the outputs divide the same exps: they keep tf_exp
+        (define(_exp_output_too), False),
+        (define(lambda fd, x: fd.ops.sum(fd.ops.exp(x), dims=[1], keepdim=True)), False),  # no max
+        (define(lambda fd, x: exp_sum_of(fd, x, fd.ops.min(x, dims=[1], keepdim=True))), False),
+    ],
+)
+def test_the_two_pass_form_spells_a_max_exp_sums_terms_as_the_one_pass_form(make, fast):
+    """A row held in registers takes logsumexp's max and its sum of exp(x - max) in two passes;
+    the sum's terms are the one-pass form's (tf_exp_sum_term), so a row's sum does not depend
+    on which form the params chose. An exp that anything else reads keeps tf_exp."""
+    fd = build(make, DataType.Float) if make in ZOO.values() else make(DataType.Float)
+    base = np.zeros(1, np.float32)
+    x = np.lib.stride_tricks.as_strided(base, (1 << 22, 16), (64, 4))
+    (seg,) = fd.plan([x], device=H100).segments
+    assert (seg.scheduler is SchedulerKind.NORMALIZATION) or not fast  # rows in registers
+    params = scheduler_for(seg.scheduler).default_params(seg, H100)
+    src = generate(seg, params, H100, {b: DataType.Float for b in range(4)})
+    body = src.source.split("end of preamble", 1)[1]
+    assert ("tf_exp_sum_term(" in body) is fast
+    assert ("tf_exp(" in body) is not fast
+
+
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_every_layout_of_the_one_pass_pair_compiles(arch):
     """The GPU tests' layouts of MAX_EXP_SUM, compiled by NVRTC without a GPU: rows unsplit and

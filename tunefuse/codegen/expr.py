@@ -236,6 +236,9 @@ class ExprRenderer:
         # None to compute it. And where this pass keeps a value for a later one, or None.
         self.kept: Callable[[Expr], str | None] = lambda e: None
         self.keep: Callable[[Expr], str | None] = lambda e: None
+        # The exps (by id) that are terms of a row's sum of exp(x - max) and nothing else:
+        # spelled tf_exp_sum_term, as the one-pass max-and-sum spells its terms.
+        self.sum_terms: frozenset[int] = frozenset()
 
     def dtype(self, e: Expr) -> DataType:
         return expr_dtype(e, self.segment.loads, self.segment.scalars)
@@ -343,7 +346,10 @@ class ExprRenderer:
             target = DataType.Bool if k < rule.first_promoted else compute
             v = self.value(x)
             operands.append(v if self.dtype(x) is target else f"tf_cast<{target.cuda}>({v})")
-        body = CUDA_MATH[e.op].format(*operands, T=compute.cuda)
+        if e.op is OpKind.EXP and id(e) in self.sum_terms:
+            body = f"tf_exp_sum_term({operands[0]})"
+        else:
+            body = CUDA_MATH[e.op].format(*operands, T=compute.cuda)
         result_t = DataType.Bool if e.dtype.is_bool else compute
         if e.dtype is result_t:
             self.emit(f"const {e.dtype.cuda} {name} = {body};")
@@ -378,6 +384,7 @@ class ExprRenderer:
         inner.counter = self.counter
         inner.memo = dict(self.memo)
         inner.reciprocal_of = self.reciprocal_of
+        inner.sum_terms = self.sum_terms
         v = inner.value(e)
         self.lines += inner.lines
         cast = v if inner.dtype(e) is dtype else f"tf_cast<{dtype.cuda}>({v})"

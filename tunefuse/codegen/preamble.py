@@ -299,10 +299,16 @@ template <typename T> __device__ __forceinline__ TfWelford<T> tf_welford_merge(T
 // row whose max is not finite is settled at the end (tf_max_exp_sum_total). The max is
 // tf_max's, so it is the very value a max of its own would be.
 template <typename T> struct TfMaxExpSum { T max; T sum; };
-// The exps of a running sum in fp32 are the fast ones (ex2.approx: a few ulp where expf is a
-// dozen instructions; summed, the error is the size of the summation order's): a bf16 row
-// is read faster than expf keeps up with (7 elements a clock an SM on an H100).
-__device__ __forceinline__ float tf_exp_sum_term(float x) { return __expf(x); }
+// The terms of a sum of exp(x - max) in fp32 are the fast exps: ex2.approx of x * log2(e), a
+// few ulp where expf is a dozen instructions (summed, the error is the size of the summation
+// order's), flushed to zero below 2^-126 (a term that small is lost in a sum of at least 1;
+// without .ftz the instruction is wrapped in a denormal fix-up). A bf16 row is read faster
+// than expf keeps up with (7 elements a clock an SM on an H100).
+__device__ __forceinline__ float tf_exp_sum_term(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x * 1.4426950408889634f));
+  return r;
+}
 __device__ __forceinline__ double tf_exp_sum_term(double x) { return exp(x); }
 template <typename T> __device__ __forceinline__ void tf_max_exp_sum_add(TfMaxExpSum<T>& w, T x) {
   const bool grows = x > w.max;

@@ -31,8 +31,8 @@ from tunefuse.codegen.guards import guarded_loads
 from tunefuse.ir.dtypes import DataType
 from tunefuse.ir.ops import OpKind
 from tunefuse.planning.indexing import Var
-from tunefuse.planning.kernel_ir import EGather, ELoad, EOp, EReduce, Expr
-from tunefuse.planning.reductions import MAX_EXP_SUM, post_order
+from tunefuse.planning.kernel_ir import EGather, ELoad, EOp, EReduce, Expr, children
+from tunefuse.planning.reductions import FAMILY, MAX_EXP_SUM, post_order
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.phases import phases_reading, segment_groups
 from tunefuse.schedulers.reduction import lane_elements
@@ -106,6 +106,34 @@ def accumulators(segment: Segment, online: bool) -> list[_Accumulator]:
             _Accumulator(family, group.operand, ctype, r.correction, len(accs), group.reduces)
         )
     return accs
+
+
+def exp_sum_terms(segment: Segment) -> frozenset[int]:
+    """The exps (by id) of a sum of exp(x - max) over x's max (a MAX_EXP_SUM pair) that
+    nothing but that sum reads. The two-pass form spells them as the one-pass form spells
+    its terms (tf_exp_sum_term), so a row's sum does not depend on which form the params
+    chose; an exp the outputs read too (softmax's) keeps its own spelling."""
+    roots = [st.expr for st in segment.stores]
+    terms = [
+        r.operand
+        for g in segment_groups(segment, online=True)
+        if g.family == MAX_EXP_SUM
+        for r in g.reduces
+        if FAMILY[r.op] == "sum"
+    ]
+    if not terms:
+        return frozenset()
+    read_elsewhere = roots + [
+        x
+        for e in post_order(roots)
+        if not (isinstance(e, EReduce) and FAMILY[e.op] == "sum")
+        for x in children(e)
+    ]
+    return frozenset(
+        id(t)
+        for t in terms
+        if not any(x is t or (type(x) is type(t) and x == t) for x in read_elsewhere)
+    )
 
 
 # The fields of an accumulator held in a struct (its partials are stored field by field).
@@ -201,6 +229,7 @@ class _Emitter:
         # a row on chip keeps the two passes, the second's exp(x - max) kept for the outputs.
         self.online = not (self.cache or self.shared)
         self.accs = accumulators(segment, self.online)
+        self.sum_terms = exp_sum_terms(segment)
         self.ept = getattr(p, "elements_per_thread", None) or (
             lane_elements(segment, p) if self.lane_rows > 1 else 1
         )
@@ -365,6 +394,7 @@ class _Emitter:
         )
         r.counter = self.counter
         r.reciprocal_of = self.reciprocal_of
+        r.sum_terms = self.sum_terms
         if element_cached and self.kept_values:
             phase = self.phase
 
