@@ -50,7 +50,8 @@ class Scheduler(Protocol):
 #    rows, all loaded before any is reduced (reductions and normalizations).
 # 11: strided reductions take vectors of outputs where that costs no parallelism, split (now
 #    valid with such vectors) by the bytes their loads keep in flight.
-HEURISTICS_VERSION = 11
+# 12: normalizations of rows of at most 32 vectors take blocks of 128 threads (were 512).
+HEURISTICS_VERSION = 12
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -101,7 +101,13 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         # 16x torch.compile's time on softmax [2**24, 4] fp32, H100, benchmarks/surface.py).
         run = min(row_vectors, max(1, 64 // (vector * reduction.widest_load(segment))))
         threads = pow2_at_least(max(run, -(-row_vectors // 4)))
-        rows = 512 // threads if threads < 32 else max(1, 128 // threads)
+        # Blocks of 128 threads, as for longer rows: a block of one-row lanes lives as long
+        # as its slowest row, and 512 such threads free an SM's slots four times as coarsely:
+        # layernorm bf16 [2**22, 8] 57.2 -> 52.8 us, [2**20, 8] 18.6 -> 17.1, [2**21, 16]
+        # (two lanes a row) 57.6 -> 52.9, fp32 [2**22, 4] 51.3 -> 49.4; softmax and rmsnorm
+        # bf16 [2**22, 8] within 1% (H100, benchmarks/ab.py rows_per_block=...). A block of
+        # one warp (32 blocks an SM at most) leaves SMs half empty: 83.7 us.
+        rows = max(1, 128 // threads)
         while (
             rows > 1
             and (threads >= 32 or threads * rows > 32)
