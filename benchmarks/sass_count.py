@@ -1,0 +1,127 @@
+"""The SASS instructions of a generated kernel, counted without a GPU: a proxy for kernels
+bound by instruction issue rather than memory (rows of a few elements, exps, divisions).
+
+    python3 benchmarks/sass_count.py logsumexp bfloat16 67108864x2 [rows_per_lane=8 ...]
+        [--arch=sm_80|sm_90] [--print]
+
+CASE is a tests/fusion_zoo.py case (SHAPE rows x cols); each name=value changes the default
+params (ints and True/False). Prints the params, the static instruction count of each kernel
+of the plan and its most frequent opcodes. Static: a loop body counts once, so compare
+variants of one kernel, not kernels of different structure.
+
+Needs NVIDIA's disassembler, which PyPI ships (not a dependency of tunefuse):
+`pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import numpy as np  # noqa: E402
+from fusion_zoo import ZOO, build  # noqa: E402
+
+from tunefuse import DataType  # noqa: E402
+from tunefuse.codegen import generate  # noqa: E402
+from tunefuse.compiler import compile_kernel  # noqa: E402
+from tunefuse.device_info import PROFILES  # noqa: E402
+from tunefuse.schedulers import scheduler_for, with_values  # noqa: E402
+
+OPCODE = re.compile(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)")
+
+
+def cuobjdump() -> str:
+    """cuobjdump on PATH, else the one the PyPI wheel installed beside this Python; with
+    nvdisasm (which it runs) put on PATH."""
+    found = shutil.which("cuobjdump")
+    if found is None:
+        import site
+
+        for base in site.getsitepackages():
+            for candidate in pathlib.Path(base).glob("nvidia/*/bin/cuobjdump"):
+                found = str(candidate)
+    if found is None:
+        raise SystemExit(
+            "cuobjdump not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm"
+        )
+    os.environ["PATH"] = f"{pathlib.Path(found).parent}{os.pathsep}{os.environ['PATH']}"
+    return found
+
+
+def opcodes(cubin: bytes, tool: str) -> list[str]:
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        run = subprocess.run([tool, "-sass", f.name], capture_output=True, text=True)
+    if run.returncode != 0 or "fatal" in run.stderr:
+        raise SystemExit(f"{tool} failed: {run.stderr.strip()}")
+    return [m.split(".")[0] for m in OPCODE.findall(run.stdout)]
+
+
+def parse_value(text: str) -> object:
+    if text in ("True", "False"):
+        return text == "True"
+    try:
+        return int(text)
+    except ValueError:
+        raise SystemExit(f"{text!r}: a value is an int, True or False") from None
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
+    if len(args) < 3 or args[0] not in ZOO:
+        raise SystemExit(__doc__ + f"\ncases: {sorted(ZOO)}")
+    name, dtype, shape = args[0], DataType.parse(args[1]), args[2].split("x")
+    rows, cols = (int(n) for n in shape)
+    arch = opts.get("arch", "sm_90")
+    if arch not in PROFILES:
+        raise SystemExit(f"--arch {arch}: one of {sorted(PROFILES)}")
+    device = PROFILES[arch]
+    changes = dict(a.split("=", 1) for a in args[3:])
+    tool = cuobjdump()
+    fd = build(ZOO[name], dtype)
+    base = np.zeros(1, dtype.numpy)  # views of the shape: planning reads no data
+    item = base.itemsize
+    inputs = [
+        np.lib.stride_tricks.as_strided(base, (rows, cols), (cols * item, item))
+        if fd.fusion.values[v].rank == 2
+        else np.lib.stride_tricks.as_strided(base, (cols,), (item,))
+        for v in fd.fusion.inputs
+    ]
+    plan = fd.plan(inputs, device=device)
+    dtypes = {b.id: b.dtype for b in plan.buffers}
+    for seg in plan.segments:
+        sched = scheduler_for(seg.scheduler)
+        params = sched.default_params(seg, device)
+        if changes:
+            unknown = sorted(set(changes) - set(sched.search_space(seg, device)))
+            if unknown:
+                raise SystemExit(
+                    f"{seg.name}: no param {unknown} in the {seg.scheduler.value} space"
+                )
+            params = with_values(params, {k: parse_value(v) for k, v in changes.items()})
+        why = sched.is_valid(seg, device, params)
+        if why is not None:
+            raise SystemExit(f"{seg.name}: {params} is not valid here ({why})")
+        src = generate(seg, params, device, dtypes)
+        ops = opcodes(compile_kernel(src.source, src.name, arch).cubin, tool)
+        common = collections.Counter(ops).most_common(12)
+        print(f"{seg.name} ({seg.scheduler.value}) {params}")
+        print(f"  {len(ops)} instructions; " + ", ".join(f"{op} {n}" for op, n in common))
+        if "--print" in sys.argv[1:]:
+            print(src.source.split("end of preamble", 1)[1])
+
+
+if __name__ == "__main__":
+    main()
