@@ -151,3 +151,130 @@ def test_rows_reduced_by_lane_groups_smaller_than_a_warp(
         np.testing.assert_allclose(
             g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
         )
+
+
+# -- the workspace: zeroed once per stream, its counters left at zero by every launch ----------
+def _split_launcher(fd):
+    """The launchers of `fd`'s runner that run a split kernel, and those kernels."""
+    launchers = list(fd._runner.launchers.values())
+    split = [(ln, k) for ln in launchers for k in ln.kernels if k.workspace is not None]
+    assert split, "the default did not split"
+    return split
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("split", [None, 3, 100_000])
+def test_repeat_calls_on_one_stream_reuse_the_workspace_and_stay_right(case, split, rng):
+    """Five calls of one executor on new data each: every launch after the first finds its
+    tile counters back at zero (the last share wraps them), so the workspace made and zeroed
+    at the first call is the one every later call takes, and each call's results are right."""
+    from tunefuse.runtime.executor import Executor
+    from tunefuse.schedulers import scheduler_for
+
+    build, dtype, shape = CASES[case]
+    with FusionDefinition() as fd:
+        build(fd, dtype)
+
+    def choose(seg, device):
+        params = scheduler_for(seg.scheduler).default_params(seg, device)
+        if seg.scheduler.value != "reduction" or split is None:
+            return params
+        from tunefuse.schedulers.reduction import MAX_SPLIT
+
+        return dataclasses.replace(params, split=min(split, max(shape) + 5, MAX_SPLIT))
+
+    executor = Executor(fd.fusion, params_source=choose)
+    pointers = set()
+    for _ in range(5):
+        inputs = _inputs(dtype, shape, rng)
+        got = [to_host(g) for g in executor.run(to_device(inputs))]
+        for g, e in zip(got, reference.run(fd.fusion, inputs)):
+            out_dtype = next(d for d in DataType if d.numpy == e.dtype)
+            rtol, atol = max(TOL[out_dtype], TOL[dtype])
+            np.testing.assert_allclose(
+                g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
+            )
+        kernels = [
+            k for ln in executor.launchers.values() for k in ln.kernels if k.workspace is not None
+        ]
+        if split is None and not kernels:
+            pytest.skip("the default does not split this shape")
+        assert kernels
+        for k in kernels:
+            (memory,) = k.workspace[1].kept.values()
+            pointers.add(memory.ptr)
+    assert len(pointers) == len(kernels)  # made once, at the first call
+
+
+def test_calls_on_two_streams_at_once_each_take_their_own_workspace(rng):
+    """Calls queued on two torch streams with no sync between them: each stream's launches
+    count in their own workspace (sharing one, two launches would race on the counters), and
+    every result is right."""
+    torch = pytest.importorskip("torch")
+    with FusionDefinition() as fd:
+        _var_mean0(fd, DataType.Float)
+    xs = [torch.randn(65536, 256, device="cuda") + 3 for _ in range(4)]
+    fd.execute([xs[0]])
+    streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    for s in streams:
+        s.wait_stream(torch.cuda.current_stream())
+    results = []
+    for _ in range(3):
+        for x, s in zip(xs, streams * 2):
+            with torch.cuda.stream(s):
+                results.append((x, fd.execute([x])))
+    torch.cuda.synchronize()
+    for x, (var, mean) in results:
+        want_var, want_mean = torch.var_mean(x, dim=0, correction=1)
+        torch.testing.assert_close(var, want_var, rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(mean, want_mean, rtol=1e-4, atol=1e-5)
+    for _, k in _split_launcher(fd):
+        assert len(k.workspace[1].kept) == 3  # the default stream's and the two others'
+
+
+def test_a_call_captured_in_a_cuda_graph_replays_right_beside_eager_calls(rng):
+    """A split call captured into a CUDA graph takes a workspace of its own (zeroed inside
+    the graph), never a stream's kept one: replays on new data stay right, and so do eager
+    calls between them."""
+    torch = pytest.importorskip("torch")
+    with FusionDefinition() as fd:
+        _var_mean0(fd, DataType.Float)
+    static = torch.randn(65536, 256, device="cuda")
+    fd.execute([static])  # compiled and planned outside the capture
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fd.execute([static])
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        var, mean = fd.execute([static])
+    for _ in range(3):
+        static.copy_(torch.randn(65536, 256, device="cuda") * 2 + 1)
+        graph.replay()
+        eager = torch.randn(65536, 256, device="cuda")
+        e_var, e_mean = fd.execute([eager])
+        torch.testing.assert_close(
+            (var, mean), torch.var_mean(static, dim=0, correction=1), rtol=1e-4, atol=1e-5
+        )
+        torch.testing.assert_close(
+            (e_var, e_mean), torch.var_mean(eager, dim=0, correction=1), rtol=1e-4, atol=1e-5
+        )
+
+
+def test_the_hot_path_of_a_split_reduction_repeats_right(rng):
+    """torch inputs of one signature: from the third call the generated hot path launches
+    the split kernel with its stream's kept workspace, and every call is right."""
+    torch = pytest.importorskip("torch")
+    with FusionDefinition() as fd:
+        _row_stats(fd, DataType.Float)
+    for n in range(6):
+        x = torch.randn(3, 100003, device="cuda")
+        total, biggest, mean_sq = fd.execute([x])
+        torch.testing.assert_close(total, x.sum(1), rtol=1e-4, atol=1e-3)
+        torch.testing.assert_close(biggest, x.amax(1))
+        torch.testing.assert_close(mean_sq, (x * x).mean(1), rtol=1e-4, atol=1e-5)
+        if n >= 2:
+            assert fd._runner.hot is not None and "W0.pointer" in fd._runner.hot.source
+    for _, k in _split_launcher(fd):
+        assert len(k.workspace[1].kept) == 1

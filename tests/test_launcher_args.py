@@ -45,7 +45,7 @@ def test_every_argument_has_a_cell_of_its_declared_width_and_the_array_points_at
             assert packed.cells[pos].value == pointers[buffer_id]
         assert (packed.workspace is not None) == (k.workspace is not None)
         if k.workspace is not None:
-            assert packed.workspace[1] == k.workspace[1] > 0
+            assert packed.workspace[1].nbytes == k.workspace[1] > 0
     assert any(k.workspace is not None for k in launch.kernels)
 
 
@@ -70,3 +70,64 @@ def test_a_run_time_scalar_is_written_in_its_type_and_one_that_does_not_fit_is_r
     packed = PackedKernel(k, func=None)
     packed.fill([1, 2], {value: 0.1})
     assert type(packed.cells[pos]) is ctypes.c_double and packed.cells[pos].value == 0.1
+
+
+# -- a split kernel's workspaces: one a stream, zeroed once; a graph capture's its own -------
+class StandInArrays:
+    """The arrays a launcher allocates from, recording each zeroed workspace."""
+
+    def __init__(self) -> None:
+        self.zeroed_on: list = []
+
+    def zeroed(self, nbytes: int, stream: object):  # noqa: ANN201
+        from tunefuse.runtime.allocators import Memory
+
+        self.zeroed_on.append((nbytes, stream))
+        return Memory(0x5000_0000 + 0x1000 * len(self.zeroed_on), f"memory on {stream}")
+
+
+def workspaces(capturing: dict) -> "SplitWorkspaces":  # noqa: F821
+    """SplitWorkspaces of 96 bytes whose capture query reads `capturing` (handle -> status,
+    or "error")."""
+    from tunefuse.runtime.launcher import SplitWorkspaces
+
+    w = SplitWorkspaces(96)
+    none = w.not_capturing
+
+    def is_capturing(handle):  # noqa: ANN001, ANN202
+        status = capturing.get(handle, none)
+        return (1, none) if status == "error" else (0, status)
+
+    w.is_capturing = is_capturing
+    return w
+
+
+def test_a_split_kernel_zeroes_a_workspace_once_a_stream_and_reuses_it():
+    arrays, w, keep = StandInArrays(), workspaces({}), []
+    first = [w.pointer(arrays, s, f"handle {s}", keep) for s in ("a", "b", "a", "b", "a")]
+    assert first[0] == first[2] == first[4] != first[1] == first[3]
+    assert arrays.zeroed_on == [(96, "a"), (96, "b")] and keep == []
+
+
+def test_a_captured_or_unknown_stream_gets_a_fresh_workspace_each_call_kept_for_the_call():
+    from cuda.bindings import driver
+
+    active = driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_ACTIVE
+    arrays, keep = StandInArrays(), []
+    w = workspaces({"handle g": active, "handle e": "error"})
+    kept = w.pointer(arrays, "s", "handle s", keep)
+    captured = [w.pointer(arrays, "g", "handle g", keep) for _ in range(2)]
+    failed = w.pointer(arrays, "e", "handle e", keep)
+    assert len({kept, *captured, failed}) == 4  # never the kept one, never each other's
+    assert list(w.kept) == ["s"] and [m.ptr for m in keep] == [*captured, failed]
+
+
+def test_past_the_stream_limit_the_oldest_streams_workspace_is_dropped():
+    from tunefuse.runtime.launcher import MAX_WORKSPACE_STREAMS
+
+    arrays, w = StandInArrays(), workspaces({})
+    for s in range(MAX_WORKSPACE_STREAMS + 2):
+        w.pointer(arrays, s, s, [])
+    assert list(w.kept) == list(range(2, MAX_WORKSPACE_STREAMS + 2))
+    w.pointer(arrays, 0, 0, [])  # made again, zeroed again
+    assert arrays.zeroed_on[-1] == (96, 0) and len(arrays.zeroed_on) == MAX_WORKSPACE_STREAMS + 3

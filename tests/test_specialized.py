@@ -46,6 +46,17 @@ class StandIn:
         return self.device
 
 
+class Workspaces:
+    """A split kernel's SplitWorkspaces as the hot path calls it."""
+
+    def __init__(self, ptr: int) -> None:
+        self.ptr = ptr
+
+    def pointer(self, arrays: object, stream: object, handle: object, keep: list) -> int:
+        assert (arrays, stream, handle, keep) == ("arrays", "stream", "handle", [])
+        return self.ptr
+
+
 def bind(launch, signature, likes):  # noqa: ANN001, ANN201
     """The source of `launch` for inputs `signature`, run against stand-ins; returns
     (hot, launches, cells, made)."""
@@ -55,7 +66,13 @@ def bind(launch, signature, likes):  # noqa: ANN001, ANN201
     allocations = [(b.id, likes(b)) for b in others]
     kernels = [k for k in launch.kernels if k.numel]
     hot_kernels = [
-        HotKernel(tuple(b for _, b in k.pointer_slots), k.grid, k.block, k.shared_bytes)
+        HotKernel(
+            tuple(b for _, b in k.pointer_slots),
+            k.grid,
+            k.block,
+            k.shared_bytes,
+            k.workspace is not None,
+        )
         for k in kernels
     ]
     results = [
@@ -76,6 +93,7 @@ def bind(launch, signature, likes):  # noqa: ANN001, ANN201
         "lock": __import__("threading").Lock(),
         "launch": lambda *args: launches.append(args) or (0,),
         "failed": lambda k, err: pytest.fail(f"{k}: {err}"),
+        "arrays": "arrays",
     }
 
     def empty_like(x):  # noqa: ANN001, ANN202
@@ -91,6 +109,9 @@ def bind(launch, signature, likes):  # noqa: ANN001, ANN201
         env.update({f"k{n}": k, f"F{n}": f"function{n}", f"P{n}": f"params{n}"})
         for c, _ in enumerate(k.pointer_slots):
             cells[(n, c)] = env[f"c{n}_{c}"] = ctypes.c_uint64(0)
+        if k.workspace is not None:
+            cells[(n, "workspace")] = env[f"w{n}"] = ctypes.c_uint64(0)
+            env[f"W{n}"] = Workspaces(0xA000_0000 + 0x100 * n)
     for k, s in enumerate(signature):
         env.update({f"T{k}": StandIn, f"D{k}": s.dtype, f"S{k}": s.shape, f"R{k}": s.strides})
     exec(compile(source, "<hot>", "exec"), env)  # noqa: S102
@@ -105,8 +126,13 @@ def _cases():  # noqa: ANN202
 
 
 def test_every_fuzzed_plans_hot_path_writes_each_pointer_and_launches_in_order():
-    checked = 0
-    for case in _cases():
+    check_hot_paths(list(_cases()), COUNT // 8)
+
+
+def check_hot_paths(cases: list, at_least: int = 1) -> int:
+    """Each case's hot path run against stand-ins, checked; the number of split kernels."""
+    checked = split_kernels = 0
+    for case in cases:
         plan = make_plan(case.fd.fusion, case.inputs, device=H100)
         _, launch = generate_launches(plan, H100, default_chooser(H100))
         signature = [
@@ -139,6 +165,9 @@ def test_every_fuzzed_plans_hot_path_writes_each_pointer_and_launches_in_order()
             assert launches[n][8:] == ("handle", f"params{n}", 0)
             for c, (_, bid) in enumerate(k.pointer_slots):
                 assert cells[(n, c)].value == pointers[bid], (case, n, c)
+            if k.workspace is not None:
+                assert cells[(n, "workspace")].value == 0xA000_0000 + 0x100 * n, (case, n)
+                split_kernels += 1
         checked += 1
         if signature:  # one input off the signature: a miss, nothing launched
             before = len(launches)
@@ -148,7 +177,25 @@ def test_every_fuzzed_plans_hot_path_writes_each_pointer_and_launches_in_order()
             assert hot(off) is None and len(launches) == before
             off[0] = StandIn(s.ptr, s.dtype, (*s.shape, 1), s.strides)
             assert hot(off) is None and len(launches) == before
-    assert checked >= COUNT // 8, checked
+    assert checked >= at_least, checked
+    return split_kernels
+
+
+def _split_sum_case():  # noqa: ANN202
+    """Sums of two rows of 2**18: too few outputs to fill the GPU, so the default splits."""
+    import numpy as np
+    from fuzz import FuzzCase
+
+    from tunefuse import DataType, FusionDefinition
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(x, [1]))
+    return FuzzCase(-1, fd, [np.ones((2, 2**18), np.float32)], ["sum"], ["contiguous"])
+
+
+def test_a_split_reductions_hot_path_passes_its_streams_workspace():
+    assert check_hot_paths([_split_sum_case()]) == 1
 
 
 def test_a_plan_with_nothing_to_launch_makes_its_outputs_and_launches_nothing():

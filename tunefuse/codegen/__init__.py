@@ -22,7 +22,7 @@ from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import scheduler_for
 
 CODEGEN_VERSION = (
-    "13"  # bump when generated code changes: tuned records of another version are not used
+    "14"  # bump when generated code changes: tuned records of another version are not used
 )
 
 
@@ -35,7 +35,7 @@ class KernelSource:
     block: tuple[int, int, int]
     shared_bytes: int
     params: object
-    workspace_bytes: int = 0  # zeroed device memory the launch passes as its last argument (WS)
+    workspace_bytes: int = 0  # device memory, zeroed when made, the launch passes last (WS)
 
 
 def kernel_name(segment: Segment, params: object, args: tuple[KernelArg, ...] = ()) -> str:

@@ -809,8 +809,11 @@ class _Emitter:
         """Inside the row loop: each accumulator over this block's share, reduced across the
         block and published; then a counter per row tile tells the last block to arrive,
         which combines every share in share order (the same order whichever block is last:
-        deterministic) and stores. With a vector along the outputs, each of a lane's outputs
-        is published and combined in turn (its partials at its own output index)."""
+        deterministic) and stores. The counter goes back to zero with the last arrival
+        (`atomicInc` wraps at split - 1), so the workspace is zeroed only when it is made
+        (runtime.launcher.SplitWorkspaces), not before every launch. With a vector along the
+        outputs, each of a lane's outputs is published and combined in turn (its partials at
+        its own output index)."""
         p, vec = self.p, self.vec
         for acc in self.accs:
             self.reduce_pass(acc, "    ")
@@ -832,7 +835,10 @@ class _Emitter:
         self.w("    __syncthreads();")
         self.w("    if (threadIdx.x == 0 && threadIdx.y == 0) {")
         self.w(
-            f"      tf_last = atomicAdd(&tf_counter[row_base / {p.rows_per_block}], 1u) == {p.split - 1}u;"
+            "      // the last share's increment wraps the counter to 0: ready for the next launch"
+        )
+        self.w(
+            f"      tf_last = atomicInc(&tf_counter[row_base / {p.rows_per_block}], {p.split - 1}u) == {p.split - 1}u;"
         )
         self.w("    }")
         self.w("    __syncthreads();")

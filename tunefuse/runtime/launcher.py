@@ -37,6 +37,45 @@ _SCALAR_CELLS = {
 }
 _INDEX_CELLS = {"i32": ctypes.c_int32, "i64": ctypes.c_int64}
 
+# The most streams a split kernel keeps a workspace for; past it, the oldest is dropped (its
+# memory freed in its own stream's order) so that a caller making a stream per call does not
+# grow memory without end.
+MAX_WORKSPACE_STREAMS = 8
+
+
+class SplitWorkspaces:
+    """A split reduction's workspaces, one per stream, each zeroed once when made.
+
+    The kernel leaves its tile counters at zero (the last block of a tile wraps the counter
+    back with `atomicInc`), and every partial is written before it is read, so a launch after
+    the first needs no memset. Launches on two streams may run at once and so never share a
+    workspace; launches on one stream run in order. A stream being captured into a CUDA graph
+    gets a fresh workspace each call: the graph may be replayed on any stream, beside eager
+    calls."""
+
+    def __init__(self, nbytes: int) -> None:
+        from cuda.bindings import driver
+
+        self.nbytes = nbytes
+        self.kept: dict = {}  # cuda.core Stream -> Memory
+        self.is_capturing = driver.cuStreamIsCapturing
+        self.not_capturing = driver.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+
+    def pointer(self, arrays: OwnArrays, stream: object, handle: object, keep: list) -> int:
+        """The workspace of a launch on `stream` (`handle`: its CUstream), made and zeroed
+        there on first use; `keep` holds a one-call workspace until its launch is queued."""
+        err, status = self.is_capturing(handle)
+        if err or status != self.not_capturing:
+            memory = arrays.zeroed(self.nbytes, stream)
+            keep.append(memory)
+            return memory.ptr
+        memory = self.kept.get(stream)
+        if memory is None:
+            if len(self.kept) >= MAX_WORKSPACE_STREAMS:
+                self.kept.pop(next(iter(self.kept)))
+            memory = self.kept[stream] = arrays.zeroed(self.nbytes, stream)
+        return memory.ptr
+
 
 class PackedKernel:
     """One kernel's arguments as ctypes cells and the `void*[]` that points at them, made
@@ -61,7 +100,7 @@ class PackedKernel:
         if launch.workspace is not None:
             pos, nbytes = launch.workspace
             cells[pos] = ctypes.c_uint64(0)
-            self.workspace = (cells[pos], nbytes)
+            self.workspace = (cells[pos], SplitWorkspaces(nbytes))
         if launch.index_error is not None:
             cells[launch.index_error] = ctypes.c_uint64(index_error_word)
         missing = [pos for pos, c in enumerate(cells) if c is None]
@@ -140,16 +179,14 @@ class Launcher:
     def enqueue(self, stream: object, handle: object, pointers: list, host: dict | None) -> None:
         """Every kernel, in order, on `stream` (`handle`: its CUstream; this GPU's context
         current)."""
-        keep = []  # workspaces alive until their launch is queued (frees are stream-ordered)
+        keep: list = []  # one-call workspaces, alive until their launch is queued
         launch = self.cu_launch
         with self.lock:
             for k in self.kernels:
                 k.fill(pointers, host)
                 if k.workspace is not None:
-                    cell, nbytes = k.workspace
-                    memory = self.arrays.zeroed(nbytes, stream)
-                    keep.append(memory)
-                    cell.value = memory.ptr
+                    cell, workspaces = k.workspace
+                    cell.value = workspaces.pointer(self.arrays, stream, handle, keep)
                 (err,) = launch(*k.geometry, handle, k.params, 0)
                 if err:
                     raise ExecutionError(f"launch of {k.name} ({k.segment}) failed: {err!r}")

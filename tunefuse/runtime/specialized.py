@@ -5,8 +5,8 @@ decided: no key tuple built and hashed, no loop over buffers, no dispatch on kin
 
 `specialize(launcher, key, inputs)` returns `hot(inputs) -> outputs | None`; None (a miss)
 sends the caller down the general path. Only the common case is specialized: torch tensors
-in, every kernel's arguments pointers alone (no run-time scalars, workspaces or gathers),
-every result a whole new array. Anything else gets None and keeps the general path.
+in, every kernel's arguments pointers alone and a split reduction's workspace (no run-time
+scalars or gathers), every result a whole new array. Anything else gets None and keeps the general path.
 `hot_source` (pure: the source from the signature and the launches) is what the CPU tests
 read and run against stand-ins for the driver.
 """
@@ -22,12 +22,13 @@ from tunefuse.errors import ExecutionError
 @dataclass(frozen=True)
 class HotKernel:
     """What the source needs of one launch: its pointer arguments' buffers (in argument
-    order) and its geometry."""
+    order), its geometry, and whether it takes a workspace (a split reduction)."""
 
     pointer_buffers: tuple[int, ...]
     grid: tuple[int, int, int]
     block: tuple[int, int, int]
     shared: int
+    workspace: bool = False
 
 
 def hot_source(
@@ -42,7 +43,8 @@ def hot_source(
     (buffer, the input whose empty_like it is, or None: `make<j>`); `results`: the buffers
     returned. Names it expects bound: T<k>, D<k>, S<k>, R<k> (each input's type, dtype, shape,
     strides), enter, leave, current_stream, index, stream_cache, streams, lock, launch,
-    failed, empty_like, make<j>, c<n>_<c> (kernel n's pointer cells), F<n>, P<n>, k<n>."""
+    failed, empty_like, make<j>, c<n>_<c> (kernel n's pointer cells), F<n>, P<n>, k<n>, and
+    for a kernel with a workspace arrays, w<n> (its cell) and W<n> (its SplitWorkspaces)."""
     lines = ["def hot(inputs):", f"    if len(inputs) != {len(key)}:", "        return None"]
     names = [f"x{k}" for k in range(len(key))]
     lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = inputs")
@@ -68,12 +70,16 @@ def hot_source(
         else:
             lines.append(f"        o{j}, q{j} = make{j}(inputs, stream)")
         pointer[bid] = f"q{j}"
+    if any(k.workspace for k in kernels):
+        lines.append("        keep = []")
     if kernels:  # (none where every kernel's space is empty)
         lines.append("        with lock:")
     for n, k in enumerate(kernels):
         lines += [
             f"            c{n}_{c}.value = {pointer[b]}" for c, b in enumerate(k.pointer_buffers)
         ]
+        if k.workspace:
+            lines.append(f"            w{n}.value = W{n}.pointer(arrays, stream, handle, keep)")
         geometry = ", ".join(str(v) for v in (*k.grid, *k.block, k.shared))
         lines += [
             f"            (err,) = launch(F{n}, {geometry}, handle, P{n}, 0)",
@@ -91,8 +97,6 @@ def specialize(launcher, key: tuple, inputs: Sequence[object]) -> Callable | Non
     where the call is not of the kind specialized."""
     if launcher.arrays.name != "torch" or launcher.takes_scalars or launcher.gathers:
         return None
-    if any(k.workspace is not None for k in launcher.kernels):
-        return None
     if len(key) != len(inputs) or any(len(part) != 5 for part in key):  # a scalar input
         return None
     plan = launcher.device_plan(inputs)
@@ -108,6 +112,7 @@ def specialize(launcher, key: tuple, inputs: Sequence[object]) -> Callable | Non
         "lock": launcher.lock,
         "launch": launcher.cu_launch,
         "failed": _failed,
+        "arrays": launcher.arrays,
     }
     for k, (dtype, shape, strides, _, _) in enumerate(key):
         env.update({f"T{k}": type(inputs[k]), f"D{k}": dtype, f"S{k}": tuple(shape)})
@@ -123,7 +128,10 @@ def specialize(launcher, key: tuple, inputs: Sequence[object]) -> Callable | Non
     for n, k in enumerate(launcher.kernels):
         env.update({f"k{n}": k, f"F{n}": k.func, f"P{n}": k.params})
         env.update({f"c{n}_{c}": cell for c, (cell, _) in enumerate(k.pointers)})
-        kernels.append(HotKernel(tuple(b for _, b in k.pointers), k.grid, k.block, k.shared))
+        if k.workspace is not None:
+            env[f"w{n}"], env[f"W{n}"] = k.workspace
+        pointers = tuple(b for _, b in k.pointers)
+        kernels.append(HotKernel(pointers, k.grid, k.block, k.shared, k.workspace is not None))
     source = hot_source(key, plan.input_pointers, allocations, kernels, plan.whole_results)
     name = f"<tunefuse hot path {launcher.exe.fusion.fusion_id[:8]}>"
     exec(compile(source, name, "exec"), env)  # noqa: S102 - our own generated source
