@@ -94,7 +94,7 @@ def test_outer_reductions_take_vectors_of_outputs_that_cost_no_parallelism(
         many //= 2
     assert widest % p.vector == 0 and p.vector >= many
     assert p.vector == many or p.vector * itemsize <= reduction.LANE_VECTOR_BYTES
-    one = reduction._outer_layout(seg, 1)
+    one = reduction._outer_layout(seg, 1, H100)
     one = dataclasses.replace(one, split=reduction._outer_split(seg, H100, one))
     if one.split == 1 and reduction._fills_unsplit(seg, H100, one):
         assert p.split == 1
@@ -105,7 +105,7 @@ def test_outer_reductions_take_vectors_of_outputs_that_cost_no_parallelism(
     assert 2 * in_flight(p) >= in_flight(one)
     if p.vector < widest and 2 * p.vector * itemsize <= reduction.LANE_VECTOR_BYTES:
         # the next wider lane within LANE_VECTOR_BYTES was refused: it would cost parallelism
-        wider = reduction._outer_layout(seg, 2 * p.vector)
+        wider = reduction._outer_layout(seg, 2 * p.vector, H100)
         most = reduction.row_tiles(seg, wider) * reduction._split_by_work(seg, wider)
         resident = H100.sm_count * H100.max_threads_per_sm
         trips = rows // (wider.threads_r * wider.unroll)
@@ -168,6 +168,50 @@ def test_a_column_sum_is_split_only_as_far_as_it_needs_to_fill_the_gpu(
         assert reduction.split_error(seg, dataclasses.replace(p, split=2)) or (
             rows // 2 // step < reduction.MIN_SPLIT_STEPS
         )
+
+
+@given(
+    rows_log=st.integers(1, 26),
+    cols_log=st.integers(0, 22),
+    odd=st.booleans(),
+    dtype=st.sampled_from(list(NUMPY)),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=300, deadline=None)
+def test_short_columns_trade_outputs_a_block_for_threads_until_half_the_gpu_is_busy(
+    rows_log, cols_log, odd, dtype, device
+):
+    """A strided layout's blocks hold half the GPU's resident threads, unless a block row
+    would then read less than BLOCK_ROW_BYTES or a thread fewer than OUTER_THREAD_ELEMENTS
+    of its column; never more outputs a block than that needs (the one taken before it
+    would already have held half)."""
+    rows, cols = 1 << rows_log, (1 << cols_log) + (1 if odd else 0)
+    seg = column_sum_segment(rows, cols, dtype)
+    itemsize = 4 if dtype is DataType.Float else 2
+    for vector in (1, 2, 4):
+        if reduction.output_vector(seg) % vector:
+            continue
+        p = reduction._outer_layout(seg, vector, device)
+        lanes = -(-cols // vector)
+        threads = -(-lanes // p.rows_per_block) * reduction.block_threads(p)
+        resident = device.sm_count * device.max_threads_per_sm
+        assert reduction.block_threads(p) <= 1024
+        halved = p.rows_per_block // 2 * vector * itemsize
+        assert (
+            2 * threads >= resident
+            or halved < reduction.BLOCK_ROW_BYTES
+            or rows < 2 * p.threads_r * reduction.OUTER_THREAD_ELEMENTS
+        )
+
+
+def test_the_measured_short_columns_take_more_threads_a_column_and_long_ones_do_not():
+    """fp32 [256, 16384] (16 MB): 32 outputs a block and 16 threads a column, 512 blocks (was
+    128 x 4 in 128 blocks: 11.9 -> 11.0 us, var_mean0 15.7 -> 12.0); [16384, 4096] (256 MB)
+    keeps 32 x 32 in 128 blocks (8 outputs a block: 101.6 -> 152.6)."""
+    short = reduction.default_params(column_sum_segment(256, 16384, DataType.Float), H100)
+    assert (short.rows_per_block, short.threads_r, short.split) == (32, 16, 1)
+    long = reduction.default_params(column_sum_segment(16384, 4096, DataType.Float), H100)
+    assert (long.rows_per_block, long.threads_r, long.split) == (32, 32, 1)
 
 
 def test_the_measured_column_sums_split_where_it_paid():

@@ -51,7 +51,7 @@ class Scheduler(Protocol):
 # 11: strided reductions take vectors of outputs where that costs no parallelism, split (now
 #    valid with such vectors) by the bytes their loads keep in flight.
 # 12: normalizations of rows of at most 32 vectors take blocks of 128 threads (were 512).
-HEURISTICS_VERSION = 12
+HEURISTICS_VERSION = 13
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

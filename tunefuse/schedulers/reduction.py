@@ -368,6 +368,11 @@ LANE_VECTOR_BYTES = 8
 # with 4 a lane; 512 rows, 8 trips, 12.0 -> 13.8 with 2; fp32 4096 outputs of 8192 and
 # 16384 rows: 53.7 -> 57.3 and 102.0 -> 108.4 with 2).
 VECTOR_TRIPS = 16
+# A block row of a strided reduction reads at least a cache line: thinner rows scatter a
+# block's reads over DRAM pages (H100 fp32 column sums [16384, 4096]: rows of 32 outputs
+# 101.6 us, of 8 152.6; bf16 [131072, 1024] rows of 16 110.7, of 4 153.9).
+BLOCK_ROW_BYTES = 128
+OUTER_THREAD_ELEMENTS = 16  # a strided thread's loop: two trips of 8 loads in flight
 UNSPLIT_BYTES = 4
 SPLIT_BYTES = 64
 SPLIT_BLOCKS_PER_SM = 8
@@ -430,7 +435,7 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
     many = output_vector(segment)
     while many > 1 and n_out // (many * 32) < SPLIT_WAVES * device.sm_count:
         many //= 2
-    narrowest = _outer_layout(segment, 1)
+    narrowest = _outer_layout(segment, 1, device)
     unsplit = _fills_unsplit(segment, device, narrowest)
     splittable = split_error(segment, Params(inner=False, split=2)) is None
     target = _split_bytes(segment) * device.sm_count * device.max_threads_per_sm
@@ -438,7 +443,7 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
     while vector > 1 and vector * widest_load(segment) > LANE_VECTOR_BYTES:
         vector //= 2
     while vector > many:
-        p = _outer_layout(segment, vector)
+        p = _outer_layout(segment, vector, device)
         trips = n_red // (p.threads_r * p.unroll)
         narrow = widest_load(segment) < 4  # a lane of one element loads under 4 bytes
         if _fills_unsplit(segment, device, p) and (
@@ -449,10 +454,10 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
         if not unsplit and splittable and _in_flight(segment, p, most) >= target:
             return p
         vector //= 2
-    return _outer_layout(segment, many) if many > 1 else narrowest
+    return _outer_layout(segment, many, device) if many > 1 else narrowest
 
 
-def _outer_layout(segment: Segment, vector: int) -> Params:
+def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     """A strided reduction's block for lanes of `vector` outputs."""
     n_out, n_red = sizes(segment)
     lanes = -(-n_out // vector)
@@ -480,6 +485,20 @@ def _outer_layout(segment: Segment, vector: int) -> Params:
     # stay ~512 threads.
     while rows < 256 and rows * threads_r < 512 and rows * 2 <= lanes:
         rows *= 2
+    # Where the tiles of `rows` outputs leave half the SMs' threads idle, a block takes half the
+    # outputs and twice the threads along the reduction (the same block), while a block row
+    # still reads BLOCK_ROW_BYTES and each thread keeps OUTER_THREAD_ELEMENTS of its column
+    # (fp32 [256, 16384]: 128 blocks of 128 x 4 threads 11.9 us, 512 of 32 x 16 11.0;
+    # var_mean0 15.7 -> 12.0; where the tiles already held 97% of the threads, var_mean0
+    # fp32 [256, 2**18] and [64, 2**20], halving the rows cost 7-8%).
+    resident = device.sm_count * device.max_threads_per_sm
+    while (
+        2 * -(-lanes // rows) * rows * threads_r < resident
+        and (rows // 2) * vector * widest_load(segment) >= BLOCK_ROW_BYTES
+        and n_red >= 2 * threads_r * OUTER_THREAD_ELEMENTS
+    ):
+        rows //= 2
+        threads_r *= 2
     return Params(threads_r, rows, False, 32, vector, 8, evict_first_pays(segment))
 
 
