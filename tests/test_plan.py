@@ -763,3 +763,41 @@ def test_a_value_shaped_by_a_reductions_result_is_not_in_its_reduction_space():
     table = next(s for s in fd.plan(xs).segments if s.why.startswith("gather"))
     assert table.scheduler is SchedulerKind.POINTWISE and table.reduce_dims == ()
     assert_plan_matches_reference(fd, xs)
+
+
+def _layernorm_plan(shape, device):  # noqa: ANN001, ANN202
+    from fusion_zoo import ZOO, build
+
+    from tunefuse.planning.plan import make_plan
+
+    fd = build(ZOO["layernorm"], DataType.Float)
+    base = np.zeros(1, np.float32)  # views of the shape: planning reads no data
+    ranks = [fd.fusion.values[v].rank for v in fd.fusion.inputs]  # x [rows, cols], w and b [cols]
+    inputs = [np.lib.stride_tricks.as_strided(base, shape[2 - r :], (0,) * r) for r in ranks]
+    return make_plan(fd.fusion, inputs, device=device)
+
+
+@pytest.mark.parametrize(
+    "shape,again", [((64, 65536), True), ((16, 262144), True), ((4, 1 << 24), False)]
+)
+def test_a_kernel_whose_rows_the_next_kernel_reads_again_does_not_load_them_evict_first(
+    shape, again
+):
+    """A layernorm of rows too long for one kernel: its statistics kernel reads the rows, and
+    the normalizing kernel reads them again. Where the rows fit in half the L2 (16 MB here),
+    the first kernel marks them read again and its default loads them with the default cache
+    policy, so that the second finds them in L2; 256 MB of rows do not fit, and keep
+    evict-first. Without a device nothing is marked."""
+    from tunefuse.device_info import A100, H100
+    from tunefuse.schedulers import scheduler_for
+
+    for device in (H100, A100):
+        plan = _layernorm_plan(shape, device)
+        first, *rest = plan.segments
+        assert rest and all(st.reduced for st in first.stores)
+        x = next(b.id for b in plan.buffers if b.kind is BufferKind.INPUT and len(b.shape) == 2)
+        assert first.read_again == (frozenset({x}) if again else frozenset())
+        assert all(x not in s.read_again for s in rest)  # nothing after them reads x
+        params = scheduler_for(first.scheduler).default_params(first, device)
+        assert params.evict_first is not again
+    assert not any(s.read_again for s in _layernorm_plan(shape, None).segments)

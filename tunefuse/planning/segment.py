@@ -121,6 +121,10 @@ class Segment:
     why: str  # why this segment is separate from the others
     buffer_alignments: tuple[tuple[int, int], ...] = field(default=())  # (buffer id, bytes)
     gathers: tuple[GatherLoad, ...] = ()  # data-dependent reads (EGather)
+    # Buffers this kernel reads that a later kernel of its plan reads again and that fit in
+    # half the GPU's L2 (planning.plan.mark_read_again): a default that loads them
+    # evict-first would send the later kernel to memory for them.
+    read_again: frozenset[int] = frozenset()
 
     @property
     def buffer_ids(self) -> tuple[int, ...]:

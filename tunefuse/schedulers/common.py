@@ -77,8 +77,9 @@ def evict_first_pays(segment: Segment) -> bool:
     column sum 53.8 against 58.0; but where a full-size output is written as the input is
     read, evict-first loads cost 1-2%: bias+GELU 93.6 against 92.6, transpose 98.2 against
     96.9, softmax fp32 94.3 against 93.2, bf16 52.1 against 51.7, layernorm 94.7 against 92.8,
-    rmsnorm bf16 49.9 against 49.4."""
-    return all(st.reduced for st in segment.stores)
+    rmsnorm bf16 49.9 against 49.4. Nor where a later kernel of the plan reads the same data
+    while it may still be in L2 (`Segment.read_again`)."""
+    return all(st.reduced for st in segment.stores) and not segment.read_again
 
 
 # The code-generation flags every scheduler's Params carries: evict-first loads, and sizes,
