@@ -27,8 +27,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import torch  # noqa: E402
 from fusion_zoo import ZOO  # noqa: E402
+from patterns import SURFACE_ONLY, pattern_fusion  # noqa: E402
 from run import timed, torch_of  # noqa: E402
-from surface import SURFACE_ONLY, _fusion, _torch_fn  # noqa: E402
+from surface import _torch_fn  # noqa: E402
 from sweep import choice, only_segment, torch_dtype, zoo_case  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
@@ -59,7 +60,9 @@ def case(name: str, dtype: DataType, shape: tuple[int, ...]):  # noqa: ANN201
     if name in ZOO:
         return zoo_case(name, dtype, *shape)
     if name in SURFACE_ONLY:
-        return _fusion(name, dtype), [torch.randn(*shape, device="cuda").to(torch_dtype(dtype))]
+        return pattern_fusion(name, dtype), [
+            torch.randn(*shape, device="cuda").to(torch_dtype(dtype))
+        ]
     seeds = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
     if name not in seeds:
         raise SystemExit(

@@ -4,7 +4,9 @@ bound by instruction issue rather than memory (rows of a few elements, exps, div
     python3 benchmarks/sass_count.py logsumexp bfloat16 67108864x2 [rows_per_lane=8 ...]
         [--arch=sm_80|sm_90] [--print]
 
-CASE is a tests/fusion_zoo.py case (SHAPE rows x cols); each name=value changes the default
+CASE is a tests/fusion_zoo.py case (SHAPE rows x cols) or a surface pattern not in the zoo
+(row, col, var_mean0, middle: SHAPE as benchmarks/surface.py lays it out, e.g. var_mean0
+bfloat16 32768x4096, middle float 64x1024x64); each name=value changes the default
 params (ints and True/False). Prints the params, the static instruction count of each kernel
 of the plan and its most frequent opcodes. Static: a loop body counts once, so compare
 variants of one kernel, not kernels of different structure.
@@ -27,9 +29,11 @@ import tempfile
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import numpy as np  # noqa: E402
 from fusion_zoo import ZOO, build  # noqa: E402
+from patterns import SURFACE_ONLY, pattern_fusion  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
 from tunefuse.codegen import generate  # noqa: E402
@@ -80,25 +84,26 @@ def parse_value(text: str) -> object:
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
-    if len(args) < 3 or args[0] not in ZOO:
-        raise SystemExit(__doc__ + f"\ncases: {sorted(ZOO)}")
-    name, dtype, shape = args[0], DataType.parse(args[1]), args[2].split("x")
-    rows, cols = (int(n) for n in shape)
+    if len(args) < 3 or (args[0] not in ZOO and args[0] not in SURFACE_ONLY):
+        raise SystemExit(__doc__ + f"\ncases: {sorted(ZOO)}; patterns: {list(SURFACE_ONLY)}")
+    name, dtype = args[0], DataType.parse(args[1])
+    try:
+        shape = tuple(int(n) for n in args[2].split("x"))
+    except ValueError:
+        raise SystemExit(f"{args[2]}: a shape is extents joined by x (8192x4096)") from None
+    rank = 3 if name == "middle" else 2
+    if len(shape) != rank or min(shape) < 1:
+        raise SystemExit(f"{args[2]}: {name} takes {rank} positive extents")
     arch = opts.get("arch", "sm_90")
     if arch not in PROFILES:
         raise SystemExit(f"--arch {arch}: one of {sorted(PROFILES)}")
     device = PROFILES[arch]
     changes = dict(a.split("=", 1) for a in args[3:])
     tool = cuobjdump()
-    fd = build(ZOO[name], dtype)
+    fd = build(ZOO[name], dtype) if name in ZOO else pattern_fusion(name, dtype)
     base = np.zeros(1, dtype.numpy)  # views of the shape: planning reads no data
-    item = base.itemsize
-    inputs = [
-        np.lib.stride_tricks.as_strided(base, (rows, cols), (cols * item, item))
-        if fd.fusion.values[v].rank == 2
-        else np.lib.stride_tricks.as_strided(base, (cols,), (item,))
-        for v in fd.fusion.inputs
-    ]
+    ranks = [fd.fusion.values[v].rank for v in fd.fusion.inputs]  # the input, then [cols] ones
+    inputs = [np.lib.stride_tricks.as_strided(base, shape[rank - r :], (0,) * r) for r in ranks]
     plan = fd.plan(inputs, device=device)
     dtypes = {b.id: b.dtype for b in plan.buffers}
     for seg in plan.segments:

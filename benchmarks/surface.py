@@ -29,40 +29,18 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 sys.path.insert(0, str(ROOT / "tests"))
 
-from fusion_zoo import layernorm, logsumexp, rmsnorm, softmax  # noqa: E402
+from patterns import (  # noqa: E402
+    NORMALIZATIONS,
+    ROW_PATTERNS,
+    pattern_fusion,
+    reduced_extent,
+    shapes,
+)
 from run import copy_bandwidth, timed, torch_of  # noqa: E402
 
-from tunefuse import DataType, FusionDefinition  # noqa: E402
+from tunefuse import DataType  # noqa: E402
 
 TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16}
-ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm", "logsumexp")  # [outputs, reduced]
-SURFACE_ONLY = ("row", "col", "var_mean0", "middle")  # patterns that are no fusion_zoo case
-NORMALIZATIONS = {
-    "softmax": softmax,
-    "layernorm": layernorm,
-    "rmsnorm": rmsnorm,
-    "logsumexp": logsumexp,
-}
-
-
-def _fusion(pattern: str, dtype: DataType) -> FusionDefinition:
-    with FusionDefinition() as fd:
-        if pattern in NORMALIZATIONS:  # a row reduced, then written: the zoo's definitions
-            NORMALIZATIONS[pattern](fd, dtype)
-        elif pattern == "middle":
-            x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
-            fd.add_output(fd.ops.sum(x, dims=[1]))
-        else:
-            x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
-            if pattern == "row":
-                fd.add_output(fd.ops.sum(x, dims=[1]))
-            elif pattern == "col":
-                fd.add_output(fd.ops.sum(x, dims=[0]))
-            else:  # var_mean0: BatchNorm's statistics
-                var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=[0], correction=1)
-                fd.add_output(var)
-                fd.add_output(mean)
-    return fd
 
 
 def _torch_fn(pattern: str):
@@ -75,28 +53,6 @@ def _torch_fn(pattern: str):
         "middle": lambda x: x.sum(1),
         "var_mean0": lambda x: torch.var_mean(x.float(), dim=0, correction=1),
     }[pattern]
-
-
-def shapes(pattern: str, elements: int, step: int) -> list[tuple[int, ...]]:
-    """(outputs, reduced) from 1 x N to N x 1 in factors of `step`, as the pattern lays them
-    out (a column reduction is [reduced, outputs]; the middle one [outputs/64, reduced, 64])."""
-    out = []
-    outputs = 1
-    while outputs <= elements:
-        reduced = elements // outputs
-        if pattern in ROW_PATTERNS:
-            out.append((outputs, reduced))
-        elif pattern in ("col", "var_mean0"):
-            out.append((reduced, outputs))
-        elif outputs >= 64:
-            out.append((outputs // 64, reduced, 64))
-        outputs *= step
-    return out
-
-
-def reduced_extent(pattern: str, shape: tuple[int, ...]) -> int:
-    """The elements a cell reduces an output (as `shapes` lays the pattern out)."""
-    return shape[0] if pattern in ("col", "var_mean0") else shape[1]
 
 
 def main() -> None:
@@ -128,7 +84,7 @@ def main() -> None:
         compiled = torch.compile(_torch_fn(pattern), dynamic=False)
         for dtype_name in args.dtypes:
             dtype, tdtype = DataType(dtype_name), TORCH_DTYPES[dtype_name]
-            fd = _fusion(pattern, dtype)
+            fd = pattern_fusion(pattern, dtype)
             for mbytes in args.mbytes:
                 elements = mbytes * (1 << 20) // tdtype.itemsize
                 for shape in shapes(pattern, elements, args.step):

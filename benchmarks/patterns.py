@@ -1,0 +1,69 @@
+"""The surface's patterns as fusions, without torch: each pattern's definition, its grid of
+shapes at fixed bytes, and the extent each cell reduces. `surface.py` times them on the GPU;
+`ab.py` and `sass_count.py` take a pattern where they take a fusion_zoo case."""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+for _path in (str(ROOT), str(ROOT / "tests")):  # appended: a caller's tunefuse stays first
+    if _path not in sys.path:
+        sys.path.append(_path)
+
+from fusion_zoo import layernorm, logsumexp, rmsnorm, softmax  # noqa: E402
+
+from tunefuse import DataType, FusionDefinition  # noqa: E402
+
+ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm", "logsumexp")  # [outputs, reduced]
+SURFACE_ONLY = ("row", "col", "var_mean0", "middle")  # patterns that are no fusion_zoo case
+NORMALIZATIONS = {
+    "softmax": softmax,
+    "layernorm": layernorm,
+    "rmsnorm": rmsnorm,
+    "logsumexp": logsumexp,
+}
+
+
+def pattern_fusion(pattern: str, dtype: DataType) -> FusionDefinition:
+    """The fusion a surface pattern times (one input: the zoo's norms also take a weight)."""
+    with FusionDefinition() as fd:
+        if pattern in NORMALIZATIONS:  # a row reduced, then written: the zoo's definitions
+            NORMALIZATIONS[pattern](fd, dtype)
+        elif pattern == "middle":
+            x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
+            fd.add_output(fd.ops.sum(x, dims=[1]))
+        else:
+            x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+            if pattern == "row":
+                fd.add_output(fd.ops.sum(x, dims=[1]))
+            elif pattern == "col":
+                fd.add_output(fd.ops.sum(x, dims=[0]))
+            else:  # var_mean0: BatchNorm's statistics
+                var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=[0], correction=1)
+                fd.add_output(var)
+                fd.add_output(mean)
+    return fd
+
+
+def shapes(pattern: str, elements: int, step: int) -> list[tuple[int, ...]]:
+    """(outputs, reduced) from 1 x N to N x 1 in factors of `step`, as the pattern lays them
+    out (a column reduction is [reduced, outputs]; the middle one [outputs/64, reduced, 64])."""
+    out = []
+    outputs = 1
+    while outputs <= elements:
+        reduced = elements // outputs
+        if pattern in ROW_PATTERNS:
+            out.append((outputs, reduced))
+        elif pattern in ("col", "var_mean0"):
+            out.append((reduced, outputs))
+        elif outputs >= 64:
+            out.append((outputs // 64, reduced, 64))
+        outputs *= step
+    return out
+
+
+def reduced_extent(pattern: str, shape: tuple[int, ...]) -> int:
+    """The elements a cell reduces an output (as `shapes` lays the pattern out)."""
+    return shape[0] if pattern in ("col", "var_mean0") else shape[1]
