@@ -51,6 +51,9 @@ class Scheduler(Protocol):
 # 11: strided reductions take vectors of outputs where that costs no parallelism, split (now
 #    valid with such vectors) by the bytes their loads keep in flight.
 # 12: normalizations of rows of at most 32 vectors take blocks of 128 threads (were 512).
+# 13: short strided columns trade outputs a block for threads a column until half the GPU's
+#    threads are busy; a kernel whose inputs a later kernel reads again (within half the
+#    L2) does not load them evict-first.
 HEURISTICS_VERSION = 13
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
