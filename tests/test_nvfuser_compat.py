@@ -288,10 +288,32 @@ def test_declined_spellings_are_refused_by_name():
         t = fd.define_tensor(shape=[-1, 1], dtype=DataType.Float)
         with pytest.raises(DefinitionError, match="manual_padding=True .* is not supported"):
             fd.ops.cat([t, t], dim=0, manual_padding=True)
-        with pytest.raises(DefinitionError, match="squeeze_expanded=True is not supported"):
-            fd.ops.squeeze(t, [1], squeeze_expanded=True)
+        wide = fd.define_tensor(shape=[4, 3], contiguity=[None, True], dtype=DataType.Float)
+        with pytest.raises(DefinitionError, match="squeeze_expanded=True of dim 0 of extent 4"):
+            fd.ops.squeeze(wide, [0], squeeze_expanded=True)
         fd.add_output(fd.ops.cat([t, t], dim=0, manual_padding=False))
         fd.add_output(fd.ops.squeeze(t, [1], squeeze_expanded=False))
+
+
+def test_squeeze_expanded_of_a_dim_of_extent_one_is_a_squeeze():
+    """nvFuser's segment printouts squeeze a leading broadcast dim with squeeze_expanded=True:
+    where the dim's extent is 1 (static, or symbolic and 1 at run time) that is a plain
+    squeeze; a symbolic one that is wider when the fusion runs is a ShapeError, not its first
+    element."""
+    from tunefuse.errors import ShapeError
+
+    for shape in ([1, -1, 56], [-1, -1, 56]):
+        with FusionDefinition() as fd:
+            t = fd.define_tensor(shape=shape, contiguity=[None, True, True], dtype=DataType.Float)
+            fd.add_output(fd.ops.squeeze(t, dims=[0], squeeze_expanded=True))
+        x = np.arange(5 * 56, dtype=np.float32).reshape(1, 5, 56)
+        np.testing.assert_array_equal(reference.run(fd, [x])[0], x[0])
+        assert "squeeze(T0, dims=[0]" in repr(fd)
+    wider = np.broadcast_to(x, (3, 5, 56))  # stride 0 along dim 0: an expanded input
+    with pytest.raises(ShapeError, match="dim 0 of T0 has extent 3"):
+        reference.run(fd, [wider])
+    with pytest.raises(ShapeError, match="extent is 3"):
+        fd.plan([wider])
 
 
 def test_printed_definitions_follow_nvfusers_form(rng):

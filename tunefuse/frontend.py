@@ -751,19 +751,24 @@ class Ops(CompositeOps):
         original_shape: Sequence[int] | None = None,
         squeeze_expanded: bool = False,
     ) -> Tensor:
-        """Drop dims of extent 1. `squeeze_expanded=True` (drop an expanded dim of any extent)
-        is refused by name: tunefuse cannot prove at definition that such a dim is a broadcast,
-        and would otherwise answer with its first element."""
-        if squeeze_expanded:
-            raise DefinitionError(
-                "squeeze: squeeze_expanded=True is not supported; squeeze dims of extent 1, "
-                "or slice an expanded dim to one element first"
-            )
+        """Drop dims of extent 1. `squeeze_expanded=True` (nvFuser: also drop an expanded
+        broadcast dim, of any extent) is taken where it changes nothing: every squeezed dim of
+        extent 1, or symbolic and 1 when the fusion runs (a wider one is a ShapeError then). An
+        expanded dim of a static extent other than 1 is refused by name: dropping it is not
+        built (slice it to one element first)."""
         vid = self._tensor(arg, "squeeze")
         rank = self._rank(vid)
         if original_shape is not None:
             self._check_original_shape(vid, original_shape, "squeeze")
         norm = normalize_dims("squeeze", _dims_arg(dims, rank), rank)
+        shape = self._fd._builder.values[vid].shape
+        wide = [d for d in norm if isinstance(shape[d], int) and shape[d] != 1]
+        if squeeze_expanded and wide:
+            raise DefinitionError(
+                f"squeeze: squeeze_expanded=True of dim {wide[0]} of extent {shape[wide[0]]} is "
+                "not supported (only dims of extent 1 are squeezed); slice the expanded dim to "
+                "one element first"
+            )
         return self._one(OpKind.SQUEEZE, [vid], DimsAttrs(norm))  # type: ignore[return-value]
 
     def unsqueeze(self, arg: Value, dim: int) -> Tensor:
