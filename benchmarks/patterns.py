@@ -12,6 +12,7 @@ for _path in (str(ROOT), str(ROOT / "tests")):  # appended: a caller's tunefuse 
     if _path not in sys.path:
         sys.path.append(_path)
 
+import numpy as np  # noqa: E402
 from fusion_zoo import layernorm, logsumexp, rmsnorm, softmax  # noqa: E402
 
 from tunefuse import DataType, FusionDefinition  # noqa: E402
@@ -67,3 +68,13 @@ def shapes(pattern: str, elements: int, step: int) -> list[tuple[int, ...]]:
 def reduced_extent(pattern: str, shape: tuple[int, ...]) -> int:
     """The elements a cell reduces an output (as `shapes` lays the pattern out)."""
     return shape[0] if pattern in ("col", "var_mean0") else shape[1]
+
+
+def planning_inputs(fd: FusionDefinition, shape: tuple[int, ...], dtype: DataType) -> list:
+    """Inputs of `shape` for planning `fd` without a GPU: zero-stride views of one element
+    (planning reads no data); an input of lower rank (a norm's weight) takes the trailing
+    extents."""
+    base = np.zeros(1, dtype.numpy)
+    ranks = [fd.fusion.values[v].rank for v in fd.fusion.inputs]
+    rank = len(shape)
+    return [np.lib.stride_tricks.as_strided(base, shape[rank - r :], (0,) * r) for r in ranks]

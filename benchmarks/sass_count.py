@@ -31,9 +31,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-import numpy as np  # noqa: E402
 from fusion_zoo import ZOO, build  # noqa: E402
-from patterns import SURFACE_ONLY, pattern_fusion  # noqa: E402
+from patterns import SURFACE_ONLY, pattern_fusion, planning_inputs  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
 from tunefuse.codegen import generate  # noqa: E402
@@ -101,9 +100,7 @@ def main() -> None:
     changes = dict(a.split("=", 1) for a in args[3:])
     tool = cuobjdump()
     fd = build(ZOO[name], dtype) if name in ZOO else pattern_fusion(name, dtype)
-    base = np.zeros(1, dtype.numpy)  # views of the shape: planning reads no data
-    ranks = [fd.fusion.values[v].rank for v in fd.fusion.inputs]  # the input, then [cols] ones
-    inputs = [np.lib.stride_tricks.as_strided(base, shape[rank - r :], (0,) * r) for r in ranks]
+    inputs = planning_inputs(fd, shape, dtype)
     plan = fd.plan(inputs, device=device)
     dtypes = {b.id: b.dtype for b in plan.buffers}
     for seg in plan.segments:

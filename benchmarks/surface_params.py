@@ -43,8 +43,7 @@ def main() -> None:
     if args.root is not None:
         sys.path.insert(0, str(args.root.resolve()))
     sys.path.insert(1, str(HERE.parent))
-    import numpy as np
-    from patterns import pattern_fusion, shapes
+    from patterns import pattern_fusion, planning_inputs, shapes
 
     from tunefuse import DataType
     from tunefuse.device_info import PROFILES
@@ -57,15 +56,9 @@ def main() -> None:
         for name in args.dtypes:
             dtype = DataType(name)
             fd = pattern_fusion(pattern, dtype)
-            base = np.zeros(1, dtype.numpy)  # views of the shape: planning reads no data
-            ranks = [fd.fusion.values[v].rank for v in fd.fusion.inputs]
             for mbytes in args.mbytes:
-                for shape in shapes(pattern, mbytes * (1 << 20) // base.itemsize, args.step):
-                    rank = len(shape)
-                    inputs = [
-                        np.lib.stride_tricks.as_strided(base, shape[rank - r :], (0,) * r)
-                        for r in ranks
-                    ]
+                for shape in shapes(pattern, mbytes * (1 << 20) // dtype.itemsize, args.step):
+                    inputs = planning_inputs(fd, shape, dtype)
                     plan = fd.plan(inputs, device=device)
                     kernels = "; ".join(
                         f"{s.scheduler.value} {scheduler_for(s.scheduler).default_params(s, device)}"
