@@ -281,15 +281,33 @@ template <typename T> __device__ __forceinline__ void tf_welford_add(TfWelford<T
   w.mean += tf_welford_div(d, w.n);
   w.m2 += d * (x - w.mean);
 }
+// K elements (xs[k * S]) merged into w at once (Chan et al.): the chunk's mean (each element
+// scaled by 1/K before the sum, so the sum cannot overflow where the elements do not) and its
+// squared deviations from it, in registers and without a division; then one merge, whose
+// factor f = K / (n + K) the caller computes once for every output that has seen n elements.
+template <typename T, int K, int S> __device__ __forceinline__ void tf_welford_add_chunk(TfWelford<T>& w, const T* xs, T n, T f) {
+  const T inv = T(1) / T(K);
+  T m = xs[0] * inv;
+#pragma unroll
+  for (int k = 1; k < K; ++k) m = fma(xs[k * S], inv, m);
+  T q = T(0);
+#pragma unroll
+  for (int k = 0; k < K; ++k) { const T e = xs[k * S] - m; q = fma(e, e, q); }
+  const T d = m - w.mean;
+  w.mean = fma(d, f, w.mean);
+  w.m2 += q + d * d * (n * f);
+  w.n = n + T(K);
+}
 template <typename T> __device__ __forceinline__ TfWelford<T> tf_welford_merge(TfWelford<T> a, TfWelford<T> b) {
   if (b.n == T(0)) return a;
   if (a.n == T(0)) return b;
   T n = a.n + b.n;
   T d = b.mean - a.mean;
+  T f = tf_welford_div(b.n, n);
   TfWelford<T> r;
   r.n = n;
-  r.mean = a.mean + d * (b.n / n);
-  r.m2 = a.m2 + b.m2 + d * d * (a.n * b.n / n);
+  r.mean = a.mean + d * f;
+  r.m2 = a.m2 + b.m2 + d * d * (a.n * f);
   return r;
 }
 

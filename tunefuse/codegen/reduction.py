@@ -48,6 +48,18 @@ class _Accumulator:
     reduces: Sequence[EReduce]
 
 
+@dataclass(frozen=True)
+class _StepGroup:
+    """`steps` chunks of the strided loop taken a trip (element_loop): open(indent) before
+    them, body(indent, cached, in_vector) for each lane of each (u: the chunk's place),
+    close(indent) after them."""
+
+    steps: int
+    open: object
+    body: object
+    close: object
+
+
 # Element ops worth a register a cached element to compute once rather than in two passes.
 _COSTLY = frozenset(
     {
@@ -436,6 +448,7 @@ class _Emitter:
         chunk_open=None,  # noqa: ANN001
         chunk_close=None,
         reads: Sequence[Expr] = (),
+        group=None,  # noqa: ANN001 - a _StepGroup
     ) -> None:  # noqa: ANN001
         """Runs body(indent, cached, in_vector) for each of this thread's elements of the
         current row, in chunks of V consecutive elements: element v of chunk c is
@@ -444,7 +457,10 @@ class _Emitter:
         each chunk with one vector load per unit-stride input, `unroll` chunks in flight.
         chunk_open(indent) and chunk_close(indent) emit code around a chunk's lanes; `reads`
         are the expressions the body computes (their uncached unit-stride inputs are read with
-        one vector load a chunk)."""
+        one vector load a chunk). With a `group` (uncached rows only), the strided loop takes
+        `group.steps` chunks a trip, group.body(indent, cached, in_vector) running for each of
+        their lanes with `u` the chunk's place in the group, and group.close(indent) after
+        them; the trips left over at the row's end run `body` chunk by chunk."""
         tr_n, vec, step, it = self.p.threads_r, self.vec, self.step, self.itype
         cached = self.cache and not fill
         if self.cache:
@@ -452,46 +468,74 @@ class _Emitter:
             self.w(f"{indent}for (int c = 0; c < {self.ept // vec}; ++c) {{")
             self.w(f"{indent}  const {it} r0 = ({it})c * {tr_n * vec} + ({it})tr * {vec};")
             self.w(f"{indent}  if (row_ok && r0 < n_red) {{")
-        else:
-            self.w(f"{indent}if (row_ok) {{")
-            if self.unroll > 1:  # "unroll 1" would forbid the compiler's own unrolling
-                self.w(f"{indent}  #pragma unroll {self.unroll}")
-            begin, end = ("r_begin + ", "r_end") if self.split > 1 else ("", "n_red")
-            self.w(
-                f"{indent}  for ({it} r0 = {begin}({it})tr * {step}; r0 < {end}; r0 += {tr_n * step}) {{"
-            )
-        inner = indent + "    "
-        self.unravel(self.red, "r0", inner)
-        if fill:
-            vector_fill = [k for k in self.cached_loads if k in self.vec_loads]
-            for k in vector_fill:
-                self.vector_load(k, f"x{k}", inner)
-                self.w(f"{inner}#pragma unroll")
-                self.w(f"{inner}for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = x{k}.v[v];")
-            scalar_fill = [k for k in self.cached_loads if k not in self.vec_loads]
-            self.lane_copies(scalar_fill, lambda k: f"cl{k}[c * {vec} + v]", inner)
-        else:
-            read = {e.load for e in post_order(list(reads)) if isinstance(e, ELoad)}
-            stage = set()
-            if self.shared:
-                stage = {k for k in self.cached_loads if k in read and k not in self.staged}
-                self.staged |= stage
-            for k in sorted(self.vec_loads & read):
-                if self.shared and k in self.cached_loads:
-                    self.shared_vector(k, inner, k in stage)
-                elif not cached or k not in self.cached_loads:
-                    self.vector_load(k, f"vl{k}", inner)
-            self.lane_copies(sorted(stage - self.vec_loads), lambda k: f"sl{k}[r0 + v]", inner)
-            if chunk_open:
-                chunk_open(inner)
-            self.w(f"{inner}#pragma unroll")
-            self.w(f"{inner}for (int v = 0; v < {vec}; ++v) {{")
-            body(inner + "  ", cached, True)
-            self.w(f"{inner}}}")
-            if chunk_close:
-                chunk_close(inner)
+            inner = indent + "    "
+            if fill:
+                self.unravel(self.red, "r0", inner)
+                vector_fill = [k for k in self.cached_loads if k in self.vec_loads]
+                for k in vector_fill:
+                    self.vector_load(k, f"x{k}", inner)
+                    self.w(f"{inner}#pragma unroll")
+                    self.w(
+                        f"{inner}for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = x{k}.v[v];"
+                    )
+                scalar_fill = [k for k in self.cached_loads if k not in self.vec_loads]
+                self.lane_copies(scalar_fill, lambda k: f"cl{k}[c * {vec} + v]", inner)
+            else:
+                self.chunk(body, inner, cached, set(), reads, chunk_open, chunk_close)
+            self.w(f"{indent}  }}")
+            self.w(f"{indent}}}")
+            return
+        read = {e.load for e in post_order(list(reads)) if isinstance(e, ELoad)}
+        stage: set[int] = set()
+        if self.shared:
+            stage = {k for k in self.cached_loads if k in read and k not in self.staged}
+            self.staged |= stage
+        begin, end = ("r_begin + ", "r_end") if self.split > 1 else ("", "n_red")
+        stride = tr_n * step
+        self.w(f"{indent}if (row_ok) {{")
+        start = f"{begin}({it})tr * {step}"
+        if group is not None:
+            last = (group.steps - 1) * stride
+            self.w(f"{indent}  {it} rg = {start};")
+            self.w(f"{indent}  for (; rg + {last} < {end}; rg += {group.steps * stride}) {{")
+            if group.open:
+                group.open(indent + "    ")
+            self.w(f"{indent}    #pragma unroll")
+            self.w(f"{indent}    for (int u = 0; u < {group.steps}; ++u) {{")
+            self.w(f"{indent}      const {it} r0 = rg + ({it})u * {stride};")
+            self.chunk(group.body, indent + "      ", False, stage, reads, None, None)
+            self.w(f"{indent}    }}")
+            group.close(indent + "    ")
+            self.w(f"{indent}  }}")
+            start = "rg"
+        # Unrolled, a loop of a few trips (a short row, a group's leftovers) has all its loads
+        # in flight at once; "unroll 1" would forbid the compiler's own unrolling.
+        if self.unroll > 1:
+            self.w(f"{indent}  #pragma unroll {self.unroll}")
+        self.w(f"{indent}  for ({it} r0 = {start}; r0 < {end}; r0 += {stride}) {{")
+        self.chunk(body, indent + "    ", False, stage, reads, chunk_open, chunk_close)
         self.w(f"{indent}  }}")
         self.w(f"{indent}}}")
+
+    def chunk(self, body, inner: str, cached: bool, stage, reads, chunk_open, chunk_close) -> None:  # noqa: ANN001
+        """One chunk of V consecutive elements starting at r0: its indices, its vector loads
+        (staging a shared row's inputs where `stage` says so), then body for each lane."""
+        self.unravel(self.red, "r0", inner)
+        read = {e.load for e in post_order(list(reads)) if isinstance(e, ELoad)}
+        for k in sorted(self.vec_loads & read):
+            if self.shared and k in self.cached_loads:
+                self.shared_vector(k, inner, k in stage)
+            elif not cached or k not in self.cached_loads:
+                self.vector_load(k, f"vl{k}", inner)
+        self.lane_copies(sorted(stage - self.vec_loads), lambda k: f"sl{k}[r0 + v]", inner)
+        if chunk_open:
+            chunk_open(inner)
+        self.w(f"{inner}#pragma unroll")
+        self.w(f"{inner}for (int v = 0; v < {self.vec}; ++v) {{")
+        body(inner + "  ", cached, True)
+        self.w(f"{inner}}}")
+        if chunk_close:
+            chunk_close(inner)
 
     def lane_copies(self, loads: Sequence[int], target, indent: str) -> None:  # noqa: ANN001
         """Each of this chunk's elements of `loads`, read lane by lane into target(k)."""
@@ -711,7 +755,48 @@ class _Emitter:
                 else None
             ),
             reads=[acc.operand],
+            group=self.welford_group(acc),
         )
+
+    def welford_group(self, acc: _Accumulator) -> _StepGroup | None:
+        """A Welford pass over a row read from memory takes `unroll` chunks a trip into
+        registers (xw<i>) and merges them into its state at once (tf_welford_add_chunk): each
+        output's elements of the trip get their own mean and squared deviations, without a
+        division, then one merge whose factor K / (n + K) all the lanes share. Element by
+        element, every element took a division and a chain of dependent adds."""
+        if acc.family != "welford" or self.cache:
+            return None
+        steps, vec = self.unroll, self.vec
+        per_output = steps if self.along_outputs else steps * vec
+        if per_output < 2:
+            return None
+        t = acc.ctype.cuda
+        xw, a = f"xw{acc.index}", f"acc{acc.index}"
+
+        def open_(ind: str) -> None:
+            self.w(f"{ind}{t} {xw}[{steps * vec}];")
+
+        def body(ind: str, cached: bool, in_vector: bool) -> None:
+            self.w(f"{ind}{xw}[u * {vec} + v] = {self.operand(acc, ind, cached, in_vector)};")
+
+        def close(ind: str) -> None:
+            first = f"{a}_v[0]" if self.along_outputs else a
+            self.w(f"{ind}{{")
+            self.w(f"{ind}  const {t} wn = {first}.n;")
+            self.w(
+                f"{ind}  const {t} wf = tf_welford_div(({t}){per_output}, wn + ({t}){per_output});"
+            )
+            if self.along_outputs:
+                self.w(f"{ind}  #pragma unroll")
+                self.w(
+                    f"{ind}  for (int v = 0; v < {vec}; ++v) "
+                    f"tf_welford_add_chunk<{t}, {steps}, {vec}>({a}_v[v], {xw} + v, wn, wf);"
+                )
+            else:
+                self.w(f"{ind}  tf_welford_add_chunk<{t}, {per_output}, 1>({a}, {xw}, wn, wf);")
+            self.w(f"{ind}}}")
+
+        return _StepGroup(steps, open_, body, close)
 
     def reduced_stores(self, indent: str) -> None:
         """The row's reduced outputs, written by its first thread. With a vector along the

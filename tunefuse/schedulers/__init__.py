@@ -54,7 +54,9 @@ class Scheduler(Protocol):
 # 13: short strided columns trade outputs a block for threads a column until half the GPU's
 #    threads are busy; a kernel whose inputs a later kernel reads again (within half the
 #    L2) does not load them evict-first.
-HEURISTICS_VERSION = 13
+# 14: a strided reduction unrolls at most as many chunks as a thread's column has (a Welford
+#    pass merges a trip's chunks at once: codegen 15).
+HEURISTICS_VERSION = 14
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
