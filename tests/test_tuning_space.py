@@ -11,7 +11,13 @@ from tunefuse import DataType
 from tunefuse.codegen import generate
 from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import H100
-from tunefuse.schedulers import params_from_dict, params_to_dict, scheduler_for, with_values
+from tunefuse.schedulers import (
+    params_from_dict,
+    params_to_dict,
+    scheduler_for,
+    value_of,
+    with_values,
+)
 
 
 @given(
@@ -43,6 +49,45 @@ def test_sampled_points_are_valid_or_refused_and_valid_ones_compile(name, dtype,
         assert params_from_dict(seg.scheduler, params_to_dict(default)) == default
 
 
+@given(
+    name=st.sampled_from(sorted(ZOO)),
+    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
+    rows_log=st.integers(0, 22),
+    cols_log=st.integers(0, 22),
+    device=st.sampled_from(["sm_80", "sm_90"]),
+)
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_every_default_is_a_point_of_its_search_space(name, dtype, rows_log, cols_log, device):
+    """The tuner's first trial is the default: each of its values is one of its space's
+    choices, also where the heuristic computes it from the shape (256 outputs a block, a
+    split of 3, 24 elements a thread), or the trial would drop it and sample another."""
+    from tunefuse.device_info import PROFILES
+
+    rows, cols = 1 << rows_log, 1 << max(0, min(cols_log, 24 - rows_log))
+    fd = build(ZOO[name], dtype)
+    plan = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0)))
+    for seg in plan.segments:
+        sched = scheduler_for(seg.scheduler)
+        default = sched.default_params(seg, PROFILES[device])
+        space = sched.search_space(seg, PROFILES[device])
+        for n, dist in space.items():
+            assert value_of(default, n) in dist.choices, (n, value_of(default, n), dist.choices)
+            numbers = [c for c in dist.choices if type(c) is int]
+            assert numbers == sorted(numbers), n
+
+
+def test_a_computed_default_joins_its_space_and_the_space_keeps_its_choices():
+    """A column sum of 4 x 2**20 bf16 lays out 256 outputs a block; [512, 4096] splits 2
+    where the space's powers of two stop at 1."""
+    for shape, field in [((4, 1 << 20), "rows_per_block"), ((512, 4096), "split")]:
+        fd = build(ZOO["col_sum"], DataType.BFloat16)
+        (seg,) = fd.plan(inputs_for(fd, *shape, np.random.default_rng(0))).segments
+        sched = scheduler_for(seg.scheduler)
+        value = value_of(sched.default_params(seg, H100), field)
+        choices = sched.search_space(seg, H100)[field].choices
+        assert value in choices and 1 in choices
+
+
 def test_candidates_are_compared_at_the_output_dtypes_rounding():
     """Another summation order moves a bfloat16 result by an ulp (0.8%): that is agreement;
     a wrong kernel's 10% is not. float32 is held to 1e-3, integers exactly."""
@@ -71,7 +116,6 @@ def test_a_transpose_with_nothing_to_tile_is_tuned_as_its_pointwise_kernel():
     from test_frontend import ROOT
 
     from tunefuse.fusion_file import load_fusion_file
-    from tunefuse.schedulers import value_of
 
     seeds = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
     plan = seeds["transpose_with_views"].build().plan([np.zeros((768, 128, 64), np.float32)])

@@ -117,3 +117,25 @@ def grid_cap(device: DeviceInfo, blocks_per_sm: int) -> int:
 def pow2_at_least(n: int) -> int:
     """The smallest power of two >= n (1 for n <= 1)."""
     return 1 << max(0, n - 1).bit_length()
+
+
+def holding_default(space: dict, default: object) -> dict:
+    """`space` with each categorical's choices holding the default's own value: a default
+    computed from the shape (a split of 3, 24 elements a thread) is then a point the sampler
+    can return to and the tuner's first trial, not a value its search drops. Numbers stay
+    sorted."""
+    import optuna  # the tuner's dependency: imported only when a search space is asked for
+
+    held = {}
+    for name, dist in space.items():
+        value = default
+        for part in name.split("."):
+            value = getattr(value, part)
+        choices = list(dist.choices)
+        if value not in choices:
+            choices.append(value)
+            if all(isinstance(c, int) and not isinstance(c, bool) for c in choices):
+                choices.sort()
+            dist = optuna.distributions.CategoricalDistribution(choices)
+        held[name] = dist
+    return held

@@ -15,7 +15,12 @@ from tunefuse.planning.indexing import Var
 from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import reduction
-from tunefuse.schedulers.common import evict_first_pays, flag_space, pow2_at_least
+from tunefuse.schedulers.common import (
+    evict_first_pays,
+    flag_space,
+    holding_default,
+    pow2_at_least,
+)
 from tunefuse.schedulers.phases import phases_reading
 
 
@@ -248,7 +253,7 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
-    return {
+    space = {
         "threads_r": optuna.distributions.CategoricalDistribution([1 << k for k in range(11)]),
         "rows_per_block": optuna.distributions.CategoricalDistribution([1 << k for k in range(10)]),
         "inner": optuna.distributions.CategoricalDistribution([True, False]),
@@ -263,6 +268,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         **flag_space(),
     }
+    return holding_default(space, default_params(segment, device))
 
 
 def grid(

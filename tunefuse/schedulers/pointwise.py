@@ -15,6 +15,7 @@ from tunefuse.schedulers.common import (
     flag_space,
     flags_error,
     grid_cap,
+    holding_default,
     max_vector,
 )
 
@@ -95,7 +96,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
     vectors = [v for v in (1, 2, 4, 8, 16) if max_vector(segment) % v == 0]
-    return {
+    space = {
         "block_size": optuna.distributions.CategoricalDistribution([64, 128, 256, 512, 1024]),
         "vector": optuna.distributions.CategoricalDistribution(vectors),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
@@ -105,6 +106,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         ),
         **flag_space(),
     }
+    return holding_default(space, default_params(segment, device))
 
 
 def grid(

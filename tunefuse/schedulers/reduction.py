@@ -18,6 +18,7 @@ from tunefuse.schedulers.common import (
     flag_space,
     flags_error,
     grid_cap,
+    holding_default,
     pow2_at_least,
     widest_vector,
 )
@@ -542,11 +543,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
-    return {
-        "threads_r": optuna.distributions.CategoricalDistribution(
-            [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
-        ),
-        "rows_per_block": optuna.distributions.CategoricalDistribution([1, 2, 4, 8, 16, 32, 64]),
+    space = {
+        "threads_r": optuna.distributions.CategoricalDistribution([1 << k for k in range(11)]),
+        "rows_per_block": optuna.distributions.CategoricalDistribution([1 << k for k in range(11)]),
         "inner": optuna.distributions.CategoricalDistribution([True, False]),
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 4, 8, 16, 32, 64]),
         "vector": optuna.distributions.CategoricalDistribution(
@@ -557,6 +556,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         **flag_space(),
     }
+    return holding_default(space, default_params(segment, device))
 
 
 def split_choices(segment: Segment, device: DeviceInfo) -> list[int]:

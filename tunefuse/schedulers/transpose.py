@@ -15,6 +15,7 @@ from tunefuse.schedulers.common import (
     evict_first_pays,
     flag_space,
     flags_error,
+    holding_default,
     widest_vector,
 )
 
@@ -134,10 +135,11 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
     if tiled_dims(segment) is None:
-        return {
+        space = {
             f"pointwise.{name}": d for name, d in pointwise.search_space(segment, device).items()
         }
-    return {
+        return holding_default(space, default_params(segment, device))
+    space = {
         "tile": optuna.distributions.CategoricalDistribution([16, 32, 64]),
         "block_rows": optuna.distributions.CategoricalDistribution([2, 4, 8, 16, 32]),
         "padding": optuna.distributions.CategoricalDistribution([0, 1, 2]),
@@ -146,6 +148,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         ),
         **flag_space(),
     }
+    return holding_default(space, default_params(segment, device))
 
 
 def grid(

@@ -100,8 +100,15 @@ def flag_neighbours(segment: Any, device: Any, default: Any, space: dict) -> lis
 
 
 def study_name(segment: Any, env: Any) -> str:
-    """The Optuna study of one kernel, shape and env (a resumed tuning finds it again)."""
-    return f"tunefuse:{segment.kernel_key[:20]}:{segment.shape_key}:{env.key[:12]}"
+    """The Optuna study of one kernel, shape and env (a resumed tuning finds it again). The
+    heuristics' version is part of it: a search space holds the default's values
+    (schedulers.common.holding_default), and Optuna refuses a study whose choices change."""
+    from tunefuse.schedulers import HEURISTICS_VERSION
+
+    return (
+        f"tunefuse:{segment.kernel_key[:20]}:{segment.shape_key}:{env.key[:12]}"
+        f":h{HEURISTICS_VERSION}"
+    )
 
 
 def _storage(cache_url: str | None) -> Any:
