@@ -382,3 +382,18 @@ def test_linear_and_matmul_match_torch(dtype):
         fd.add_output(fd.ops.matmul(fd.from_pytorch(a), fd.from_pytorch(c)))
     (got,) = fd.execute([a, c])
     torch.testing.assert_close(got.float(), torch.matmul(a.float(), c.float()), **tol)
+
+
+@pytest.mark.parametrize("how", ["input", "static input", "broadcast_in_dim", "expand"])
+def test_squeeze_expanded_of_a_broadcast_dim_runs_as_the_reference(how, rng):
+    """squeeze(squeeze_expanded=True) of a broadcast dim of extent 3: the first element along
+    it (an expanded input: torch's expand, stride 0)."""
+    from test_nvfuser_compat import _expanded_dim_squeezed
+
+    torch = torch_or_skip()
+    with FusionDefinition() as fd:
+        _expanded_dim_squeezed(fd, how)
+    x = torch.randn(5, 56, device="cuda")
+    arg = x.unsqueeze(0).expand(3, 5, 56) if how in ("input", "static input") else x
+    (got,) = fd.execute([arg])
+    np.testing.assert_allclose(to_host(got), x.cpu().numpy() * 2, rtol=1e-6)

@@ -288,8 +288,8 @@ def test_declined_spellings_are_refused_by_name():
         t = fd.define_tensor(shape=[-1, 1], dtype=DataType.Float)
         with pytest.raises(DefinitionError, match="manual_padding=True .* is not supported"):
             fd.ops.cat([t, t], dim=0, manual_padding=True)
-        wide = fd.define_tensor(shape=[4, 3], contiguity=[None, True], dtype=DataType.Float)
-        with pytest.raises(DefinitionError, match="squeeze_expanded=True of dim 0 of extent 4"):
+        wide = fd.define_tensor(shape=[4, 3], contiguity=[True, True], dtype=DataType.Float)
+        with pytest.raises(DefinitionError, match="of dim 0 of extent 4, which is not a broadcast"):
             fd.ops.squeeze(wide, [0], squeeze_expanded=True)
         fd.add_output(fd.ops.cat([t, t], dim=0, manual_padding=False))
         fd.add_output(fd.ops.squeeze(t, [1], squeeze_expanded=False))
@@ -297,23 +297,61 @@ def test_declined_spellings_are_refused_by_name():
 
 def test_squeeze_expanded_of_a_dim_of_extent_one_is_a_squeeze():
     """nvFuser's segment printouts squeeze a leading broadcast dim with squeeze_expanded=True:
-    where the dim's extent is 1 (static, or symbolic and 1 at run time) that is a plain
-    squeeze; a symbolic one that is wider when the fusion runs is a ShapeError, not its first
-    element."""
+    where the dim's extent is 1 that is a plain squeeze. A symbolic dim that is not a
+    broadcast and is wider when the fusion runs is a ShapeError, not its first element."""
     from tunefuse.errors import ShapeError
 
-    for shape in ([1, -1, 56], [-1, -1, 56]):
+    for shape, contiguity in (([1, -1, 56], [None, True, True]), ([-1, -1, 56], [True] * 3)):
         with FusionDefinition() as fd:
-            t = fd.define_tensor(shape=shape, contiguity=[None, True, True], dtype=DataType.Float)
+            t = fd.define_tensor(shape=shape, contiguity=contiguity, dtype=DataType.Float)
             fd.add_output(fd.ops.squeeze(t, dims=[0], squeeze_expanded=True))
         x = np.arange(5 * 56, dtype=np.float32).reshape(1, 5, 56)
         np.testing.assert_array_equal(reference.run(fd, [x])[0], x[0])
-        assert "squeeze(T0, dims=[0]" in repr(fd)
-    wider = np.broadcast_to(x, (3, 5, 56))  # stride 0 along dim 0: an expanded input
+        assert "squeeze(T0, dims=[0]" in repr(fd) and "slice" not in repr(fd)
+    wider = np.ascontiguousarray(np.broadcast_to(x, (3, 5, 56)))
     with pytest.raises(ShapeError, match="dim 0 of T0 has extent 3"):
         reference.run(fd, [wider])
     with pytest.raises(ShapeError, match="extent is 3"):
         fd.plan([wider])
+
+
+def _expanded_dim_squeezed(fd, how):
+    """A fusion that squeezes dim 0, a broadcast dim of extent 3 made `how`."""
+    if how == "input":
+        t = fd.define_tensor(
+            shape=[-1, -1, 56], contiguity=[None, True, True], dtype=DataType.Float
+        )
+    elif how == "static input":
+        t = fd.define_tensor(shape=[3, -1, 56], contiguity=[None, True, True], dtype=DataType.Float)
+    else:
+        row = fd.define_tensor(shape=[-1, 56], dtype=DataType.Float)
+        if how == "broadcast_in_dim":
+            t = fd.ops.broadcast_in_dim(row, [3, fd.ops.size(row, 0), 56], [1, 2])
+        else:  # expand of a dim of extent 1
+            t = fd.ops.expand(fd.ops.broadcast(row, [True, False, False]), [3, -1, -1])
+    fd.add_output(fd.ops.mul(fd.ops.squeeze(t, dims=[0], squeeze_expanded=True), 2.0))
+
+
+EXPANDED_HOWS = ["input", "static input", "broadcast_in_dim", "expand"]
+
+
+def expanded_dim_inputs(how, rng):
+    x = rng.standard_normal((5, 56)).astype(np.float32)
+    if how in ("input", "static input"):
+        return [np.broadcast_to(x, (3, 5, 56))], x  # stride 0 along dim 0
+    return [x], x
+
+
+@pytest.mark.parametrize("how", EXPANDED_HOWS)
+def test_squeeze_expanded_drops_a_broadcast_dim_of_any_extent(how, rng):
+    """nvFuser drops an expanded broadcast dim: every element along it is the same, so
+    tunefuse slices it to its first and squeezes that."""
+    with FusionDefinition() as fd:
+        _expanded_dim_squeezed(fd, how)
+    inputs, x = expanded_dim_inputs(how, rng)
+    (got,) = reference.run(fd, inputs)
+    np.testing.assert_array_equal(got, x * 2)
+    assert "fd.ops.slice(" in repr(fd) and "squeeze_expanded" not in repr(fd)
 
 
 def test_printed_definitions_follow_nvfusers_form(rng):

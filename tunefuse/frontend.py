@@ -751,25 +751,69 @@ class Ops(CompositeOps):
         original_shape: Sequence[int] | None = None,
         squeeze_expanded: bool = False,
     ) -> Tensor:
-        """Drop dims of extent 1. `squeeze_expanded=True` (nvFuser: also drop an expanded
-        broadcast dim, of any extent) is taken where it changes nothing: every squeezed dim of
-        extent 1, or symbolic and 1 when the fusion runs (a wider one is a ShapeError then). An
-        expanded dim of a static extent other than 1 is refused by name: dropping it is not
-        built (slice it to one element first)."""
+        """Drop dims of extent 1. `squeeze_expanded=True` (nvFuser) also drops an expanded
+        broadcast dim of any extent: an input's dim declared with contiguity None, or a dim
+        that broadcast_in_dim, broadcast or expand made. Every element along such a dim is the
+        same, so it is sliced to its first and then squeezed. Any other squeezed dim must have
+        extent 1: a static other extent is refused by name, a symbolic one is a ShapeError
+        when the fusion runs with another extent."""
         vid = self._tensor(arg, "squeeze")
         rank = self._rank(vid)
         if original_shape is not None:
             self._check_original_shape(vid, original_shape, "squeeze")
         norm = normalize_dims("squeeze", _dims_arg(dims, rank), rank)
         shape = self._fd._builder.values[vid].shape
+        expanded = (
+            [d for d in norm if shape[d] != 1 and d in self._broadcast_dims(vid)]
+            if squeeze_expanded
+            else []
+        )
         wide = [d for d in norm if isinstance(shape[d], int) and shape[d] != 1]
-        if squeeze_expanded and wide:
+        if squeeze_expanded and set(wide) - set(expanded):
+            d = min(set(wide) - set(expanded))
             raise DefinitionError(
-                f"squeeze: squeeze_expanded=True of dim {wide[0]} of extent {shape[wide[0]]} is "
-                "not supported (only dims of extent 1 are squeezed); slice the expanded dim to "
-                "one element first"
+                f"squeeze: squeeze_expanded=True of dim {d} of extent {shape[d]}, which is not a "
+                "broadcast dim (an input's dim of contiguity None, or one made by "
+                "broadcast_in_dim, broadcast or expand): only broadcast dims and dims of extent 1 "
+                "are squeezed"
             )
+        if expanded:
+            # A huge end is clamped to the extent when the fusion runs (slice's normalization).
+            ends = [
+                1 if d in expanded else e if isinstance(e, int) else 2**62
+                for d, e in enumerate(shape)
+            ]
+            vid = self.slice(self._fd._wrap(vid), [0] * rank, ends).id
         return self._one(OpKind.SQUEEZE, [vid], DimsAttrs(norm))  # type: ignore[return-value]
+
+    def _broadcast_dims(self, vid: int) -> set[int]:
+        """The dims of value `vid` known to be broadcasts (every element along them the same):
+        an input's dims of contiguity None, and those broadcast_in_dim, broadcast and expand
+        made or kept."""
+        builder = self._fd._builder
+        node = next((n for n in builder.nodes if vid in n.outputs), None)
+        if node is None:
+            return set()
+        a = node.attrs
+        if node.op is OpKind.DEFINE_TENSOR:
+            return {d for d, c in enumerate(a.contiguity) if c is None}  # type: ignore[attr-defined]
+        if node.op is OpKind.BROADCAST_IN_DIM:
+            source = self._broadcast_dims(node.inputs[0])
+            kept = {out for k, out in enumerate(a.broadcast_dims) if k in source}  # type: ignore[attr-defined]
+            return (set(range(len(a.shape))) - set(a.broadcast_dims)) | kept  # type: ignore[attr-defined]
+        if node.op is OpKind.BROADCAST:
+            source = self._broadcast_dims(node.inputs[0])
+            out_dims = [d for d, b in enumerate(a.is_broadcast_dim) if not b]  # type: ignore[attr-defined]
+            made = {d for d, b in enumerate(a.is_broadcast_dim) if b}  # type: ignore[attr-defined]
+            return made | {out_dims[k] for k in source if k < len(out_dims)}
+        if node.op is OpKind.EXPAND:
+            src_shape = builder.values[node.inputs[0]].shape  # type: ignore[union-attr]
+            offset = len(a.shape) - len(src_shape)  # type: ignore[attr-defined]
+            source = self._broadcast_dims(node.inputs[0])
+            return set(range(offset)) | {
+                d + offset for d, e in enumerate(src_shape) if e == 1 or d in source
+            }
+        return set()
 
     def unsqueeze(self, arg: Value, dim: int) -> Tensor:
         vid = self._tensor(arg, "unsqueeze")
