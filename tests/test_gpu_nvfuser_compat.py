@@ -397,3 +397,14 @@ def test_squeeze_expanded_of_a_broadcast_dim_runs_as_the_reference(how, rng):
     arg = x.unsqueeze(0).expand(3, 5, 56) if how in ("input", "static input") else x
     (got,) = fd.execute([arg])
     np.testing.assert_allclose(to_host(got), x.cpu().numpy() * 2, rtol=1e-6)
+
+
+def test_a_manually_padded_cat_runs_as_the_reference(rng):
+    from test_nvfuser_compat import manually_padded_cat
+
+    torch = torch_or_skip()
+    with FusionDefinition() as fd:
+        manually_padded_cat(fd)
+    a, b = torch.randn(33, 3, device="cuda"), torch.randn(33, 5, device="cuda")
+    (got,) = fd.execute([a, b])
+    np.testing.assert_array_equal(to_host(got), torch.cat([a, b], 1).cpu().numpy())

@@ -286,7 +286,7 @@ def test_declined_spellings_are_refused_by_name():
 
     with FusionDefinition() as fd:
         t = fd.define_tensor(shape=[-1, 1], dtype=DataType.Float)
-        with pytest.raises(DefinitionError, match="manual_padding=True .* is not supported"):
+        with pytest.raises(DefinitionError, match="needs every tensor to be a pad; tensor 0"):
             fd.ops.cat([t, t], dim=0, manual_padding=True)
         wide = fd.define_tensor(shape=[4, 3], contiguity=[True, True], dtype=DataType.Float)
         with pytest.raises(DefinitionError, match="of dim 0 of extent 4, which is not a broadcast"):
@@ -687,3 +687,41 @@ def test_matmul_and_linear_refuse_what_torch_refuses():
         with pytest.raises(DefinitionError, match="linear: weight"):
             fd.ops.linear(f, fd.define_tensor([-1, -1, -1], dtype=DataType.Float))
         fd.add_output(fd.ops.matmul(f, f))
+
+
+def manually_padded_cat(fd):
+    """nvFuser's fusion translation spells cat([a, b], dim=1) of [-1, 3] and [-1, 5] parts as
+    pads to the whole 8 and cat(manual_padding=True)."""
+    a = fd.define_tensor(shape=[-1, 3], dtype=DataType.Float)
+    b = fd.define_tensor(shape=[-1, 5], dtype=DataType.Float)
+    zero = fd.define_scalar(0.0, dtype=DataType.Float)
+    pa = fd.ops.pad(a, [0, 5, 0, 0], zero)
+    pb = fd.ops.pad(b, [3, 0], zero)
+    fd.add_output(fd.ops.cat([pa, pb], dim=1, manual_padding=True))
+
+
+def test_a_manually_padded_cat_joins_the_parts(rng):
+    from tunefuse.errors import DefinitionError
+
+    with FusionDefinition() as fd:
+        manually_padded_cat(fd)
+    a = rng.standard_normal((4, 3)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32)
+    np.testing.assert_array_equal(reference.run(fd, [a, b])[0], np.concatenate([a, b], 1))
+    cases = [
+        ([0, 4], [3, 0], "tensor 0 is padded by \\(0, 4\\) along dim 1; .* needs \\(0, 5\\)"),
+        ([0, 5], [2, 0], "tensor 1 is padded by \\(2, 0\\) along dim 1; .* needs \\(3, 0\\)"),
+        ([0, 5, 1, 0], [3, 0], "tensor 0 is padded along dim 0 too"),
+    ]
+    for wa, wb, message in cases:
+        with pytest.raises(DefinitionError, match=message):
+            with FusionDefinition() as bad:
+                x = bad.define_tensor(shape=[-1, 3], dtype=DataType.Float)
+                y = bad.define_tensor(shape=[-1, 5], dtype=DataType.Float)
+                bad.ops.cat([bad.ops.pad(x, wa), bad.ops.pad(y, wb)], dim=1, manual_padding=True)
+    with pytest.raises(DefinitionError, match="known only when the fusion runs"):
+        with FusionDefinition() as bad:
+            x = bad.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+            bad.ops.cat(
+                [bad.ops.pad(x, [0, 2]), bad.ops.pad(x, [2, 0])], dim=1, manual_padding=True
+            )

@@ -878,16 +878,63 @@ class Ops(CompositeOps):
     def cat(
         self, tensors: Sequence[Value], dim: int = 0, manual_padding: bool | int = False
     ) -> Tensor:
-        if manual_padding:
-            raise DefinitionError(
-                "cat: manual_padding=True (inputs padded by the caller) is not supported; "
-                "pass the unpadded tensors"
-            )
+        """Tensors joined along `dim`. `manual_padding=True` (nvFuser's fusion translation):
+        each tensor is already a pad of its part to the whole extent along `dim`; the parts
+        are joined (`_unpadded_parts` checks the widths place them end to end)."""
         ids = [self._tensor(t, "cat") for t in tensors]
         if not ids:
             raise DefinitionError("cat: needs at least one tensor")
         norm = normalize_dim("cat", dim, self._rank(ids[0]))
+        if manual_padding:
+            ids = self._unpadded_parts(ids, norm)
         return self._one(OpKind.CAT, ids, DimAttrs(norm))  # type: ignore[return-value]
+
+    def _unpadded_parts(self, ids: list[int], dim: int) -> list[int]:
+        """The tensors the pads of a cat(manual_padding=True) padded. Each must be a pad
+        along `dim` alone, and the widths must lay the parts end to end over the same whole:
+        part k starts where part k-1 ends. Checked here, so the parts' extents along `dim`
+        must be static (what nvFuser computes for other widths is not a concatenation)."""
+        builder = self._fd._builder
+        parts, spans = [], []
+        for k, vid in enumerate(ids):
+            node = next((n for n in builder.nodes if vid in n.outputs), None)
+            if node is None or node.op is not OpKind.PAD:
+                raise DefinitionError(
+                    f"cat: manual_padding=True needs every tensor to be a pad; tensor {k} is not"
+                )
+            source = node.inputs[0]
+            shape = builder.values[source].shape  # type: ignore[union-attr]
+            widths = node.attrs.pad_widths  # type: ignore[attr-defined]
+            pairs = {
+                len(shape) - 1 - j: (widths[2 * j], widths[2 * j + 1])
+                for j in range(len(widths) // 2)
+            }
+            other = [d for d, (lo, hi) in pairs.items() if d != dim and (lo or hi)]
+            if other:
+                raise DefinitionError(
+                    f"cat: manual_padding=True: tensor {k} is padded along dim {other[0]} too; "
+                    f"only the cat dim {dim} may be padded"
+                )
+            if not isinstance(shape[dim], int):
+                raise DefinitionError(
+                    f"cat: manual_padding=True: the extent of tensor {k}'s unpadded part along "
+                    f"dim {dim} is known only when the fusion runs; its place cannot be checked "
+                    "(pass the unpadded tensors without manual_padding)"
+                )
+            left, right = pairs.get(dim, (0, 0))
+            parts.append(source)
+            spans.append((left, shape[dim], right))
+        total = sum(extent for _, extent, _ in spans)
+        start = 0
+        for k, (left, extent, right) in enumerate(spans):
+            if (left, right) != (start, total - start - extent):
+                raise DefinitionError(
+                    f"cat: manual_padding=True: tensor {k} is padded by ({left}, {right}) along dim "
+                    f"{dim}; joined end to end its part of {extent} needs ({start}, "
+                    f"{total - start - extent})"
+                )
+            start += extent
+        return parts
 
     # data-dependent reads (indices are checked: an out-of-range one raises IndexOutOfRangeError)
     def index_select(self, arg: Value, index: Value, dim: int) -> Tensor:
