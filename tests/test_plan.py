@@ -801,3 +801,20 @@ def test_a_kernel_whose_rows_the_next_kernel_reads_again_does_not_load_them_evic
         params = scheduler_for(first.scheduler).default_params(first, device)
         assert params.evict_first is not again
     assert not any(s.read_again for s in _layernorm_plan(shape, None).segments)
+
+
+@pytest.mark.parametrize(
+    "n,index_type",
+    [(1 << 30, "int32"), ((1 << 31) - (1 << 21), "int32"), ((1 << 31) - 4096, "int64")],
+)
+def test_32_bit_indices_leave_room_for_a_loop_that_overshoots_the_last_element(n, index_type):
+    """A thread's loop index passes the row's end by up to a trip before its bound test
+    stops it: a row of 2**31 - 4096 elements would wrap a 32-bit index there."""
+    from fusion_zoo import ZOO, build
+
+    from tunefuse.planning.plan import make_plan
+
+    fd = build(ZOO["row_sum"], DataType.Float)
+    x = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (1, n), (0, 0))
+    (seg,) = make_plan(fd.fusion, [x]).segments
+    assert seg.index_type == index_type

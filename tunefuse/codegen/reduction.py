@@ -497,7 +497,7 @@ class _Emitter:
         if group is not None:
             last = (group.steps - 1) * stride
             self.w(f"{indent}  {it} rg = {start};")
-            self.w(f"{indent}  for (; rg + {last} < {end}; rg += {group.steps * stride}) {{")
+            self.w(f"{indent}  for (; rg < {end} - {last}; rg += {group.steps * stride}) {{")
             if group.open:
                 group.open(indent + "    ")
             self.w(f"{indent}    #pragma unroll")

@@ -53,6 +53,10 @@ from tunefuse.planning.kernel_ir import (
 from tunefuse.planning.reductions import independent_reductions
 
 INT32_MAX = 2**31 - 1
+# A kernel's loop indices run past the last element by up to a trip (threads x vector x
+# unrolled chunks, at most 1024 x 16 x 8) before the bound test stops them: 32-bit indices
+# only where that overshoot still fits.
+INDEX_HEADROOM = 1 << 20
 
 # Reductions whose every reduced extent is 1 are the element itself (nvFuser makes them
 # squeezes): a sum over a dim of one is a copy, scheduled as pointwise with wide loads rather
@@ -707,7 +711,7 @@ def _index_type(extents, loads, stores, materialized) -> str:  # noqa: ANN001
     for e in extents:
         numel *= e
     biggest = max((buf.numel for buf in materialized.values()), default=0)
-    if numel > INT32_MAX or biggest > INT32_MAX:
+    if numel > INT32_MAX - INDEX_HEADROOM or biggest > INT32_MAX - INDEX_HEADROOM:
         return "int64"
     for access in [*loads, *stores]:
         lo, hi = access.offset.bounds()
