@@ -791,9 +791,7 @@ class Ops(CompositeOps):
         an input's dims of contiguity None, and those broadcast_in_dim, broadcast and expand
         made or kept."""
         builder = self._fd._builder
-        node = next((n for n in builder.nodes if vid in n.outputs), None)
-        if node is None:
-            return set()
+        node = builder.producer(vid)
         a = node.attrs
         if node.op is OpKind.DEFINE_TENSOR:
             return {d for d, c in enumerate(a.contiguity) if c is None}  # type: ignore[attr-defined]
@@ -852,7 +850,7 @@ class Ops(CompositeOps):
     def _constant_int(self, value: Any, what: str) -> int:
         """An int, or the value of a constant Int scalar (nvFuser lets slice bounds be Scalars)."""
         if isinstance(value, Value):
-            node = next(n for n in self._fd._builder.nodes if value.id in n.outputs)
+            node = self._fd._builder.producer(value.id)
             if node.op is not OpKind.CONSTANT or not node.attrs.dtype.is_integral:  # type: ignore[attr-defined]
                 raise DefinitionError(
                     f"{what}: {value!r} must be a constant integer; bounds known only when the "
@@ -897,8 +895,8 @@ class Ops(CompositeOps):
         builder = self._fd._builder
         parts, spans = [], []
         for k, vid in enumerate(ids):
-            node = next((n for n in builder.nodes if vid in n.outputs), None)
-            if node is None or node.op is not OpKind.PAD:
+            node = builder.producer(vid)
+            if node.op is not OpKind.PAD:
                 raise DefinitionError(
                     f"cat: manual_padding=True needs every tensor to be a pad; tensor {k} is not"
                 )

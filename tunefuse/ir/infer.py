@@ -589,6 +589,7 @@ class FusionBuilder:
         self.values: list[ValueType] = []
         self.nodes: list[Node] = []
         self.outputs: list[OutputSpec] = []
+        self._producers: dict[int, Node] = {}
         # The symbolic value of each integer scalar: its constant, a tensor extent, or a Sym.
         self.scalar_extents: dict[int, Extent] = {}
 
@@ -614,11 +615,17 @@ class FusionBuilder:
                 _check_extents(op, vt.shape)
         outputs = tuple(range(len(self.values), len(self.values) + len(out_types)))
         self.values.extend(out_types)
-        self.nodes.append(Node(op, tuple(inputs), attrs, outputs))  # type: ignore[arg-type]
+        node = Node(op, tuple(inputs), attrs, outputs)  # type: ignore[arg-type]
+        self.nodes.append(node)
+        self._producers.update(dict.fromkeys(outputs, node))
         for v, vt in zip(outputs, out_types):
             if isinstance(vt, ScalarType) and vt.dtype.is_integral:
                 self.scalar_extents[v] = self._scalar_extent(op, attrs, ctx, v)
         return outputs
+
+    def producer(self, value: int) -> Node:
+        """The node that defined `value`."""
+        return self._producers[value]
 
     @staticmethod
     def _scalar_extent(op: OpKind, attrs: object, ctx: InferContext, value: int) -> Extent:
