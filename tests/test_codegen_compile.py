@@ -315,3 +315,20 @@ def test_rows_too_long_for_registers_are_staged_where_shared_memory_holds_them(
     compile_kernel(ks.source, ks.name, arch)
     too_many = dataclasses.replace(params, shared_row=True, rows_per_block=2, threads_r=256)
     assert "shared memory" in scheduler_for(seg.scheduler).is_valid(seg, device, too_many)
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "rmsnorm"])
+def test_rows_over_a_cluster_compile_for_sm_90(name):
+    """The default of fp32 rows of 65536 on an H100 is a cluster kernel (__cluster_dims__,
+    distributed shared memory); it compiles for sm_90."""
+    fd = build(ZOO[name], DataType.Float)
+    x = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (64, 65536), (0, 0))
+    vec = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (65536,), (0,))
+    inputs = [x] + [vec] * (len(fd.fusion.inputs) - 1)
+    plan = fd.plan(inputs, device=PROFILES["sm_90"])
+    (seg,) = plan.segments
+    params = scheduler_for(seg.scheduler).default_params(seg, PROFILES["sm_90"])
+    assert params.cluster == 2
+    ks = generate(seg, params, PROFILES["sm_90"], {b.id: b.dtype for b in plan.buffers})
+    assert "__cluster_dims__(2, 1, 1)" in ks.source and ks.grid[0] % 2 == 0
+    assert len(compile_kernel(ks.source, ks.name, "sm_90").cubin) > 0

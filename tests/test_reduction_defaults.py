@@ -280,6 +280,62 @@ def test_a_normalization_is_one_kernel_unless_its_rows_neither_fit_nor_fill_the_
         assert occupancy >= reduction.SPLIT_BELOW_OCCUPANCY or split > 1, (blocks, split)
 
 
+@given(
+    rows=st.integers(1, 1 << 14),
+    cols=st.integers(1 << 12, 1 << 20),
+    dtype=st.sampled_from(list(NUMPY)),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_row_is_held_over_a_cluster_only_where_that_measured_fastest(rows, cols, dtype, device):
+    """A cluster (sm_90 only) holds rows of 4-byte elements that neither one block's
+    registers nor its shared memory hold; its blocks span at most CLUSTER_SMS SMs, every
+    thread holds at most MAX_CACHED_ELEMENTS, the row fits the cluster, the params are
+    valid, and its grid is whole clusters."""
+    whole = softmax_plan(rows, cols, dtype, None).segments[0]
+    p = normalization.default_params(whole, device)
+    if p.cluster == 1:
+        return
+    assert device.compute_capability >= (9, 0) and dtype is DataType.Float
+    assert p.cache_row and not p.shared_row and p.rows_per_lane == 1
+    assert cols > device.max_threads_per_block * normalization.MAX_CACHED_ELEMENTS
+    assert not normalization.shared_row_fits(whole, device, 1)
+    assert p.elements_per_thread <= normalization.MAX_CACHED_ELEMENTS
+    assert p.elements_per_thread * p.threads_r * p.cluster >= cols
+    resident = device.regs_per_sm // (p.threads_r * normalization.HOLDING_THREAD_REGISTERS)
+    assert p.cluster <= normalization.CLUSTER_SMS * max(1, resident)
+    assert normalization.is_valid(whole, device, p) is None
+    (blocks, _, _), _, _ = normalization.grid(whole, device, p)
+    assert blocks % p.cluster == 0 and blocks >= p.cluster
+
+
+def test_the_measured_rows_over_a_cluster():
+    """fp32 rows of 65536 (H100): 64 rows take clusters of 2 blocks of 1024 threads (one
+    wave), 1024 rows clusters of 8 blocks of 256; a GPT-2 vocabulary row stays staged in
+    shared memory, bf16 rows and an A100 take no cluster."""
+
+    def params(rows, cols, dtype=DataType.Float, device=H100):
+        whole = softmax_plan(rows, cols, dtype, None).segments[0]
+        return normalization.default_params(whole, device)
+
+    assert (params(64, 65536).threads_r, params(64, 65536).cluster) == (1024, 2)
+    assert (params(1024, 65536).threads_r, params(1024, 65536).cluster) == (256, 8)
+    assert params(2048, 50257).cluster == 1 and params(2048, 50257).shared_row
+    assert params(1024, 131072, DataType.BFloat16).cluster == 1
+    assert params(1024, 65536, device=A100).cluster == 1
+
+
+def test_a_cluster_is_refused_by_name_where_it_cannot_run():
+    whole = softmax_plan(64, 65536, DataType.Float, None).segments[0]
+    p = normalization.default_params(whole, H100)
+    assert "sm_90" in normalization.is_valid(whole, A100, p)
+    assert "cache_row" in normalization.is_valid(
+        whole, H100, dataclasses.replace(p, cache_row=False, shared_row=False)
+    )
+    assert "cluster 3" in normalization.is_valid(whole, H100, dataclasses.replace(p, cluster=3))
+    assert "does not fit" in normalization.is_valid(whole, H100, dataclasses.replace(p, cluster=1))
+
+
 def test_the_same_rows_split_on_a_gpu_whose_shared_memory_cannot_hold_them():
     """A GPT-2 vocabulary row of floats (201 KB) is staged in an H100 block's 227 KB; an A100
     block has 163 KB: two such rows there run as a kernel a pass."""

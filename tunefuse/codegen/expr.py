@@ -391,13 +391,18 @@ class ExprRenderer:
         self.lines.append(f"{self.indent}  {target} = {cast};")
 
 
-def kernel_opening(name: str, args: list[KernelArg], block: int) -> str:
+def kernel_opening(name: str, args: list[KernelArg], block: int, cluster: int = 1) -> str:
     """The kernel's signature and opening brace; an argument with a constant is declared
-    `constexpr` under its name (the parameter, renamed, goes unused)."""
+    `constexpr` under its name (the parameter, renamed, goes unused). `cluster` > 1: the
+    blocks are launched in clusters of that many along x (compiled in, so any launch API
+    launches them so)."""
     params = ",\n    ".join(
         f"{a.ctype} {a.name}{'_' if a.constant is not None else ''}" for a in args
     )
-    lines = [f'extern "C" __global__ void __launch_bounds__({block}) {name}(\n    {params}) {{']
+    dims = f"__cluster_dims__({cluster}, 1, 1) " if cluster > 1 else ""
+    lines = [
+        f'extern "C" __global__ void {dims}__launch_bounds__({block}) {name}(\n    {params}) {{'
+    ]
     lines += [
         f"  constexpr {a.ctype} {a.name} = {a.constant};" for a in args if a.constant is not None
     ]

@@ -375,5 +375,24 @@ template <typename T> __device__ __forceinline__ T tf_ld_stream(const T* p) {
   else if constexpr (sizeof(T) == 2) return tf_ld_stream_as<T, unsigned short>(p);
   else return tf_ld_stream_as<T, unsigned char>(p);
 }
+// A row split over a thread-block cluster (sm_90): the cluster's blocks wait for one another
+// (arrive with release, wait with acquire: what a block wrote to its shared memory before is
+// visible to the others after), and a block reads another's shared memory through the
+// generic address `mapa` gives for that rank (distributed shared memory).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+__device__ __forceinline__ void tf_cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;" ::: "memory");
+}
+__device__ __forceinline__ unsigned int tf_cluster_rank() {
+  unsigned int r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
+  return r;
+}
+template <typename T> __device__ __forceinline__ const T* tf_cluster_map(const T* p, unsigned int rank) {
+  unsigned long long out;
+  asm volatile("mapa.u64 %0, %1, %2;" : "=l"(out) : "l"(p), "r"(rank));
+  return reinterpret_cast<const T*>(out);
+}
+#endif
 // ---- end of preamble ---------------------------------------------------------------
 """

@@ -282,6 +282,13 @@ class _Emitter:
         self.last = last
         self.unroll = getattr(p, "unroll", 1)
         self.split = 1 if persistent else getattr(p, "split", 1)
+        # A row over a cluster of blocks (sm_90): block `tf_rank` of the cluster holds the
+        # row's share r_begin..r_end in registers, and each block total is combined with the
+        # other blocks' through distributed shared memory (`cluster_reduce`).
+        self.cluster = getattr(p, "cluster", 1) if persistent else 1
+        assert self.cluster == 1 or (self.cache and self.lane_rows == 1), (
+            "a row over a cluster is held in registers, one row a lane (schedulers.normalization)"
+        )
         self.divided_by = self.reductions_used_as_divisors()
         self.lines: list[str] = []
         self.counter = [0]
@@ -310,7 +317,12 @@ class _Emitter:
         ]
         self.staged: set[int] = set()  # cached loads a shared row holds already
         self.phase = 0  # the pass being emitted: accumulator position, len(accs) for the outputs
-        self.kept_values = self.values_kept_across_passes() if self.cache else {}
+        # A row over a cluster holds as many elements a thread as registers allow already:
+        # kept values would double its registers and halve the blocks an SM runs; its exps
+        # are computed again instead.
+        self.kept_values = (
+            self.values_kept_across_passes() if self.cache and self.cluster == 1 else {}
+        )
 
     def values_kept_across_passes(self) -> dict[Expr, tuple[int, int]]:
         """Costly element values (an exp, a division...) that one accumulator's pass computes
@@ -466,8 +478,9 @@ class _Emitter:
         if self.cache:
             self.w(f"{indent}#pragma unroll")
             self.w(f"{indent}for (int c = 0; c < {self.ept // vec}; ++c) {{")
-            self.w(f"{indent}  const {it} r0 = ({it})c * {tr_n * vec} + ({it})tr * {vec};")
-            self.w(f"{indent}  if (row_ok && r0 < n_red) {{")
+            begin, end = ("r_begin + ", "r_end") if self.cluster > 1 else ("", "n_red")
+            self.w(f"{indent}  const {it} r0 = {begin}({it})c * {tr_n * vec} + ({it})tr * {vec};")
+            self.w(f"{indent}  if (row_ok && r0 < {end}) {{")
             inner = indent + "    "
             if fill:
                 self.unravel(self.red, "r0", inner)
@@ -806,7 +819,8 @@ class _Emitter:
         reduced = [(k, st) for k, st in enumerate(self.s.stores) if st.reduced]
         if not reduced:
             return
-        self.w(f"{indent}if (row_ok && tr == 0) {{")
+        rank0 = " && tf_rank == 0" if self.cluster > 1 else ""  # one block of the cluster
+        self.w(f"{indent}if (row_ok && tr == 0{rank0}) {{")
         for j in self.red:
             self.w(f"{indent}  const {it} i{j} = 0;")
         lanes = self.along_outputs
@@ -870,13 +884,8 @@ class _Emitter:
         """This block's share of every row (`r_begin`..`r_end`, whole vectors), and the
         workspace: a counter per row tile, then each partial field's [split][n_out] array, in
         the layout `schedulers.reduction.workspace_bytes` sizes."""
-        it, p, step = self.itype, self.p, self.step
-        self.w(f"  const long long tf_chunk = ((long long)n_red + {p.split - 1}) / {p.split};")
-        self.w(f"  const long long tf_share = (tf_chunk + {step - 1}) / {step} * {step};")
-        self.w(
-            f"  const {it} r_begin = ({it})min((long long)blockIdx.y * tf_share, (long long)n_red);"
-        )
-        self.w(f"  const {it} r_end = ({it})min((long long)r_begin + tf_share, (long long)n_red);")
+        p = self.p
+        self.share_bounds(p.split, "blockIdx.y")
         self.w("  unsigned int* tf_counter = reinterpret_cast<unsigned int*>(WS);")
         self.w(
             f"  long long tf_at = (4 * (((long long)n_out + {p.rows_per_block - 1}) / {p.rows_per_block}) + 15)"
@@ -945,6 +954,55 @@ class _Emitter:
             "    __syncthreads();  // tf_last is read by all before it is written for the next tile"
         )
 
+    def share_bounds(self, parts: int, index: str) -> None:
+        """r_begin..r_end: the `index`-th of `parts` shares of a row, in whole vectors."""
+        it, step = self.itype, self.step
+        self.w(f"  const long long tf_chunk = ((long long)n_red + {parts - 1}) / {parts};")
+        self.w(f"  const long long tf_share = (tf_chunk + {step - 1}) / {step} * {step};")
+        self.w(
+            f"  const {it} r_begin = ({it})min((long long){index} * tf_share, (long long)n_red);"
+        )
+        self.w(f"  const {it} r_end = ({it})min((long long)r_begin + tf_share, (long long)n_red);")
+
+    # -- a row over a cluster of blocks (sm_90) ------------------------------------------
+    def row_reduce(self, acc: _Accumulator, indent: str) -> None:
+        """acc<i> of every thread of the row, the total in every thread: across the block,
+        then (a row over a cluster) across the cluster."""
+        self.block_reduce(acc, indent)
+        if self.cluster == 1:
+            return
+        # Each block's total in its own shared cell (one per accumulator and field: a later
+        # pass never writes a cell an earlier pass's readers may still read; the row's last
+        # cluster barrier orders them against the next row). After the barrier every thread
+        # combines the cluster's cells in rank order: each block gets the same total, bit
+        # for bit, whichever block finished first.
+        t, fields, a = acc.ctype.cuda, _fields(acc), f"acc{acc.index}"
+        rows = self.p.rows_per_block
+        for f_ in fields:
+            sfx = f"_{f_}" if f_ else ""
+            self.w(f"{indent}__shared__ {t} cx{acc.index}{sfx}[{rows}];")
+        self.w(f"{indent}if (tr == 0) {{")
+        for f_ in fields:
+            sfx, dot = (f"_{f_}", f".{f_}") if f_ else ("", "")
+            self.w(f"{indent}  cx{acc.index}{sfx}[to] = {a}{dot};")
+        self.w(f"{indent}}}")
+        self.w(f"{indent}tf_cluster_sync();")
+
+        def cell(rank: str) -> str:
+            return _struct_of(
+                acc,
+                [
+                    f"*tf_cluster_map(&cx{acc.index}{'_' + f_ if f_ else ''}[to], {rank})"
+                    for f_ in fields
+                ],
+            )
+
+        self.w(f"{indent}{a} = {cell('0')};")
+        self.w(f"{indent}#pragma unroll")
+        self.w(
+            f"{indent}for (unsigned int c = 1; c < {self.cluster}; ++c) {a} = {_combine(acc, a, cell('c'))};"
+        )
+
     def publish_partials(self, indent: str, output: str) -> None:
         """This block's total of every partial field for `output` (an output index), written
         by the row's first thread at [blockIdx.y][output] of the field's workspace array."""
@@ -989,7 +1047,7 @@ class _Emitter:
             self.w(f"{ind}acc{total.index} += {self.operand(acc, ind, cached, in_vector)};")
 
         self.element_loop(add_value, indent, reads=[acc.operand])
-        self.block_reduce(total, indent)
+        self.row_reduce(total, indent)
         self.w(f"{indent}const {t} mean{acc.index} = acc{total.index} / ({t})n_red;")
         self.w(f"{indent}{t} acc{squares.index} = {_init(squares)};")
 
@@ -998,7 +1056,7 @@ class _Emitter:
             self.w(f"{ind}{{ const {t} d = {x} - mean{acc.index}; acc{squares.index} += d * d; }}")
 
         self.element_loop(add_square, indent, reads=[acc.operand])
-        self.block_reduce(squares, indent)
+        self.row_reduce(squares, indent)
         self.w(
             f"{indent}TfWelford<{t}> acc{acc.index}{{mean{acc.index}, acc{squares.index}, ({t})n_red}};"
         )
@@ -1086,7 +1144,7 @@ class _Emitter:
                 self.finalize(acc, indent)
                 continue
             self.reduce_pass(acc, indent)
-            self.block_reduce(acc, indent)
+            self.row_reduce(acc, indent)
             self.finalize(acc, indent)
         self.phase = len(self.accs)
         full = [(k, st) for k, st in enumerate(s.stores) if not st.reduced]
@@ -1129,7 +1187,7 @@ class _Emitter:
     def emit(self) -> str:
         p, it = self.p, self.itype
         block = p.threads_r * p.rows_per_block
-        self.w(kernel_opening(self.name, self.args, block))
+        self.w(kernel_opening(self.name, self.args, block, self.cluster))
         n_out = " * ".join(f"({it})E{j}" for j in self.outer) or f"({it})1"
         n_red = " * ".join(f"({it})E{j}" for j in self.red) or f"({it})1"
         self.w(f"  const {it} n_out = {n_out};")
@@ -1140,15 +1198,20 @@ class _Emitter:
             self.w("  const int to = threadIdx.x; const int tr = threadIdx.y;")
         if self.split > 1:
             self.split_opening()
+        if self.cluster > 1:
+            self.w("  const unsigned int tf_rank = tf_cluster_rank();")
+            self.share_bounds(self.cluster, "tf_rank")
         self.shared_rows()
         # A lane's row: one output, or (a vector along the outputs) `vec` consecutive ones,
         # the innermost index the vector's first; a tile is rows_per_block rows, or that many
         # times rows_per_lane with rows a lane.
         n_rows = f"(n_out / {self.vec})" if self.along_outputs else "n_out"
         tile = p.rows_per_block * self.lane_rows
+        # A cluster's blocks share their rows: the cluster's index, not the block's, walks them.
+        per = f" / {self.cluster}" if self.cluster > 1 else ""
         self.w(
-            f"  for ({it} row_base = ({it})blockIdx.x * {tile}; row_base < {n_rows}; "
-            f"row_base += ({it})gridDim.x * {tile}) {{"
+            f"  for ({it} row_base = ({it})(blockIdx.x{per}) * {tile}; row_base < {n_rows}; "
+            f"row_base += ({it})(gridDim.x{per}) * {tile}) {{"
         )
         if self.lane_rows > 1:
             # Every row of the lane loaded first (their loads in flight together), then each
@@ -1181,6 +1244,10 @@ class _Emitter:
             self.output_lanes("    ")
         else:
             self.row_body("    ")
+        if self.cluster > 1:
+            # No block reuses its cells for the next row, or exits (its shared memory gone),
+            # while another block of the cluster may still read them.
+            self.w("    tf_cluster_sync();")
         self.w("  }")
         self.w("}")
         return "\n".join(self.lines)

@@ -56,7 +56,10 @@ class Scheduler(Protocol):
 #    L2) does not load them evict-first.
 # 14: a strided reduction unrolls at most as many chunks as a thread's column has (a Welford
 #    pass merges a trip's chunks at once: codegen 15).
-HEURISTICS_VERSION = 14
+# 15: normalization rows of 4-byte elements too long for one block's registers and shared
+#    memory are held over a thread-block cluster on sm_90 (cluster), where its blocks span
+#    at most two SMs.
+HEURISTICS_VERSION = 15
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -4,7 +4,9 @@ elements of every row-dependent input in registers across all phases (memory is 
 with `shared_row` the first phase that reads an input stages the row in shared memory and
 the later ones read it there (memory is read once, rows up to the opt-in shared memory of
 a block: a GPT-2 vocabulary row of 50257 floats); without either each phase reads them
-again (any row length)."""
+again (any row length). With `cluster` (sm_90) a row too long for one block's registers is
+split over a thread-block cluster: each block holds its share in registers and the blocks
+combine their totals through distributed shared memory (memory is read once)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from tunefuse.schedulers import reduction
 from tunefuse.schedulers.common import (
     evict_first_pays,
     flag_space,
+    grid_cap,
     holding_default,
     pow2_at_least,
 )
@@ -42,6 +45,7 @@ class Params:
     )
     shared_row: bool = False  # without cache_row: inputs read by several phases staged in smem
     rows_per_lane: int = 1  # with cache_row: rows a lane, all loaded before any is reduced
+    cluster: int = 1  # with cache_row (sm_90): blocks a row, each holding its share in registers
 
     def as_reduction(self) -> reduction.Params:
         """The reduction layout these params share with the reduction scheduler."""
@@ -59,6 +63,9 @@ class Params:
 
 
 MAX_CACHED_ELEMENTS = 32  # per thread and cached input: beyond this, registers spill
+# The portable cluster size: a cluster of up to 8 blocks is launched on every sm_90 part
+# (16 takes a non-portable opt-in, and GPCs that have 16 SMs free).
+MAX_CLUSTER = 8
 # Shared memory a block keeps beside a staged row: its block reductions' static arrays (a
 # few per accumulator, rows x warps x at most 24 bytes) and the driver's reserved bytes.
 SHARED_ROW_RESERVE = 8 * 1024
@@ -91,7 +98,8 @@ def shared_row_fits(segment: Segment, device: DeviceInfo, rows_per_block: int) -
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
     """The row in registers (one read of memory), 16-byte vectors, enough threads that each
-    holds at most 32 elements; rows too long for that are re-read through L1/L2.
+    holds at most 32 elements; rows too long for that are staged in shared memory, held over
+    a cluster of blocks (sm_90, `_row_over_cluster`) or re-read through L1/L2.
     32 rather than 16 a thread (128 threads a 4096-row, not 256): the best or within 0.1 us
     of it for softmax fp32 and bf16, layernorm fp32 and rmsnorm bf16 8192x4096 in
     `benchmarks/sweep.py CASE DTYPE 8192 4096 inner=True cache_row=True unroll=1 --all`
@@ -135,6 +143,10 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     # every thread the SM may run, so that enough loads are in flight (Little's law).
     # (A row that no two passes read is read once as it is: nothing to stage.)
     staged = shared_row_bytes(segment, 1) > 0 and shared_row_fits(segment, device, 1)
+    if not staged and shared_row_bytes(segment, 1) > 0:
+        over_cluster = _row_over_cluster(segment, device, vector)
+        if over_cluster is not None:
+            return over_cluster
     if staged:
         resident = max(
             1, device.shared_per_sm // (shared_row_bytes(segment, 1) + SHARED_ROW_RESERVE)
@@ -178,6 +190,88 @@ def _row_in_registers(
     )
 
 
+def supports_clusters(device: DeviceInfo) -> bool:
+    return device.compute_capability >= (9, 0)
+
+
+def cluster_share(n_red: int, cluster: int, vector: int) -> int:
+    """The most elements of a row one block of a cluster holds (whole vectors), as codegen
+    splits the row (`share_bounds`)."""
+    return -(-(-(-n_red // cluster)) // vector) * vector
+
+
+# Where a row over a cluster measured faster than the other forms (H100, benchmarks/ab.py):
+# rows one block's shared memory cannot stage (a row staged in one block was faster: fp32
+# softmax [2048, 50257] 393 us against 1025 over a cluster, [4096, 40000] 483 against 542),
+# of 4-byte elements (fp32 [64, 65536]: layernorm 28.2 -> 22.0 us, rmsnorm 25.3 -> 18.6,
+# softmax 26.0 -> 23.2; [1024, 65536]: 286 -> 221, 283 -> 193, 279 -> 262), in clusters
+# spanning at most CLUSTER_SMS SMs. Rows of 2-byte elements lost at every point tried (bf16
+# [1024, 131072] softmax 283 -> 349 at best, layernorm 282 -> 297; [64, 131072] 28.9 -> 34.4,
+# 27.7 -> 30.9): twice the elements a byte, at one block an SM. Clusters of 8 blocks of 1024
+# threads (8 SMs each) lost too (fp32 [16, 262144] layernorm 27.9 -> 33.3, softmax 25.8 ->
+# 35.3): too few such clusters fit the GPCs at once.
+CLUSTER_MIN_ITEMSIZE = 4
+CLUSTER_SMS = 2
+CLUSTER_THREADS = 256  # a block of a row over many waves of clusters: 4 resident an SM
+# The registers a thread holding MAX_CACHED_ELEMENTS elements takes (its share, indices and
+# accumulators): what sets how many blocks of held rows an SM runs at once.
+HOLDING_THREAD_REGISTERS = 64
+
+
+def _row_over_cluster(segment: Segment, device: DeviceInfo, vector: int) -> Params | None:
+    """A row too long for one block's registers and shared memory, held by a cluster's
+    registers (sm_90), each thread
+    holding at most MAX_CACHED_ELEMENTS. Rows whose clusters of 1024-thread blocks all run
+    in one wave (evenly busy SMs, `sm_balance`) take those: the fewest blocks. More rows
+    take blocks of CLUSTER_THREADS, several resident an SM, so that one block's loads
+    overlap another's barriers (fp32 [1024, 65536] layernorm 288 -> 221 us). None where
+    clusters cannot run or where the measurements above say another form is faster."""
+    if not supports_clusters(device):
+        return None
+    along_row = [
+        ld.dtype.itemsize
+        for ld in segment.loads
+        if not ld.offset.is_affine
+        or any(ld.offset.coeff(Var(j, segment.extents[j])) for j in segment.reduce_dims)
+    ]
+    if not along_row or min(along_row) < CLUSTER_MIN_ITEMSIZE:
+        return None
+    n_out, n_red = reduction.sizes(segment)
+
+    def resident(threads: int) -> int:
+        return max(1, device.regs_per_sm // (threads * HOLDING_THREAD_REGISTERS))
+
+    threads = device.max_threads_per_block
+    cluster = pow2_at_least(-(-n_red // (threads * MAX_CACHED_ELEMENTS)))
+    one_wave = n_out * cluster <= device.sm_count * resident(threads)
+    if not one_wave or sm_balance(n_out * cluster, device) < MIN_SM_BALANCE:
+        threads = CLUSTER_THREADS
+        cluster = pow2_at_least(-(-n_red // (threads * MAX_CACHED_ELEMENTS)))
+    if cluster > min(MAX_CLUSTER, CLUSTER_SMS * resident(threads)):
+        return None
+    share = cluster_share(n_red, cluster, vector)
+    ept = -(-(-(-share // threads)) // vector) * vector
+    return Params(
+        threads,
+        1,
+        True,
+        0,
+        True,
+        ept,
+        vector,
+        1,
+        evict_first_pays(segment),
+        cluster=cluster,
+    )
+
+
+def sm_balance(blocks: int, device: DeviceInfo) -> float:
+    """The share of the SMs' time `blocks` blocks of one an SM at a time keep busy (the last
+    wave's idle SMs are the rest)."""
+    waves = -(-blocks // device.sm_count)
+    return blocks / (waves * device.sm_count)
+
+
 def keeps_two_passes(segment: Segment) -> bool:
     """A reduction of a max and the sum of exp(x - max) (logsumexp) over contiguous rows of
     at most 32 vectors runs better as a normalization: a row held in a few lanes' registers
@@ -213,8 +307,7 @@ def split_reason(segment: Segment, device: DeviceInfo) -> str | None:
     if p.cache_row or p.shared_row:
         return None
     n_out, n_red = reduction.sizes(segment)
-    waves = -(-n_out // device.sm_count)
-    balance = n_out / (waves * device.sm_count)
+    balance = sm_balance(n_out, device)
     if balance >= MIN_SM_BALANCE:
         return None
     return (
@@ -235,8 +328,16 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     if p.elements_per_thread % p.vector:
         return f"elements_per_thread {p.elements_per_thread} is not a multiple of vector {p.vector}"
     _, n_red = reduction.sizes(segment)
-    if p.cache_row and p.elements_per_thread * p.threads_r < n_red:
-        return f"a row of {n_red} does not fit {p.elements_per_thread} x {p.threads_r} registers"
+    why = _cluster_error(device, p)
+    if why:
+        return why
+    share = cluster_share(n_red, p.cluster, p.vector)
+    if p.cache_row and p.elements_per_thread * p.threads_r < share:
+        blocks = f" in each of {p.cluster} blocks" if p.cluster > 1 else ""
+        return (
+            f"a row of {n_red} does not fit {p.elements_per_thread} x {p.threads_r} "
+            f"registers{blocks}"
+        )
     if p.elements_per_thread < 1 or p.elements_per_thread > 64:
         return "elements_per_thread"
     if p.shared_row and p.cache_row:
@@ -250,6 +351,21 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     return None
 
 
+def _cluster_error(device: DeviceInfo, p: Params) -> str | None:
+    """Why `p.cluster` cannot run (None: it can)."""
+    if p.cluster == 1:
+        return None
+    if p.cluster not in (2, 4, MAX_CLUSTER):
+        return f"cluster {p.cluster} (1, 2, 4 or {MAX_CLUSTER})"
+    if not supports_clusters(device):
+        return f"a row over a cluster of blocks takes sm_90 or later ({device.arch} here)"
+    if not p.cache_row:
+        return "a row over a cluster is held in registers (cache_row)"
+    if p.rows_per_lane > 1:
+        return "a row over a cluster is one row a lane"
+    return None
+
+
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
@@ -259,13 +375,18 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "inner": optuna.distributions.CategoricalDistribution([True, False]),
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 4, 8, 16, 32, 64]),
         "cache_row": optuna.distributions.CategoricalDistribution([True, False]),
-        "elements_per_thread": optuna.distributions.CategoricalDistribution([1, 2, 4, 8, 16, 32]),
+        "elements_per_thread": optuna.distributions.CategoricalDistribution(
+            [1, 2, 4, 8, 16, 32, 64]
+        ),
         "vector": optuna.distributions.CategoricalDistribution(
             [v for v in (1, 2, 4, 8) if reduction.reduced_vector(segment) % v == 0]
         ),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         "shared_row": optuna.distributions.CategoricalDistribution([False, True]),
         "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
+        "cluster": optuna.distributions.CategoricalDistribution(
+            [1, 2, 4, MAX_CLUSTER] if supports_clusters(device) else [1]
+        ),
         **flag_space(),
     }
     return holding_default(space, default_params(segment, device))
@@ -274,4 +395,10 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
 def grid(
     segment: Segment, device: DeviceInfo, p: Params
 ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
-    return reduction.grid(segment, device, p.as_reduction())
+    if p.cluster == 1:
+        return reduction.grid(segment, device, p.as_reduction())
+    # A cluster's blocks are consecutive along x (cluster dims (cluster, 1, 1)), each cluster
+    # a tile of rows: the grid is a whole number of clusters.
+    (tiles, _, _), block, smem = reduction.grid(segment, device, p.as_reduction())
+    tiles = min(tiles, grid_cap(device, p.blocks_per_sm) // p.cluster)
+    return (tiles * p.cluster, 1, 1), block, smem
