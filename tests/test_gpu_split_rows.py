@@ -20,7 +20,8 @@ pytestmark = pytest.mark.gpu
     [
         ("softmax", DataType.Float, (2, 70000)),  # 280 KB a row: more than a block's smem
         ("softmax", DataType.BFloat16, (1, 2**20 + 3)),  # one row, odd: no vector
-        ("softmax", DataType.Float, (100, 65536)),  # 100 rows for 132 SMs: 76% busy
+        # 100 rows for 132 SMs: 76% busy (rows of 65536 an H100 holds over a cluster)
+        ("softmax", DataType.Float, (100, 100000)),
         ("layernorm", DataType.Float, (3, 2**18)),  # var_mean: one reduction kernel
         ("rmsnorm", DataType.BFloat16, (7, 150001)),
         ("logsumexp", DataType.BFloat16, (5, 2**18)),  # reductions only: one pass, one kernel
