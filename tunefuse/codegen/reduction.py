@@ -608,7 +608,6 @@ class _Emitter:
         """acc<i> of every thread of a row combined, the total in every thread of the row.
         `declare`: False reuses the shared arrays an enclosing scope declared (a split
         reduction's second reduce: one set of arrays, not two)."""
-        t = acc.ctype.cuda
         fields = _fields(acc)
         tr_n = self.p.threads_r
         rows = self.p.rows_per_block
@@ -640,15 +639,8 @@ class _Emitter:
                 32 lanes in one bank, a 32-way conflict at every level of the tree."""
                 return f"({k}) * {rows} + to" if not self.p.inner else f"to * {lanes} + {k}"
 
-            for f_ in fields if declare else ():
-                sfx = f"_{f_}" if f_ else ""
-                self.w(f"{indent}__shared__ {t} sm{acc.index}{sfx}[{rows * lanes}];")
             cond = "(tr & 31) == 0" if shuffle else "true"
-            self.w(f"{indent}if ({cond}) {{")
-            for f_ in fields:
-                sfx, dot = (f"_{f_}", f".{f_}") if f_ else ("", "")
-                self.w(f"{indent}  sm{acc.index}{sfx}[{at(slot)}] = {a}{dot};")
-            self.w(f"{indent}}}")
+            self.publish_fields(acc, "sm", rows * lanes if declare else 0, cond, at(slot), indent)
             self.w(f"{indent}__syncthreads();")
             if shuffle:
                 self.gather_warp_partials(acc, indent, lanes)
@@ -672,6 +664,22 @@ class _Emitter:
                 sfx, dot = (f"_{f_}", f".{f_}") if f_ else ("", "")
                 self.w(f"{indent}{a}{dot} = sm{acc.index}{sfx}[{at('0')}];")
             self.w(f"{indent}__syncthreads();")
+
+    def publish_fields(
+        self, acc: _Accumulator, array: str, size: int, cond: str, cell: str, indent: str
+    ) -> None:
+        """acc<i>'s fields written to shared arrays `array`<i>_<field> at `cell` by the
+        threads where `cond` holds; the arrays declared here with `size` cells (0: an
+        enclosing scope declared them)."""
+        t, a = acc.ctype.cuda, f"acc{acc.index}"
+        for f_ in _fields(acc) if size else ():
+            sfx = f"_{f_}" if f_ else ""
+            self.w(f"{indent}__shared__ {t} {array}{acc.index}{sfx}[{size}];")
+        self.w(f"{indent}if ({cond}) {{")
+        for f_ in _fields(acc):
+            sfx, dot = (f"_{f_}", f".{f_}") if f_ else ("", "")
+            self.w(f"{indent}  {array}{acc.index}{sfx}[{cell}] = {a}{dot};")
+        self.w(f"{indent}}}")
 
     def max_exp_sum_block_reduce(self, acc: _Accumulator, indent: str, declare: bool) -> None:
         """A max-and-sum across the row's threads as two plain reductions: the row's max, then
@@ -976,16 +984,8 @@ class _Emitter:
         # cluster barrier orders them against the next row). After the barrier every thread
         # combines the cluster's cells in rank order: each block gets the same total, bit
         # for bit, whichever block finished first.
-        t, fields, a = acc.ctype.cuda, _fields(acc), f"acc{acc.index}"
-        rows = self.p.rows_per_block
-        for f_ in fields:
-            sfx = f"_{f_}" if f_ else ""
-            self.w(f"{indent}__shared__ {t} cx{acc.index}{sfx}[{rows}];")
-        self.w(f"{indent}if (tr == 0) {{")
-        for f_ in fields:
-            sfx, dot = (f"_{f_}", f".{f_}") if f_ else ("", "")
-            self.w(f"{indent}  cx{acc.index}{sfx}[to] = {a}{dot};")
-        self.w(f"{indent}}}")
+        fields, a = _fields(acc), f"acc{acc.index}"
+        self.publish_fields(acc, "cx", self.p.rows_per_block, "tr == 0", "to", indent)
         self.w(f"{indent}tf_cluster_sync();")
 
         def cell(rank: str) -> str:
