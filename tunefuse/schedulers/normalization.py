@@ -81,12 +81,22 @@ def shared_row_bytes(segment: Segment, rows_per_block: int) -> int:
     passes = phases_reading(segment, online=False)
     total = 0
     for k, ld in enumerate(segment.loads):
-        along_row = not ld.offset.is_affine or any(
-            ld.offset.coeff(Var(j, segment.extents[j])) for j in segment.reduce_dims
-        )
-        if along_row and passes.get(k, 0) > 1:
+        if moves_along_row(segment, ld) and passes.get(k, 0) > 1:
             total += -(-(rows_per_block * n_red * ld.dtype.itemsize) // 16) * 16
     return total
+
+
+def moves_along_row(segment: Segment, ld) -> bool:  # noqa: ANN001 - a segment's load
+    """A load whose element changes along the reduced dims (a row's input, not a weight
+    broadcast across it)."""
+    return not ld.offset.is_affine or any(
+        ld.offset.coeff(Var(j, segment.extents[j])) for j in segment.reduce_dims
+    )
+
+
+def vectors_of_share(n: int, parts: int, vector: int) -> int:
+    """The most elements one of `parts` shares of `n` holds, in whole vectors."""
+    return -(-(-(-n // parts)) // vector) * vector
 
 
 def shared_row_fits(segment: Segment, device: DeviceInfo, rows_per_block: int) -> bool:
@@ -132,7 +142,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     threads = 32
     while threads < device.max_threads_per_block and -(-n_red // threads) > MAX_CACHED_ELEMENTS:
         threads *= 2
-    ept = -(-(-(-n_red // threads)) // vector) * vector
+    ept = vectors_of_share(n_red, threads, vector)
     rows = max(1, 128 // threads)
     # One block per `rows` rows, no grid-stride (blocks_per_sm 0): softmax 8192x4096 fp32
     # 95.7 -> 94.1 us, layernorm 95.8 -> 95.3 against 32 blocks an SM (benchmarks/sweep.py).
@@ -197,7 +207,7 @@ def supports_clusters(device: DeviceInfo) -> bool:
 def cluster_share(n_red: int, cluster: int, vector: int) -> int:
     """The most elements of a row one block of a cluster holds (whole vectors), as codegen
     splits the row (`share_bounds`)."""
-    return -(-(-(-n_red // cluster)) // vector) * vector
+    return vectors_of_share(n_red, cluster, vector)
 
 
 # Where a row over a cluster measured faster than the other forms (H100, benchmarks/ab.py):
@@ -220,20 +230,15 @@ HOLDING_THREAD_REGISTERS = 64
 
 def _row_over_cluster(segment: Segment, device: DeviceInfo, vector: int) -> Params | None:
     """A row too long for one block's registers and shared memory, held by a cluster's
-    registers (sm_90), each thread
-    holding at most MAX_CACHED_ELEMENTS. Rows whose clusters of 1024-thread blocks all run
-    in one wave (evenly busy SMs, `sm_balance`) take those: the fewest blocks. More rows
-    take blocks of CLUSTER_THREADS, several resident an SM, so that one block's loads
-    overlap another's barriers (fp32 [1024, 65536] layernorm 288 -> 221 us). None where
-    clusters cannot run or where the measurements above say another form is faster."""
+    registers (sm_90), each thread holding at most MAX_CACHED_ELEMENTS. Rows whose clusters
+    of 1024-thread blocks all run in one wave (evenly busy SMs, `sm_balance`) take those:
+    the fewest blocks. More rows take blocks of CLUSTER_THREADS, several resident an SM, so
+    that one block's loads overlap another's barriers (fp32 [1024, 65536] layernorm 288 ->
+    221 us). None where clusters cannot run or where the measurements above say another
+    form is faster."""
     if not supports_clusters(device):
         return None
-    along_row = [
-        ld.dtype.itemsize
-        for ld in segment.loads
-        if not ld.offset.is_affine
-        or any(ld.offset.coeff(Var(j, segment.extents[j])) for j in segment.reduce_dims)
-    ]
+    along_row = [ld.dtype.itemsize for ld in segment.loads if moves_along_row(segment, ld)]
     if not along_row or min(along_row) < CLUSTER_MIN_ITEMSIZE:
         return None
     n_out, n_red = reduction.sizes(segment)
@@ -250,7 +255,7 @@ def _row_over_cluster(segment: Segment, device: DeviceInfo, vector: int) -> Para
     if cluster > min(MAX_CLUSTER, CLUSTER_SMS * resident(threads)):
         return None
     share = cluster_share(n_red, cluster, vector)
-    ept = -(-(-(-share // threads)) // vector) * vector
+    ept = vectors_of_share(share, threads, vector)
     return Params(
         threads,
         1,
