@@ -30,29 +30,44 @@ from fusion_zoo import ZOO  # noqa: E402
 from patterns import SURFACE_ONLY, pattern_fusion  # noqa: E402
 from run import timed, torch_of  # noqa: E402
 from surface import _torch_fn  # noqa: E402
-from sweep import choice, only_segment, torch_dtype, zoo_case  # noqa: E402
+from sweep import choice, torch_dtype, zoo_case  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
 from tunefuse.fusion_file import load_fusion_file  # noqa: E402
+from tunefuse.planning.plan import make_plan  # noqa: E402
 from tunefuse.runtime.device import runtime  # noqa: E402
 from tunefuse.runtime.executor import Executor  # noqa: E402
 from tunefuse.schedulers import scheduler_for, with_values  # noqa: E402
 
 
 def variant(segment, device, default, spec: str):  # noqa: ANN001, ANN201
-    """The default params with the `name=value,...` changes of `spec` (values as the search
-    space spells them); SystemExit naming the change that is not in the space or not valid."""
+    """The default params with the `name=value,...` changes of `spec` that apply to this
+    segment's scheduler (values as the search space spells them; `pointwise.block_size=128`
+    changes only pointwise kernels, a bare name every kernel); SystemExit naming a change
+    that is not in the space or not valid."""
     sched = scheduler_for(segment.scheduler)
     space = sched.search_space(segment, device)
     changes = {}
     for item in spec.split(","):
         name, _, text = item.partition("=")
-        changes[name] = choice(space, segment.scheduler.value, name, text)
+        kind, dot, bare = name.rpartition(".")
+        if dot and kind != segment.scheduler.value:
+            continue
+        changes[bare] = choice(space, segment.scheduler.value, bare, text)
     params = with_values(default, changes)
     why = sched.is_valid(segment, device, params)
     if why is not None:
         raise SystemExit(f"{spec}: not valid here ({why})")
     return params
+
+
+def check_names(segments, spec: str) -> None:  # noqa: ANN001
+    """SystemExit when a change of `spec` names a scheduler that no kernel of the plan has."""
+    kinds = {s.scheduler.value for s in segments}
+    for item in spec.split(","):
+        kind, dot, _ = item.partition("=")[0].rpartition(".")
+        if dot and kind not in kinds:
+            raise SystemExit(f"{item}: the plan has no {kind} kernel (it has {sorted(kinds)})")
 
 
 def case(name: str, dtype: DataType, shape: tuple[int, ...]):  # noqa: ANN201
@@ -79,13 +94,21 @@ def main() -> None:
     name, dtype_name, shape_text = args[0], args[1], args[2]
     rounds = int(opts.get("rounds", 5))
     fd, inputs = case(name, DataType(dtype_name), tuple(int(n) for n in shape_text.split("x")))
-    segment = only_segment(fd, inputs)
     device = runtime(0).info
-    default = scheduler_for(segment.scheduler).default_params(segment, device)
-    runs = {"default": Executor(fd.fusion, params_source=lambda s, d: default)}
+    segments = make_plan(fd.fusion, inputs, device=device).segments
+    default = tuple(scheduler_for(s.scheduler).default_params(s, device) for s in segments)
+    runs = {"default": Executor(fd.fusion, params_source=lambda s, d: None)}
     for spec in args[3:]:
-        params = variant(segment, device, default, spec)
-        runs[spec] = Executor(fd.fusion, params_source=lambda s, d, p=params: p)
+        check_names(segments, spec)
+        chosen = {
+            (s.kernel_key, s.shape_key): variant(
+                s, device, scheduler_for(s.scheduler).default_params(s, device), spec
+            )
+            for s in segments
+        }
+        runs[spec] = Executor(
+            fd.fusion, params_source=lambda s, d, c=chosen: c[(s.kernel_key, s.shape_key)]
+        )
     want = runs["default"].run(inputs)[0].float()
     # Another reduction order may round the last bit of the output type differently.
     rtol, atol = (4 * t for t in DataType(dtype_name).tolerance)
@@ -108,7 +131,7 @@ def main() -> None:
     for _ in range(rounds):
         for label, call in calls.items():
             times[label].append(timed(call))
-    print(f"{name} {dtype_name} {shape_text}, default {default}")
+    print(f"{name} {dtype_name} {shape_text}, default {'; '.join(map(str, default))}")
     for label, ts in times.items():
         print(
             f"  {label:40s} median {statistics.median(ts):7.1f} us of {[round(t, 1) for t in ts]}"

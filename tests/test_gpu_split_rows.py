@@ -54,3 +54,24 @@ def test_rows_that_fill_the_sms_keep_one_kernel(rng):
     got, launched = run_with_reduction_params(fd, inputs)
     assert [SchedulerKind(k.scheduler) for k in launched] == [SchedulerKind.NORMALIZATION]
     assert_agrees(fd, inputs, got, DataType.Float)
+
+
+@pytest.mark.parametrize(
+    "name,dtype,shape",
+    [
+        ("layernorm", DataType.Float, (3, 2**22 + 4)),  # weight and bias: 32 MB a pass
+        ("rmsnorm", DataType.BFloat16, (5, 3 * 2**21)),  # odd rows of a 12 MB weight
+        ("bias_gelu", DataType.BFloat16, (7, 2**22 + 8)),  # one pointwise kernel
+    ],
+)
+def test_rows_whose_broadcast_operands_l2_cannot_keep_loop_in_each_thread(name, dtype, shape, rng):
+    """A pointwise pass whose operands broadcast along the rows would be read from memory
+    again for each row runs one wave of blocks whose threads loop over the rows (one block a
+    column of the grid: `pointwise.rereads_broadcast`), and computes what the reference does."""
+    fd = build(ZOO[name], dtype)
+    inputs = inputs_for(fd, shape[0], shape[1], rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    (pw,) = [k for k in launched if SchedulerKind(k.scheduler) is SchedulerKind.POINTWISE]
+    assert pw.params["split"] == 1 and pw.params["blocks_per_sm"] > 0, pw.params
+    assert pw.grid[1] == 1 and pw.block[1] == 1, (pw.grid, pw.block)
+    assert_agrees(fd, inputs, got, dtype)

@@ -34,7 +34,8 @@ def row_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
 )
 @settings(max_examples=200, deadline=None)
 def test_inner_rows_are_read_in_runs_a_warp_coalesces(rows_log, cols, dtype):
-    """A row of at most 32 vectors is read up to 4 vectors a lane, a row's lanes reading runs
+    """A row of at most 32 vectors is read up to SHORT_ROW_VECTORS (2) vectors a lane, a
+    row's lanes reading runs
     of at least 64 bytes or the whole row (a warp reads whole rows back to back); a longer row
     in chunks of at least 32 elements or vectors (128 bytes of fp32). Either way the params
     are valid and the block fits."""
@@ -46,12 +47,27 @@ def test_inner_rows_are_read_in_runs_a_warp_coalesces(rows_log, cols, dtype):
     assert p.inner
     row_vectors = -(-n_red // p.vector)
     if row_vectors <= 32:
-        assert p.threads_r * p.vector * p.unroll >= n_red and p.unroll <= 4
+        assert p.threads_r * p.vector * p.unroll >= n_red
+        assert p.unroll <= reduction.SHORT_ROW_VECTORS
         assert p.threads_r >= row_vectors or p.threads_r * p.vector * itemsize >= 64
         assert p.threads_r < 2 * row_vectors  # no more lanes than the row's vectors, rounded up
+        assert p.threads_r * reduction.SHORT_ROW_VECTORS >= row_vectors
     else:
         assert p.threads_r * p.vector >= 32
     assert 32 <= reduction.block_threads(p) <= 1024 or n_out * p.threads_r < 32
+
+
+def test_short_rows_measured_points():
+    """H100, ab.py (the comment at SHORT_ROW_VECTORS): rows of 16 and 32 vectors take 8 and
+    16 lanes, two vectors each; rows of 4 vectors 4 lanes of one (64-byte runs)."""
+    for rows, cols, dtype, lanes, unroll in [
+        (1 << 20, 128, DataType.BFloat16, 8, 2),
+        (1 << 19, 256, DataType.BFloat16, 16, 2),
+        (1 << 20, 64, DataType.Float, 8, 2),
+        (1 << 22, 16, DataType.Float, 4, 1),
+    ]:
+        p = reduction.default_params(row_sum_segment(rows, cols, dtype), H100)
+        assert (p.threads_r, p.unroll) == (lanes, unroll), (rows, cols, dtype)
 
 
 def column_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201

@@ -59,7 +59,11 @@ class Scheduler(Protocol):
 # 15: normalization rows of 4-byte elements too long for one block's registers and shared
 #    memory are held over a thread-block cluster on sm_90 (cluster), where its blocks span
 #    at most two SMs.
-HEURISTICS_VERSION = 15
+# 16: a 2-D pointwise kernel whose operands broadcast along the rows would read them again
+#    from memory for every row block (a pass over the inner dims past a quarter of the L2)
+#    runs one wave of blocks whose threads loop over the rows; rows of at most 32 vectors
+#    take at most 2 vectors a lane (were 4), reductions and normalizations alike.
+HEURISTICS_VERSION = 16
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -118,12 +118,10 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     vector = reduction.reduced_vector(segment)
     row_vectors = -(-n_red // vector)
     if row_vectors <= 32:
-        # Short rows, laid out as the reduction scheduler lays them: a row's lanes read runs
-        # of at least 64 bytes or the whole row, up to 4 vectors a lane, and the lanes of a
-        # warp take rows back to back (32 lanes a row of 4 floats left 28 of them idle:
-        # 16x torch.compile's time on softmax [2**24, 4] fp32, H100, benchmarks/surface.py).
-        run = min(row_vectors, max(1, 64 // (vector * reduction.widest_load(segment))))
-        threads = pow2_at_least(max(run, -(-row_vectors // 4)))
+        # Short rows, laid out as the reduction scheduler lays them (`short_row_lanes`): the
+        # lanes of a warp take rows back to back (32 lanes a row of 4 floats left 28 of them
+        # idle: 16x torch.compile's time on softmax [2**24, 4] fp32, H100, surface.py).
+        threads = reduction.short_row_lanes(segment, row_vectors, vector)
         # Blocks of 128 threads, as for longer rows: a block of one-row lanes lives as long
         # as its slowest row, and 512 such threads free an SM's slots four times as coarsely:
         # layernorm bf16 [2**22, 8] 57.2 -> 52.8 us, [2**20, 8] 18.6 -> 17.1, [2**21, 16]

@@ -6,11 +6,12 @@ codegen/pointwise.py for why 2-D saves index math."""
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.common import (
+    coeff,
     evict_first_pays,
     flag_space,
     flags_error,
@@ -55,7 +56,9 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     every one of the 8 best points is uncapped; 256 flat 93.3 us, 512 2-D 93.4, against
     94.7 for 1024-thread blocks capped at 32 an SM (the previous default).
     2-D (split 1) wherever the inner dims fill the block's x with at most 1/8 of it idle:
-    no index math in the loop, broadcast operands of the inner dims read once a thread."""
+    no index math in the loop, broadcast operands of the inner dims read once a thread;
+    where those would be read again from memory for every row (`rereads_broadcast`), one
+    wave of blocks whose threads loop over the rows."""
     vector = max_vector(segment)
     groups = segment.numel // vector
     block = min(256, device.max_threads_per_block)
@@ -73,7 +76,50 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     inner_groups = math.prod(segment.extents[1:]) // vector
     x, _ = block_shape(segment, two_d)
     covered = -(-inner_groups // x) * x
-    return two_d if inner_groups >= 32 and (covered - inner_groups) * 8 <= covered else flat
+    if inner_groups < 32 or (covered - inner_groups) * 8 > covered:
+        return flat
+    if rereads_broadcast(segment, two_d.split, device):
+        # One wave of blocks (each row block after the first would read the broadcast
+        # operands again from memory): every thread loops over the rows.
+        return replace(two_d, blocks_per_sm=device.max_threads_per_sm // block)
+    return two_d
+
+
+# A 2-D grid runs its blocks x-fastest: the row blocks of one inner chunk come a whole pass
+# over the inner dims apart. An operand broadcast along the rows (a layernorm's weight and
+# bias) is read again by each of them, from L2 only while that pass fits in part of it; past
+# that, from memory. H100 (`benchmarks/ab.py CASE DTYPE SHAPE blocks_per_sm=8`, one wave of
+# blocks whose threads loop over the rows, against the uncapped grid): bias_gelu fp32 [16,
+# 2**22] (a pass of 48 MB) 267.0 -> 195.0 us (torch.compile 259.3), [128, 2**21] (24 MB)
+# 837.9 -> 769.6, [256, 2**20] (12 MB) 756.4 -> 766.7 (1% slower), [8192, 4096] 92.7 -> 99.0;
+# layernorm's normalizing kernel fp32 [16, 2**22] 456.7 -> 304.7 (torch.compile 452.4),
+# [32, 2**21] 404.4 -> 305.8, [16, 2**18] (4 MB) 28.8 -> 29.1; rmsnorm bf16 [4, 2**25]
+# 368.8 -> 307.7 (425.4), fp32 [64, 2**20] (12 MB) 301.3 -> 300.1.
+REREAD_L2_SHARE = 4  # a pass over more than 1 / REREAD_L2_SHARE of the L2 reads from memory
+
+
+def rereads_broadcast(segment: Segment, split: int, device: DeviceInfo) -> bool:
+    """True where a 2-D kernel (dims [0, split) outer) with one block a row would read its
+    operands broadcast along the outer dims again from memory for every row: there are such
+    operands, more than one row, and a pass over the inner dims touches more bytes than
+    1 / REREAD_L2_SHARE of the L2."""
+    rank = len(segment.extents)
+    if not 0 < split < rank or math.prod(segment.extents[:split]) <= 1:
+        return False
+
+    def moves(offset, dims: range) -> bool:  # noqa: ANN001
+        return any(coeff(offset, segment, j) != 0 for j in dims)
+
+    outer, inner = range(split), range(split, rank)
+    if not any(moves(ld.offset, inner) and not moves(ld.offset, outer) for ld in segment.loads):
+        return False
+    accesses = {
+        (a.buffer, a.dtype.itemsize)
+        for a in (*segment.loads, *segment.stores)
+        if moves(a.offset, inner)
+    }
+    pass_bytes = math.prod(segment.extents[split:]) * sum(size for _, size in accesses)
+    return pass_bytes * REREAD_L2_SHARE > device.l2_bytes
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:

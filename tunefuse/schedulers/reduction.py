@@ -292,6 +292,24 @@ def independent_reductions(segment: Segment) -> bool:
     return reductions.independent_reductions([st.expr for st in segment.stores])
 
 
+# Rows of at most 32 vectors: a row's lanes read runs of at least 64 bytes (two sectors) or
+# the whole row, so that a warp reads whole rows back to back, and a lane takes at most
+# SHORT_ROW_VECTORS of its row's vectors. One lane looping over a row of 16 fp32 reads 16
+# bytes of every 64 at each load: 46% of copy bandwidth on [2**22, 16] (H100), 81% with 4
+# lanes a row. Rows of 16 and 32 vectors with 4 vectors a lane against 2 (H100, ab.py
+# threads_r=...): row sums bf16 [2**20, 128] 113.7 -> 95.2 us (torch.compile 99.2), [2**19,
+# 256] 101.3 -> 96.9, [65536, 128] 12.2 -> 11.1, fp32 [2**20, 64] 102.3 -> 99.6.
+SHORT_ROW_VECTORS = 2
+
+
+def short_row_lanes(segment: Segment, row_vectors: int, vector: int) -> int:
+    """Lanes a row of at most 32 vectors takes (a power of two): runs of at least 64 bytes
+    or the whole row, at most SHORT_ROW_VECTORS vectors a lane. The reduction and the
+    normalization schedulers lay short rows out alike."""
+    run = min(row_vectors, max(1, 64 // (vector * widest_load(segment))))
+    return pow2_at_least(max(run, -(-row_vectors // SHORT_ROW_VECTORS)))
+
+
 def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
     """Measured on H100 with benchmarks/sweep.py and benchmarks/ab.py (row and column sums)."""
     n_out, n_red = sizes(segment)
@@ -305,14 +323,8 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
         vector = max_vector(segment)
         row_vectors = -(-n_red // vector)
         if row_vectors <= 32:
-            # Rows of at most 32 vectors: up to 4 vectors a lane (loads in flight), a row's
-            # lanes reading runs of at least 64 bytes (two sectors) or the whole row, so that
-            # a warp reads whole rows back to back. One lane looping over a row of 16 fp32
-            # reads 16 bytes of every 64 at each load: 46% of copy bandwidth on [2**22, 16]
-            # (H100), 81% with 4 lanes a row.
-            run = min(row_vectors, max(1, 64 // (vector * widest_load(segment))))
-            threads_r = pow2_at_least(max(run, -(-row_vectors // 4)))
-            chunks = pow2_at_least(-(-row_vectors // threads_r))  # 1, 2 or 4: unroll's choices
+            threads_r = short_row_lanes(segment, row_vectors, vector)
+            chunks = pow2_at_least(-(-row_vectors // threads_r))  # 1 or 2: unroll's choices
         else:
             chunks = 2 if row_vectors >= 256 else 4
             # Shorter rows get fewer threads each and more rows a block, so that blocks stay
