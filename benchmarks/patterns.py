@@ -13,11 +13,12 @@ for _path in (str(ROOT), str(ROOT / "tests")):  # appended: a caller's tunefuse 
         sys.path.append(_path)
 
 import numpy as np  # noqa: E402
-from fusion_zoo import layernorm, logsumexp, rmsnorm, softmax  # noqa: E402
+from fusion_zoo import bias_gelu, layernorm, logsumexp, rmsnorm, softmax, transpose2d  # noqa: E402
 
 from tunefuse import DataType, FusionDefinition  # noqa: E402
 
-ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm", "logsumexp")  # [outputs, reduced]
+# [outputs, reduced]; the pointwise patterns [rows, cols] (a cell's "reduced" is its cols)
+ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm", "logsumexp", "bias_gelu", "transpose2d")
 SURFACE_ONLY = ("row", "col", "var_mean0", "middle")  # patterns that are no fusion_zoo case
 NORMALIZATIONS = {
     "softmax": softmax,
@@ -25,13 +26,19 @@ NORMALIZATIONS = {
     "rmsnorm": rmsnorm,
     "logsumexp": logsumexp,
 }
+# Pointwise with a broadcast (x [rows, cols] plus a bias of [cols], then GELU) and a
+# transpose: the zoo's definitions.
+POINTWISE = {"bias_gelu": bias_gelu, "transpose2d": transpose2d}
+# Inputs beside x, each of x's last extent: a norm's weight (and bias), bias_gelu's bias.
+ROW_OPERANDS = {"layernorm": 2, "rmsnorm": 1, "bias_gelu": 1}
 
 
 def pattern_fusion(pattern: str, dtype: DataType) -> FusionDefinition:
-    """The fusion a surface pattern times (one input: the zoo's norms also take a weight)."""
+    """The fusion a surface pattern times (x, and the ROW_OPERANDS of the zoo's norms and
+    bias_gelu)."""
     with FusionDefinition() as fd:
-        if pattern in NORMALIZATIONS:  # a row reduced, then written: the zoo's definitions
-            NORMALIZATIONS[pattern](fd, dtype)
+        if pattern in NORMALIZATIONS or pattern in POINTWISE:  # the zoo's definitions
+            {**NORMALIZATIONS, **POINTWISE}[pattern](fd, dtype)
         elif pattern == "middle":
             x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
             fd.add_output(fd.ops.sum(x, dims=[1]))

@@ -1,10 +1,11 @@
-"""The performance surface of the reduction schedulers: for each pattern, a logarithmic grid
-of shapes at fixed total bytes, from one huge row to many tiny ones, with the default
+"""The performance surface of the schedulers: for each pattern (reductions, normalizations,
+pointwise with a broadcast operand, a transpose), a logarithmic grid of shapes at fixed
+total bytes, from one huge row to many tiny ones, with the default
 heuristics, side by side with torch.compile and copy bandwidth in the same run. Judges a
 heuristic between the benchmark's points, not only on them.
 
     python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle softmax
-        layernorm rmsnorm logsumexp] [--mbytes 16 256]
+        layernorm rmsnorm logsumexp bias_gelu transpose2d] [--mbytes 16 256]
         [--dtypes float bfloat16] [--step 4] [--min-reduced N] [--max-reduced N]
 
 Writes DIR/surface.json and DIR/surface.md (a table a pattern: % of copy bandwidth, and the
@@ -31,6 +32,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from patterns import (  # noqa: E402
     NORMALIZATIONS,
+    POINTWISE,
+    ROW_OPERANDS,
     ROW_PATTERNS,
     pattern_fusion,
     reduced_extent,
@@ -45,7 +48,7 @@ TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16}
 
 def _torch_fn(pattern: str):
     """The torch function of a pattern: benchmarks/run.py's for the zoo's normalizations."""
-    if pattern in NORMALIZATIONS:
+    if pattern in NORMALIZATIONS or pattern in POINTWISE:
         return torch_of(pattern)
     return {
         "row": lambda x: x.sum(1),
@@ -92,10 +95,10 @@ def main() -> None:
                     if reduced < args.min_reduced or (args.max_reduced or reduced) < reduced:
                         continue
                     x = torch.randn(*shape, device="cuda").to(tdtype)
-                    # A normalization's weight (and bias) along the row.
-                    params = {"layernorm": 2, "rmsnorm": 1}.get(pattern, 0)
+                    # A normalization's weight (and bias), bias_gelu's bias: along the row.
                     inputs = [x] + [
-                        torch.randn(shape[1], device="cuda").to(tdtype) for _ in range(params)
+                        torch.randn(shape[1], device="cuda").to(tdtype)
+                        for _ in range(ROW_OPERANDS.get(pattern, 0))
                     ]
                     ours = fd.execute(inputs, cache=None)
                     theirs = compiled(*inputs)
@@ -208,7 +211,7 @@ def main() -> None:
         image = ax.imshow(grid, cmap="RdYlGn_r", vmin=0.5, vmax=1.5)
         ax.set_xticks(range(len(cols)), [f"{k}" for k in cols], rotation=45)
         ax.set_yticks(range(len(rows)), [f"{d} {m}MB" for d, m in rows])
-        ax.set_xlabel("outputs")
+        ax.set_xlabel("rows" if pattern in POINTWISE else "outputs")
         ax.set_title(f"{pattern}: tunefuse / torch.compile")
         fig.colorbar(image)
         fig.tight_layout()

@@ -5,7 +5,7 @@ and the pointwise kernel runs instead (`tile == 0`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.planning.segment import Segment
@@ -59,6 +59,7 @@ def tiled_dims(segment: Segment) -> tuple[int, int] | None:
 
 
 MAX_GRID_YZ = 65535  # blocks a grid's y and z dims hold
+MAX_GRID_X = 2**31 - 1  # blocks a grid's x dim holds: the tiles of both tiled dims
 
 
 def max_tile_vector(segment: Segment) -> int:
@@ -78,30 +79,60 @@ def max_tile_vector(segment: Segment) -> int:
     return widest_vector(segment, accesses, (a, b), (2, 4, 8))
 
 
+def tile_count(segment: Segment, tile: int) -> int:
+    """Tiles of `tile` x `tile` over the two tiled dims (at least one): the grid's x."""
+    a, b = tiled_dims(segment)  # type: ignore[misc]
+    return max(1, -(-segment.extents[a] // tile)) * max(1, -(-segment.extents[b] // tile))
+
+
+# Skinny transposes (H100; every layout timed alternately, each result exact; copying 256 MB
+# takes ~181 us). Input [R, C], output [C, R]:
+# - output rows shorter than a tile (R < 64): the pointwise kernel, whose stores run along
+#   the short rows and whose loads a warp reads along C: fp32 [4, 2**24] 599.4 us tiled ->
+#   184.6, [16, 2**22] 207.9 -> 188.9, bf16 [16, 2**23] 229.4 -> 192.8, [4, 2**21] 75.2 ->
+#   14.8; [32, 2**21] 191.8 -> 192.3; [64, 2**20] 186.8 tiled against 202.8.
+# - input rows of at most SKINNY_ROW elements: the 2-D pointwise kernel with one wave of
+#   blocks whose threads loop over C, so that a row's loads after the first hit in L1: fp32
+#   [2**24, 4] 872.2 tiled, 438.7 one block a row of the output, 186.9 looping; bf16 [2**26,
+#   2] 6719.6 / 266.2 / 185.5; fp32 [2**20, 4] 50.6 / 18.5 / 16.1. (bf16 [2**24, 8]: 433.7
+#   tiled, 549.6 looping; torch.compile 187.5: neither is good.)
+# - input rows of at most SMALL_TILE elements of at least 4 bytes: 16 x 16 tiles, whose
+#   64-byte output runs stay whole where a 64-tile is three quarters empty: fp32 [2**22, 16]
+#   282.7 -> 200.5 us, [2**18, 16] 19.3 -> 14.1. (bf16 16-tiles write 32-byte runs: [2**24,
+#   8] 433.7 -> 634.3.)
+SKINNY_ROW = 4
+SMALL_TILE = 16
+
+
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
     """64 x 64 tiles, 16 rows of threads, 16-byte vectors along both sides where the sizes
     and alignment allow: 98.4 us for an 8192 x 4096 fp32 transpose on H100, the best of the
     41 points of the space with padding 1 (one element a thread: 106.0; 32 x 32 tiles: 104.2;
     `benchmarks/sweep.py transpose2d float 8192 4096 padding=1`). Kernels with several
-    outputs may not have the shared memory for it: then 32 x 32, one element a thread."""
-    if tiled_dims(segment) is None:
-        return Params(
-            tile=0,
-            pointwise=pointwise.default_params(segment, device),
-            evict_first=evict_first_pays(segment),
-        )
+    outputs may not have the shared memory for it: then 32 x 32, one element a thread.
+    Skinny shapes (the comment above): the pointwise kernel, or 16 x 16 tiles."""
     evict_first = evict_first_pays(segment)
-    wide = Params(
-        tile=64, block_rows=16, padding=1, vector=max_tile_vector(segment), evict_first=evict_first
+    flat = pointwise.default_params(segment, device)
+    dims = tiled_dims(segment)
+    if dims is None or segment.extents[dims[0]] < 64:
+        return Params(tile=0, pointwise=flat, evict_first=evict_first)
+    a, b = dims
+    if segment.extents[b] <= SKINNY_ROW:
+        looping = replace(flat, split=1, blocks_per_sm=device.max_threads_per_sm // flat.block_size)
+        if pointwise.is_valid(segment, device, looping) is None:
+            return Params(tile=0, pointwise=looping, evict_first=evict_first)
+    small = segment.extents[b] <= SMALL_TILE and all(
+        st.dtype.itemsize * SMALL_TILE >= 64 for st in segment.stores
     )
+    tile = SMALL_TILE if small else 64
+    vector = min(max_tile_vector(segment), tile // 4)
+    wide = Params(tile=tile, block_rows=16, padding=1, vector=vector, evict_first=evict_first)
     narrow = Params(tile=32, block_rows=8, padding=1, evict_first=evict_first)
     for p in (wide, narrow):
         if is_valid(segment, device, p) is None:
             return p
-    # More rows of tiles than a grid's y holds: the pointwise kernel reads it with strides.
-    return Params(
-        tile=0, pointwise=pointwise.default_params(segment, device), evict_first=evict_first
-    )
+    # More tiles than a grid's x holds: the pointwise kernel reads it with strides.
+    return Params(tile=0, pointwise=flat, evict_first=evict_first)
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
@@ -111,9 +142,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return "no pair of dims to tile"
     if p.tile not in (8, 16, 32, 64) or p.block_rows < 1 or p.tile % p.block_rows:
         return f"tile {p.tile} x block_rows {p.block_rows}"
-    a, _ = tiled_dims(segment)  # type: ignore[misc]
-    if -(-segment.extents[a] // p.tile) > MAX_GRID_YZ:
-        return f"{-(-segment.extents[a] // p.tile)} rows of {p.tile}-tiles (a grid's y holds {MAX_GRID_YZ})"
+    tiles = tile_count(segment, p.tile)
+    if tiles > MAX_GRID_X:
+        return f"{tiles} {p.tile}-tiles (a grid's x holds {MAX_GRID_X})"
     if (
         p.vector < 1
         or max_tile_vector(segment) % p.vector
@@ -161,12 +192,10 @@ def grid(
     for j, e in enumerate(segment.extents):
         if j not in (a, b):
             rest *= e
-    tiles_b = max(1, -(-segment.extents[b] // p.tile))
-    tiles_a = max(1, -(-segment.extents[a] // p.tile))
     # The kernel strides over the other dims by gridDim.z: at most 65535 of them at once,
     # at least one (an empty segment is not launched, but its launch is still described).
     return (
-        (tiles_b, tiles_a, max(1, min(rest, MAX_GRID_YZ))),
+        (tile_count(segment, p.tile), 1, max(1, min(rest, MAX_GRID_YZ))),
         (p.tile // p.vector, p.block_rows, 1),
         0,
     )

@@ -1,0 +1,74 @@
+"""The transpose scheduler's defaults over a surface of shapes (no GPU): skinny inputs take
+the pointwise kernel or small tiles, tall inputs stay tiled (one grid dim of tiles), and
+every default is valid."""
+
+import ml_dtypes
+import numpy as np
+from fusion_zoo import build, transpose2d
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tunefuse import DataType
+from tunefuse.device_info import A100, H100
+from tunefuse.planning.kernel_ir import SchedulerKind
+from tunefuse.schedulers import pointwise, transpose
+
+NUMPY = {
+    DataType.Float: np.float32,
+    DataType.BFloat16: ml_dtypes.bfloat16,
+    DataType.Double: np.float64,
+}
+
+
+def transpose_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
+    """x [rows, cols] written as [cols, rows]; a view of one element (no data)."""
+    base = np.zeros(1, NUMPY[dtype])
+    x = np.lib.stride_tricks.as_strided(base, (rows, cols), (cols * base.itemsize, base.itemsize))
+    (seg,) = build(transpose2d, dtype).plan([x]).segments
+    return seg
+
+
+@given(
+    rows=st.integers(2, 1 << 26),
+    cols=st.integers(2, 1 << 14),
+    dtype=st.sampled_from(list(NUMPY)),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=300, deadline=None)
+def test_skinny_and_tall_transposes(rows, cols, dtype, device):
+    """Output rows shorter than a tile (rows < 64): the pointwise kernel; input rows of at
+    most SKINNY_ROW elements: the 2-D pointwise kernel looping over them in one wave of
+    blocks; rows of at most SMALL_TILE elements of 4 bytes or more: 16-tiles; else 64-tiles,
+    however many rows of tiles (the grid's x holds them all). Valid either way."""
+    seg = transpose_segment(rows, cols, dtype)
+    assert seg.scheduler is SchedulerKind.TRANSPOSE
+    p = transpose.default_params(seg, device)
+    assert transpose.is_valid(seg, device, p) is None
+    if rows < 64:
+        assert p.tile == 0 and p.pointwise == pointwise.default_params(seg, device)
+    elif cols <= transpose.SKINNY_ROW:
+        assert p.tile == 0 and p.pointwise.split == 1
+        assert p.pointwise.blocks_per_sm == device.max_threads_per_sm // p.pointwise.block_size
+    else:
+        small = cols <= transpose.SMALL_TILE and np.dtype(NUMPY[dtype]).itemsize >= 4
+        assert p.tile == (transpose.SMALL_TILE if small else 64)
+        (bx, by, bz), (tx, ty, _), _ = transpose.grid(seg, device, p)
+        assert bx == -(-rows // p.tile) * -(-cols // p.tile) <= transpose.MAX_GRID_X
+        assert by == 1 and bz == 1 and tx * p.vector == p.tile and ty == p.block_rows
+
+
+def test_the_measured_points():
+    """H100 (the comment at SKINNY_ROW): each skinny shape's winner."""
+    for rows, cols, dtype, tile, split in [
+        (4, 1 << 24, DataType.Float, 0, 0),  # 599.4 tiled -> 184.6 us
+        (1 << 24, 4, DataType.Float, 0, 1),  # 872.2 tiled -> 186.9 looping
+        (1 << 26, 2, DataType.BFloat16, 0, 1),  # 6719.6 -> 185.5
+        (1 << 22, 16, DataType.Float, 16, None),  # 282.7 -> 200.5
+        (1 << 22, 32, DataType.BFloat16, 64, None),  # 3806 before one grid dim of tiles: 200.2
+        (1 << 24, 8, DataType.BFloat16, 64, None),  # 433.7 (16-tiles 634.3)
+        (8192, 4096, DataType.Float, 64, None),
+    ]:
+        p = transpose.default_params(transpose_segment(rows, cols, dtype), H100)
+        assert p.tile == tile, (rows, cols, dtype, p)
+        if split is not None:
+            assert p.pointwise.split == split, (rows, cols, dtype, p)
