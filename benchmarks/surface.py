@@ -48,6 +48,10 @@ TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16}
 
 def _torch_fn(pattern: str):
     """The torch function of a pattern: benchmarks/run.py's for the zoo's normalizations."""
+    if pattern == "transpose2d":
+        # A copy always, as the fusion's set(): `.contiguous()` of a [1, N] or [N, 1]
+        # transpose is the input itself.
+        return lambda x: x.t().clone(memory_format=torch.contiguous_format)
     if pattern in NORMALIZATIONS or pattern in POINTWISE:
         return torch_of(pattern)
     return {
