@@ -77,6 +77,9 @@ def test_the_default_holds_a_long_row_over_a_cluster(name, dtype, shape, rng):
         {"cluster": 2, "threads_r": 128, "rows_per_block": 4, "elements_per_thread": 32},
         {"cluster": 4, "threads_r": 256, "elements_per_thread": 8, "blocks_per_sm": 1},
         {"cluster": 2, "threads_r": 16, "rows_per_block": 8, "elements_per_thread": 64},
+        # threads taking strided elements of their share (inner=False): never a default
+        {"cluster": 2, "threads_r": 128, "elements_per_thread": 16, "inner": False},
+        {"cluster": 8, "threads_r": 64, "elements_per_thread": 8, "vector": 1, "inner": False},
     ],
     ids=lambda c: ",".join(f"{k}={v}" for k, v in c.items()),
 )
