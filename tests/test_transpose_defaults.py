@@ -37,20 +37,26 @@ def transpose_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
 @settings(max_examples=300, deadline=None)
 def test_skinny_and_tall_transposes(rows, cols, dtype, device):
     """Output rows shorter than a tile (rows < 64): the pointwise kernel; input rows of at
-    most SKINNY_ROW elements: the 2-D pointwise kernel looping over them in one wave of
-    blocks; rows of at most SMALL_TILE elements of 4 bytes or more: 16-tiles; else 64-tiles,
-    however many rows of tiles (the grid's x holds them all). Valid either way."""
+    most SKINNY_ROW_BYTES: the 2-D pointwise kernel looping over them in one wave of
+    blocks, a thread's rows SKINNY_ROW_BYTES in all where its vector allows; rows of at
+    most SMALL_TILE elements of 4 bytes or more: 16-tiles; else 64-tiles, however many
+    rows of tiles (the grid's x holds them all). Valid either way."""
     seg = transpose_segment(rows, cols, dtype)
     assert seg.scheduler is SchedulerKind.TRANSPOSE
     p = transpose.default_params(seg, device)
     assert transpose.is_valid(seg, device, p) is None
+    itemsize = np.dtype(NUMPY[dtype]).itemsize
     if rows < 64:
         assert p.tile == 0 and p.pointwise == pointwise.default_params(seg, device)
-    elif cols <= transpose.SKINNY_ROW:
+    elif cols * itemsize <= transpose.SKINNY_ROW_BYTES:
         assert p.tile == 0 and p.pointwise.split == 1
         assert p.pointwise.blocks_per_sm == device.max_threads_per_sm // p.pointwise.block_size
+        rows_bytes = p.pointwise.vector * cols * itemsize
+        assert p.pointwise.vector == 1 or rows_bytes <= transpose.SKINNY_ROW_BYTES
+        widest = pointwise.default_params(seg, device).vector
+        assert p.pointwise.vector == widest or 2 * rows_bytes > transpose.SKINNY_ROW_BYTES
     else:
-        small = cols <= transpose.SMALL_TILE and np.dtype(NUMPY[dtype]).itemsize >= 4
+        small = cols <= transpose.SMALL_TILE and itemsize >= 4
         assert p.tile == (transpose.SMALL_TILE if small else 64)
         (bx, by, bz), (tx, ty, _), _ = transpose.grid(seg, device, p)
         assert bx == -(-rows // p.tile) * -(-cols // p.tile) <= transpose.MAX_GRID_X
@@ -58,14 +64,15 @@ def test_skinny_and_tall_transposes(rows, cols, dtype, device):
 
 
 def test_the_measured_points():
-    """H100 (the comment at SKINNY_ROW): each skinny shape's winner."""
+    """H100 (the comment at SKINNY_ROW_BYTES): each skinny shape's winner."""
     for rows, cols, dtype, tile, split in [
+        (1 << 24, 8, DataType.BFloat16, 0, 1),  # 436.4 tiled -> 190.4 looping, 2 rows a thread
+        (1 << 23, 8, DataType.Float, 0, 1),  # 319.7 -> 187.5
         (4, 1 << 24, DataType.Float, 0, 0),  # 599.4 tiled -> 184.6 us
         (1 << 24, 4, DataType.Float, 0, 1),  # 872.2 tiled -> 186.9 looping
         (1 << 26, 2, DataType.BFloat16, 0, 1),  # 6719.6 -> 185.5
         (1 << 22, 16, DataType.Float, 16, None),  # 282.7 -> 200.5
         (1 << 22, 32, DataType.BFloat16, 64, None),  # 3806 before one grid dim of tiles: 200.2
-        (1 << 24, 8, DataType.BFloat16, 64, None),  # 433.7 (16-tiles 634.3)
         (8192, 4096, DataType.Float, 64, None),
     ]:
         p = transpose.default_params(transpose_segment(rows, cols, dtype), H100)

@@ -63,7 +63,8 @@ class Scheduler(Protocol):
 #    from memory for every row block (a pass over the inner dims past a quarter of the L2)
 #    runs one wave of blocks whose threads loop over the rows; rows of at most 32 vectors
 #    take at most 2 vectors a lane (were 4), reductions and normalizations alike; skinny
-#    transposes take the pointwise kernel (output rows under 64, input rows of at most 4)
+#    transposes take the pointwise kernel (output rows under 64; input rows of at most 32
+#    bytes, looped over)
 #    or 16-tiles (input rows of at most 16 elements of 4 bytes or more), and tall ones stay
 #    tiled (codegen 16: one grid dim of tiles).
 HEURISTICS_VERSION = 16

@@ -91,16 +91,20 @@ def tile_count(segment: Segment, tile: int) -> int:
 #   the short rows and whose loads a warp reads along C: fp32 [4, 2**24] 599.4 us tiled ->
 #   184.6, [16, 2**22] 207.9 -> 188.9, bf16 [16, 2**23] 229.4 -> 192.8, [4, 2**21] 75.2 ->
 #   14.8; [32, 2**21] 191.8 -> 192.3; [64, 2**20] 186.8 tiled against 202.8.
-# - input rows of at most SKINNY_ROW elements: the 2-D pointwise kernel with one wave of
-#   blocks whose threads loop over C, so that a row's loads after the first hit in L1: fp32
-#   [2**24, 4] 872.2 tiled, 438.7 one block a row of the output, 186.9 looping; bf16 [2**26,
-#   2] 6719.6 / 266.2 / 185.5; fp32 [2**20, 4] 50.6 / 18.5 / 16.1. (bf16 [2**24, 8]: 433.7
-#   tiled, 549.6 looping; torch.compile 187.5: neither is good.)
+# - input rows of at most SKINNY_ROW_BYTES: the 2-D pointwise kernel with one wave of blocks
+#   whose threads loop over C, so that a row's loads after the first hit in L1, each thread
+#   taking rows of at most SKINNY_ROW_BYTES in all (a wider vector's strided loads crowd L1):
+#   fp32 [2**24, 4] 872.2 tiled, 438.7 one block a row of the output, 186.9 looping; bf16
+#   [2**26, 2] 6719.6 / 266.2 / 185.5; fp32 [2**20, 4] 50.6 / 18.5 / 16.1. By the vector:
+#   bf16 [2**24, 8] tiled 436.4, looping 553.2 / 282.6 / 190.4 / 186.9 with 8 / 4 / 2 / 1
+#   rows a thread (torch.compile 181.3); bf16 [2**20, 8] 30.5 tiled, 13.7 with 1 (16.1); fp32
+#   [2**23, 8] 319.7 tiled, 186.3 / 187.5 with 2 / 1; [2**21, 8] 83.1 / 50.9 / 48.2 (48.9);
+#   bf16 [2**25, 4] 279.2 with 8, 185.6 with 4.
 # - input rows of at most SMALL_TILE elements of at least 4 bytes: 16 x 16 tiles, whose
 #   64-byte output runs stay whole where a 64-tile is three quarters empty: fp32 [2**22, 16]
 #   282.7 -> 200.5 us, [2**18, 16] 19.3 -> 14.1. (bf16 16-tiles write 32-byte runs: [2**24,
 #   8] 433.7 -> 634.3.)
-SKINNY_ROW = 4
+SKINNY_ROW_BYTES = 32
 SMALL_TILE = 16
 
 
@@ -117,8 +121,19 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     if dims is None or segment.extents[dims[0]] < 64:
         return Params(tile=0, pointwise=flat, evict_first=evict_first)
     a, b = dims
-    if segment.extents[b] <= SKINNY_ROW:
-        looping = replace(flat, split=1, blocks_per_sm=device.max_threads_per_sm // flat.block_size)
+    row_bytes = segment.extents[b] * max(
+        a.dtype.itemsize for a in (*segment.loads, *segment.stores)
+    )
+    if row_bytes <= SKINNY_ROW_BYTES:
+        vector = flat.vector
+        while vector > 1 and vector * row_bytes > SKINNY_ROW_BYTES:
+            vector //= 2
+        looping = replace(
+            flat,
+            split=1,
+            vector=vector,
+            blocks_per_sm=device.max_threads_per_sm // flat.block_size,
+        )
         if pointwise.is_valid(segment, device, looping) is None:
             return Params(tile=0, pointwise=looping, evict_first=evict_first)
     small = segment.extents[b] <= SMALL_TILE and all(
