@@ -10,6 +10,12 @@ Two shapes of kernel, chosen by `Params.split`:
   index: none at all for s = 1. Block shape: blockDim.x * blockDim.y = block_size, read at
   run time, so that one binary serves every shape.
 
+Rows (`Params.rows` r > 1, flat only, the vector a whole innermost row of `vector` elements):
+a group is r rows, r * vector elements, stored at once. Each load is read by the way it walks
+the rows (schedulers.pointwise.row_access): across them in one vector, one vector of the row
+(a broadcast along the rows), one vector along the rows for each element of a row (a
+transposed read), or element by element.
+
 With `evict_first`, loads that read each element once are evict-first (`tf_ld_stream`).
 A load behind a pad/cat guard is read only where its branch is taken (codegen/guards.py)."""
 
@@ -28,8 +34,8 @@ from tunefuse.codegen.expr import (
 )
 from tunefuse.codegen.guards import guarded_loads, paths_lane_uniform, predicate_text
 from tunefuse.planning.segment import Segment
-from tunefuse.schedulers.common import coeff
-from tunefuse.schedulers.pointwise import Params
+from tunefuse.schedulers.common import coeff, vector_fits
+from tunefuse.schedulers.pointwise import Params, row_access, spans_fit
 
 
 def _extent(j: int) -> str:
@@ -52,6 +58,8 @@ class _PointwiseEmitter:
         self.rank = len(segment.extents)
         self.last = self.rank - 1
         self.vec = p.vector
+        self.rows = p.rows
+        self.group = p.vector * p.rows  # elements a group
         self.outer = list(range(p.split))
         self.inner = list(range(p.split, self.rank))
         # Loads behind a pad/cat guard: read only where their branch is taken. One whose
@@ -71,6 +79,22 @@ class _PointwiseEmitter:
                 )
             )
         }
+        # Several rows a group (no guard there): how each load walks them.
+        self.walks: dict[int, str] = {}
+        if self.rows > 1:
+            self.vector_loads = set()
+            for k, ld in enumerate(segment.loads):
+                walk = row_access(segment, ld.offset, self.vec)
+                if walk == "span" and not spans_fit(
+                    segment, ld.offset, ld.dtype, ld.buffer, self.group
+                ):
+                    walk = None
+                if walk == "column" and not vector_fits(
+                    segment, ld.offset, ld.dtype, ld.buffer, self.last - 1, self.rows
+                ):
+                    walk = None
+                if walk is not None:
+                    self.walks[k] = walk
         self.streamed = {
             k
             for k in range(len(segment.loads))
@@ -116,6 +140,10 @@ class _PointwiseEmitter:
 
     # -- the body of one group of `vector` elements --------------------------------------
     def var_name(self, j: int) -> str:
+        if self.rows > 1 and j == self.last:
+            return f"(e % {self.vec})"
+        if self.rows > 1 and j == self.last - 1:
+            return f"(i{j} + e / {self.vec})"
         return f"(i{j} + e)" if j == self.last and self.vec > 1 else f"i{j}"
 
     def vector_type(self, dtype) -> str:  # noqa: ANN001
@@ -149,15 +177,46 @@ class _PointwiseEmitter:
                 lines.append(f"{indent}for (int e = 0; e < {self.vec}; ++e) h{k}[e] = {text};")
         return lines
 
+    def row_load_lines(self, indent: str) -> list[str]:
+        """Several rows a group: the loads of the rows' walks (`self.walks`), before the
+        element loop. The group starts at a row's first element (i<last> is 0)."""
+        lines = []
+        for k, walk in sorted(self.walks.items()):
+            ld = self.s.loads[k]
+            stream = k in self.streamed
+            if walk in ("span", "row"):
+                vt = f"TfVec<{ld.dtype.cuda}, {self.group if walk == 'span' else self.vec}>"
+                text = load_text(ld.buffer, self.offset(ld.offset, "L", k), stream, vt)
+                lines.append(f"{indent}const {vt} v{k} = {text};")
+                continue
+            vt = f"TfVec<{ld.dtype.cuda}, {self.rows}>"
+            at = render_affine(
+                ld.offset, "L", k, lambda j: "c" if j == self.last else f"i{j}", self.it
+            )
+            lines.append(f"{indent}{vt} v{k}[{self.vec}];")
+            lines.append(f"{indent}#pragma unroll")
+            lines.append(
+                f"{indent}for (int c = 0; c < {self.vec}; ++c) v{k}[c] = {load_text(ld.buffer, at, stream, vt)};"
+            )
+        return lines
+
     def group_body(self, indent: str) -> list[str]:
         s = self.s
         lines = self.load_lines(sorted(self.vector_loads - self.hoisted), indent, "v")
+        lines += self.row_load_lines(indent)
         for k, st in enumerate(s.stores):
-            lines.append(f"{indent}{self.vector_type(st.dtype)} o{k};")
+            lines.append(f"{indent}TfVec<{st.dtype.cuda}, {self.group}> o{k};")
         lines.append(f"{indent}#pragma unroll")
-        lines.append(f"{indent}for (int e = 0; e < {self.vec}; ++e) {{")
+        lines.append(f"{indent}for (int e = 0; e < {self.group}; ++e) {{")
 
         def load(k: int) -> str:
+            walk = self.walks.get(k)
+            if walk == "span":
+                return f"v{k}.v[e]"
+            if walk == "row":
+                return f"v{k}.v[e % {self.vec}]"
+            if walk == "column":
+                return f"v{k}[e % {self.vec}].v[e / {self.vec}]"
             if k in self.hoisted:
                 return f"h{k}.v[e]" if k in self.vector_loads else f"h{k}[e]"
             if k in self.vector_loads:
@@ -178,9 +237,9 @@ class _PointwiseEmitter:
         lines.append(f"{indent}}}")
         for k, st in enumerate(s.stores):
             off = self.offset(st.offset, "S", k)
-            if self.vec > 1:
+            if self.group > 1:
                 lines.append(
-                    f"{indent}*reinterpret_cast<{self.vector_type(st.dtype)}*>(&B{st.buffer}[{off}]) = o{k};"
+                    f"{indent}*reinterpret_cast<TfVec<{st.dtype.cuda}, {self.group}>*>(&B{st.buffer}[{off}]) = o{k};"
                 )
             else:
                 lines.append(f"{indent}B{st.buffer}[{off}] = o{k}.v[0];")
@@ -200,8 +259,9 @@ class _PointwiseEmitter:
     def flat(self) -> list[str]:
         p, it, vec = self.p, self.it, self.vec
         numel = " * ".join(f"({it})E{j}" for j in range(self.rank))
+        group = self.group
         lines = [
-            f"  const {it} groups = {numel} / {vec};",
+            f"  const {it} groups = {numel} / {group};",
             f"  const {it} step = ({it})gridDim.x * {p.block_size * p.unroll};",
             f"  for ({it} base = ({it})blockIdx.x * {p.block_size * p.unroll} + threadIdx.x; "
             "base < groups; base += step) {",
@@ -209,9 +269,14 @@ class _PointwiseEmitter:
             f"    for (int u = 0; u < {p.unroll}; ++u) {{",
             f"      const {it} g = base + ({it})u * {p.block_size};",
             "      if (g >= groups) break;",
-            f"      const {it} first = g * {vec};",
         ]
-        lines += unravel_lines(list(range(self.rank)), "first", _extent, _index, it, "      ")
+        if self.rows > 1:  # a group starts a row: unravel the row index alone
+            lines.append(f"      const {it} first = g * {self.rows};")
+            lines += unravel_lines(list(range(self.last)), "first", _extent, _index, it, "      ")
+            lines.append(f"      const {it} i{self.last} = 0;")
+        else:
+            lines.append(f"      const {it} first = g * {vec};")
+            lines += unravel_lines(list(range(self.rank)), "first", _extent, _index, it, "      ")
         lines += self.group_body("      ")
         lines += ["    }", "  }"]
         return lines

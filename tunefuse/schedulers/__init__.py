@@ -67,7 +67,10 @@ class Scheduler(Protocol):
 #    bytes, looped over)
 #    or 16-tiles (input rows of at most 16 elements of 4 bytes or more), and tall ones stay
 #    tiled (codegen 16: one grid dim of tiles).
-HEURISTICS_VERSION = 16
+# 17: a flat pointwise kernel whose vector is a whole innermost row of fewer than 16 bytes
+#    takes several rows a group (`pointwise.Params.rows`, codegen 17), a transpose's
+#    pointwise kernel too; a skinny transpose's search space holds its pointwise params.
+HEURISTICS_VERSION = 17
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -1,7 +1,8 @@
 """Pointwise scheduler: each thread takes `unroll` groups of `vector` consecutive innermost
 elements; flat (one grid-stride loop over the collapsed space) or 2-D (`split` s: threads
 along x over dims [s, rank), a grid-stride loop along y over dims [0, s)); see
-codegen/pointwise.py for why 2-D saves index math."""
+codegen/pointwise.py for why 2-D saves index math. A flat kernel whose vector is a whole
+innermost row (rows of 2 or 4 elements) may take `rows` rows a group (`row_access`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import math
 from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
+from tunefuse.planning.kernel_ir import EGuard, children
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.common import (
+    MAX_VECTOR_BYTES,
     coeff,
     evict_first_pays,
     flag_space,
@@ -30,6 +33,7 @@ class Params:
         8  # grid cap: blocks_per_sm * SM count blocks; 0: no cap (one pass, no striding)
     )
     split: int = 0  # 0: flat; s >= 1: dims [0, s) outer (grid y), dims [s, rank) inner (x)
+    rows: int = 1  # flat, vector = the innermost extent: innermost rows a group spans
     evict_first: bool = (
         True  # data read once is loaded evict-first (ld.global.cs); False: the default cache policy
     )
@@ -58,21 +62,26 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     2-D (split 1) wherever the inner dims fill the block's x with at most 1/8 of it idle:
     no index math in the loop, broadcast operands of the inner dims read once a thread;
     where those would be read again from memory for every row (`rereads_broadcast`), one
-    wave of blocks whose threads loop over the rows."""
+    wave of blocks whose threads loop over the rows. A flat kernel over rows of fewer
+    elements than a 16-byte vector takes several rows a group (`widest_rows`)."""
     vector = max_vector(segment)
-    groups = segment.numel // vector
+    rows = widest_rows(segment, vector)
+    groups = segment.numel // (vector * rows)
     block = min(256, device.max_threads_per_block)
     while block > 64 and groups < block * device.sm_count * 2:
         block //= 2
     evict_first = evict_first_pays(segment)
     flat = Params(
-        block_size=block, vector=vector, unroll=1, blocks_per_sm=0, evict_first=evict_first
+        block_size=block,
+        vector=vector,
+        unroll=1,
+        blocks_per_sm=0,
+        rows=rows,
+        evict_first=evict_first,
     )
     if len(segment.extents) < 2:
         return flat
-    two_d = Params(
-        block_size=block, vector=vector, unroll=1, blocks_per_sm=0, split=1, evict_first=evict_first
-    )
+    two_d = replace(flat, split=1, rows=1)
     inner_groups = math.prod(segment.extents[1:]) // vector
     x, _ = block_shape(segment, two_d)
     covered = -(-inner_groups // x) * x
@@ -122,6 +131,93 @@ def rereads_broadcast(segment: Segment, split: int, device: DeviceInfo) -> bool:
     return pass_bytes * REREAD_L2_SHARE > device.l2_bytes
 
 
+# Rows shorter than a 16-byte vector (bias_gelu bf16 [2**26, 2]: 4-byte accesses, and an
+# index split a pair of elements) read and write several rows a group where every store runs
+# on across the rows: H100, `benchmarks/ab.py bias_gelu bfloat16 67108864x2`: 345.8 us flat
+# at vector 2, 241.4 2-D (split 1, no index math but 4-byte accesses), torch.compile 209.0.
+ROWS = (1, 2, 4, 8, 16)
+
+
+def row_access(segment: Segment, offset, vector: int) -> str | None:  # noqa: ANN001
+    """How an access walks a group of several innermost rows of `vector` elements: "span"
+    (contiguous across the rows: one vector of them all), "row" (the same row for each: a
+    broadcast along the rows, one vector of a row), "column" (unit-stride along the rows:
+    one vector along them for each element of a row), or None (element by element)."""
+    if not offset.is_affine or len(segment.extents) < 2:
+        return None
+    last = len(segment.extents) - 1
+    along, across = coeff(offset, segment, last), coeff(offset, segment, last - 1)
+    if along == 1 and across == vector:
+        return "span"
+    if along == 1 and across == 0:
+        return "row"
+    if across == 1:
+        return "column"
+    return None
+
+
+def spans_fit(segment: Segment, offset, dtype, buffer: int, elements: int) -> bool:  # noqa: ANN001
+    """True when a "span" access moves a group's `elements` at once: at most 16 bytes, its
+    constant and every stride of the dims outside the rows divisible by them (a group starts
+    at a multiple of them), its pointer aligned to them."""
+    rank = len(segment.extents)
+    return (
+        elements * dtype.itemsize <= MAX_VECTOR_BYTES
+        and offset.const % elements == 0
+        and all(coeff(offset, segment, j) % elements == 0 for j in range(rank - 2))
+        and dict(segment.buffer_alignments).get(buffer, 1) >= elements * dtype.itemsize
+    )
+
+
+def has_guards(segment: Segment) -> bool:
+    """True when a store's expression holds a pad/cat guard."""
+    todo = [st.expr for st in segment.stores]
+    while todo:
+        e = todo.pop()
+        if isinstance(e, EGuard):
+            return True
+        todo.extend(children(e))
+    return False
+
+
+def rows_error(segment: Segment, p: Params) -> str | None:
+    """Why `p.rows` cannot run `segment`, or None: several rows a group need the flat
+    kernel, a vector of a whole innermost row, rows dividing the next dim's extent, no
+    pad/cat guard, and every store contiguous across them within 16 bytes."""
+    if p.rows not in ROWS:
+        return f"rows {p.rows} (one of {ROWS})"
+    if p.rows == 1:
+        return None
+    extents = segment.extents
+    if p.split or len(extents) < 2:
+        return f"rows {p.rows}: several rows a group need the flat kernel (split 0)"
+    if p.vector != extents[-1] or extents[-2] % p.rows:
+        return (
+            f"rows {p.rows}: the vector ({p.vector}) must be the whole innermost row "
+            f"({extents[-1]}) and rows divide the next extent ({extents[-2]})"
+        )
+    if has_guards(segment):
+        return f"rows {p.rows}: a pad or cat guard decides element by element"
+    elements = p.vector * p.rows
+    for st in segment.stores:
+        if row_access(segment, st.offset, p.vector) != "span" or not spans_fit(
+            segment, st.offset, st.dtype, st.buffer, elements
+        ):
+            return f"rows {p.rows}: a store cannot write {elements} elements at once"
+    return None
+
+
+def widest_rows(segment: Segment, vector: int) -> int:
+    """The most rows a flat group may span (1 where rows are not short), at most 16 bytes
+    a store."""
+    best = 1
+    for rows in ROWS[1:]:
+        if rows_error(segment, Params(vector=vector, rows=rows)) is not None:
+            break
+        best = rows
+    return best
+
+
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     """None when `p` can run `segment` correctly on `device`, else why not."""
     if (
@@ -135,7 +231,7 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return "unroll / blocks_per_sm"
     if p.split < 0 or (p.split and p.split >= len(segment.extents)):
         return f"split {p.split} (0 to {max(0, len(segment.extents) - 1)} here)"
-    return flags_error(p)
+    return rows_error(segment, p) or flags_error(p)
 
 
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
@@ -150,6 +246,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "split": optuna.distributions.CategoricalDistribution(
             list(range(max(1, len(segment.extents))))
         ),
+        "rows": optuna.distributions.CategoricalDistribution(list(ROWS)),
         **flag_space(),
     }
     return holding_default(space, default_params(segment, device))
@@ -166,7 +263,7 @@ def grid(
         outer = math.prod(segment.extents[: p.split])
         blocks_y = max(1, min(-(-outer // (y * p.unroll)), max(1, cap // blocks_x), 65535))
         return (blocks_x, blocks_y, 1), (x, y, 1), 0
-    groups = segment.numel // p.vector
+    groups = segment.numel // (p.vector * p.rows)
     per_block = p.block_size * p.unroll
     blocks = max(1, min(-(-groups // per_block), cap))
     return (blocks, 1, 1), (p.block_size, 1, 1), 0

@@ -131,6 +131,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         looping = replace(
             flat,
             split=1,
+            rows=1,
             vector=vector,
             blocks_per_sm=device.max_threads_per_sm // flat.block_size,
         )
@@ -185,8 +186,17 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
             f"pointwise.{name}": d for name, d in pointwise.search_space(segment, device).items()
         }
         return holding_default(space, default_params(segment, device))
+    default = default_params(segment, device)
+    # A skinny transpose's default runs the pointwise kernel (tile 0): its params are then
+    # the space's too.
+    own = (
+        {f"pointwise.{name}": d for name, d in pointwise.search_space(segment, device).items()}
+        if default.tile == 0
+        else {}
+    )
     space = {
-        "tile": optuna.distributions.CategoricalDistribution([16, 32, 64]),
+        **own,
+        "tile": optuna.distributions.CategoricalDistribution([0, 16, 32, 64]),
         "block_rows": optuna.distributions.CategoricalDistribution([2, 4, 8, 16, 32]),
         "padding": optuna.distributions.CategoricalDistribution([0, 1, 2]),
         "vector": optuna.distributions.CategoricalDistribution(
@@ -194,7 +204,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         ),
         **flag_space(),
     }
-    return holding_default(space, default_params(segment, device))
+    return holding_default(space, default)
 
 
 def grid(
