@@ -3,9 +3,11 @@ compute what the reference computes, and what the same kernel one row a group co
 for bit: a bias broadcast along the rows, a per-row scale, an operand contiguous across the
 rows of a middle dim, transposed reads (one vector along the rows for each element of a
 row), misaligned reads (element by element), two outputs of two types, and random draws
-(whose position is each element's own index)."""
+(whose position is each element's own index), and loads behind a cat's guard (read
+element by element in their branch, a group's rows on both sides of the cat)."""
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -63,6 +65,29 @@ def two_outputs(fd, dtype):
     fd.add_output(fd.ops.sub(x, b))
 
 
+def interleaved_rope(fd, dtype, n, p):
+    """Rotary embedding on pairs (GPT-J style): x [n, p, 2] and cos, sin [p]; the pair's
+    two results joined by a cat along the last dim (a guard a lane, each its own)."""
+    x = fd.define_tensor(shape=[n, p, 2], dtype=dtype)
+    cos, sin = (
+        fd.ops.broadcast_in_dim(fd.define_tensor(shape=[-1], dtype=dtype), [n, p], [1])
+        for _ in range(2)
+    )
+    x0 = fd.ops.squeeze(fd.ops.slice(x, [0, 0, 0], [n, p, 1]), [2])
+    x1 = fd.ops.squeeze(fd.ops.slice(x, [0, 0, 1], [n, p, 2]), [2])
+    o0 = fd.ops.sub(fd.ops.mul(x0, cos), fd.ops.mul(x1, sin))
+    o1 = fd.ops.add(fd.ops.mul(x0, sin), fd.ops.mul(x1, cos))
+    halves = [fd.ops.broadcast_in_dim(o, [n, p, 1], [0, 1]) for o in (o0, o1)]
+    fd.add_output(fd.ops.cat(halves, 2))
+
+
+def cat_rows(fd, dtype):
+    """cat([x, y]) along the rows, then + 1: a group of rows may straddle the two inputs."""
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    y = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    fd.add_output(fd.ops.add(fd.ops.cat([x, y], 0), fd.define_scalar(1.0, dtype)))
+
+
 def draws(fd, dtype):
     """x + uniform(0, 1) of x's shape, seeded: each element's draw is its own position's."""
     x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
@@ -93,6 +118,15 @@ CASES = [
     (sliced_transpose, DataType.BFloat16, (4, 4105), []),
     (two_outputs, DataType.BFloat16, (2056, 2), [(2,)]),
     (draws, DataType.BFloat16, (1032, 2), []),
+    (
+        functools.partial(interleaved_rope, n=3, p=1028),
+        DataType.BFloat16,
+        (3, 1028, 2),
+        [(1028,)] * 2,
+    ),
+    (functools.partial(interleaved_rope, n=5, p=36), DataType.Float, (5, 36, 2), [(36,)] * 2),
+    (cat_rows, DataType.BFloat16, (1027, 2), [(1029, 2)]),
+    (cat_rows, DataType.Half, (5, 4), [(3, 4)]),
 ]
 
 

@@ -69,7 +69,7 @@ def test_the_measured_points():
     assert pointwise.default_params(bias_add_segment(1001, 2, DataType.Float), H100).rows == 1
 
 
-def test_rows_are_refused_where_they_cannot_run():
+def test_rows_are_refused_where_they_cannot_run_and_guards_read_alone():
     seg = bias_add_segment(1024, 2, DataType.BFloat16)
     base = pointwise.default_params(seg, H100)
     assert base.rows == 4
@@ -90,8 +90,11 @@ def test_rows_are_refused_where_they_cannot_run():
         fd.add_output(fd.ops.cat([x, y], 0))  # [R, 2] twice -> [2R, 2]: a guard a row
     (cat,) = fd.plan([view((64, 2), DataType.BFloat16)] * 2).segments
     p = pointwise.default_params(cat, H100)
-    assert p.rows == 1 and p.vector == 2 and cat.extents == (128, 2)
-    assert "guard" in pointwise.is_valid(cat, H100, dataclasses.replace(p, rows=2))
+    assert p.rows == 4 and p.vector == 2 and cat.extents == (128, 2)
+    # Its loads are behind the cat's guard: read element by element in their branch, never
+    # as one vector of the group (whose rows may lie on both sides of the cat).
+    source = generate(cat, p, H100, {b: DataType.BFloat16 for b in range(3)}).source
+    assert "TfVec<tf_bf16, 8> v" not in source and "TfVec<tf_bf16, 8> o0" in source
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

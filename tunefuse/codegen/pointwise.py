@@ -79,11 +79,14 @@ class _PointwiseEmitter:
                 )
             )
         }
-        # Several rows a group (no guard there): how each load walks them.
+        # Several rows a group: how each load walks them. A load behind a guard is read
+        # element by element, in its branch (each element's guard is its own).
         self.walks: dict[int, str] = {}
         if self.rows > 1:
             self.vector_loads = set()
             for k, ld in enumerate(segment.loads):
+                if k in self.guarded:
+                    continue
                 walk = row_access(segment, ld.offset, self.vec)
                 if walk == "span" and not spans_fit(
                     segment, ld.offset, ld.dtype, ld.buffer, self.group

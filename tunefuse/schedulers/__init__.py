@@ -68,8 +68,9 @@ class Scheduler(Protocol):
 #    or 16-tiles (input rows of at most 16 elements of 4 bytes or more), and tall ones stay
 #    tiled (codegen 16: one grid dim of tiles).
 # 17: a flat pointwise kernel whose vector is a whole innermost row of fewer than 16 bytes
-#    takes several rows a group (`pointwise.Params.rows`, codegen 17), a transpose's
-#    pointwise kernel too; a skinny transpose's search space holds its pointwise params.
+#    takes several rows a group (`pointwise.Params.rows`, codegen 17; loads behind a cat's
+#    guard read element by element), in place of a 2-D kernel; a transpose's pointwise
+#    kernel too; a skinny transpose's search space holds its pointwise params.
 HEURISTICS_VERSION = 17
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
