@@ -716,7 +716,7 @@ def test_a_layernorm_whose_rows_an_h100_cannot_hold_nor_spread_is_a_kernel_a_pas
     first, rest = plan.segments
     assert first.scheduler is SchedulerKind.REDUCTION and len(first.stores) == 2
     assert rest.scheduler is SchedulerKind.POINTWISE
-    assert "3 of them keep 2% of 132 SMs busy" in str(plan)
+    assert "3 of them in 3 blocks keep 2% of 132 SMs busy" in str(plan)
     (got,) = run_plan(plan, [x, w, b])
     (want,) = reference.run(fd.fusion, [x, w, b])
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

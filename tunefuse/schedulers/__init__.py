@@ -70,7 +70,9 @@ class Scheduler(Protocol):
 # 17: a flat pointwise kernel whose vector is a whole innermost row of fewer than 16 bytes
 #    takes several rows a group (`pointwise.Params.rows`, codegen 17; loads behind a cat's
 #    guard read element by element), in place of a 2-D kernel; a transpose's pointwise
-#    kernel too; a skinny transpose's search space holds its pointwise params.
+#    kernel too; a skinny transpose's search space holds its pointwise params. A
+#    normalization along a strided dim (the innermost dim not reduced) takes the outputs
+#    along x (inner=False), its row in the registers of threads along y.
 HEURISTICS_VERSION = 17
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

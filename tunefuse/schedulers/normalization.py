@@ -113,7 +113,10 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     32 rather than 16 a thread (128 threads a 4096-row, not 256): the best or within 0.1 us
     of it for softmax fp32 and bf16, layernorm fp32 and rmsnorm bf16 8192x4096 in
     `benchmarks/sweep.py CASE DTYPE 8192 4096 inner=True cache_row=True unroll=1 --all`
-    (softmax bf16 52.3 us against ~55 for 256 threads)."""
+    (softmax bf16 52.3 us against ~55 for 256 threads). Rows along a strided dim (the
+    innermost dim not reduced): `_strided_rows`."""
+    if segment.reduce_dims and len(segment.extents) - 1 not in segment.reduce_dims:
+        return _strided_rows(segment, device)
     n_out, n_red = reduction.sizes(segment)
     vector = reduction.reduced_vector(segment)
     row_vectors = -(-n_red // vector)
@@ -176,6 +179,46 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         evict_first_pays(segment),
         shared_row=staged,
     )
+
+
+# Rows along a strided dim (softmax over the channels of [N, C, L]: the innermost dim is
+# not reduced). Threads of a row along the reduction read one element each of 32 rows'
+# lines, so a warp's load used 4 bytes of each 32-byte sector: 5-6x torch.compile. The
+# outputs go along x instead (a block row reads consecutive outputs), `threads_r` threads
+# along the reduction each hold at most STRIDED_ELEMENTS of its row in registers, and a
+# block takes STRIDED_BLOCK_ROWS outputs (fewer where the threads a row would pass 1024),
+# 256 threads or more. H100, softmax over dim 1 (default before -> this rule, torch.compile):
+# fp32 [32, 256, 3136] 458.4 -> 79.9 us (90.6), bf16 489.9 -> 69.9 (71.4); [64, 19, 65536]
+# fp32 507.7 -> 223.1 (519.5), bf16 1331.3 -> 173.6 (524.5); fp32 [8, 64, 262144] 2616.7 ->
+# 550.3 (807.9); [4, 4096, 8192] 3328.0 -> 683.5 (1116.8) with 32 elements a thread, 8 outputs
+# a block. Against the neighbours: 32 elements a thread (fp32 [32, 256, 3136] 213.3 us), 8
+# (114.0), 64 (137.4); 19 in one thread (466.4 at [64, 19, 65536]).
+STRIDED_ELEMENTS = 16
+STRIDED_BLOCK_ROWS = 32  # outputs a block row: 128 bytes of fp32
+STRIDED_MIN_BLOCK_ROWS = 8  # below this, a thread takes up to MAX_CACHED_ELEMENTS
+
+
+def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
+    """A normalization over strided rows: outputs along x, a row in the registers of
+    `threads_r` threads along y; rows too long for that are re-read (through L1/L2)."""
+    n_out, n_red = reduction.sizes(segment)
+    evict_first = evict_first_pays(segment)
+    for elements in (STRIDED_ELEMENTS, MAX_CACHED_ELEMENTS):
+        threads = pow2_at_least(-(-n_red // elements))
+        outputs = min(
+            max(STRIDED_BLOCK_ROWS, 256 // threads),
+            device.max_threads_per_block // threads,
+            pow2_at_least(n_out),
+        )
+        if threads <= device.max_threads_per_block and (
+            outputs >= STRIDED_MIN_BLOCK_ROWS or outputs >= n_out
+        ):
+            ept = -(-n_red // threads)
+            return Params(threads, outputs, False, 0, True, ept, 1, 1, evict_first)
+    # Re-read: 16 threads a row, 32 outputs a block, 4 chunks in flight (bf16 [32, 256,
+    # 3136] 59.4 us, fp32 108.4).
+    outputs = min(STRIDED_BLOCK_ROWS, pow2_at_least(n_out))
+    return Params(16, outputs, False, 0, False, 1, 1, 4, evict_first)
 
 
 def _row_in_registers(
@@ -310,12 +353,14 @@ def split_reason(segment: Segment, device: DeviceInfo) -> str | None:
     if p.cache_row or p.shared_row:
         return None
     n_out, n_red = reduction.sizes(segment)
-    balance = sm_balance(n_out, device)
+    blocks = -(-n_out // p.rows_per_block)  # strided rows: a block of several
+    balance = sm_balance(blocks, device)
     if balance >= MIN_SM_BALANCE:
         return None
     return (
         f"rows of {n_red} do not fit a block (each pass reads them again) and {n_out} of them "
-        f"keep {balance:.0%} of {device.sm_count} SMs busy: a kernel a pass, each across the GPU"
+        f"in {blocks} blocks keep {balance:.0%} of {device.sm_count} SMs busy: a kernel a "
+        "pass, each across the GPU"
     )
 
 

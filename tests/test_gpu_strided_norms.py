@@ -1,0 +1,88 @@
+"""GPU: normalizations along a strided dim (the innermost dim not reduced: softmax over the
+channels of [N, C, L], a layernorm over dim 0) with their defaults (outputs along x, a row
+in the registers of threads along y, or re-read where it is too long) agree with the
+reference: rows of one element, odd extents, rows longer than the registers hold, and a
+weight that moves with the outputs."""
+
+import numpy as np
+import pytest
+from test_gpu_execute import assert_agrees, to_device, to_host
+from test_gpu_split import run_with_reduction_params
+
+from tunefuse import DataType, FusionDefinition
+from tunefuse.device_info import PROFILES
+from tunefuse.planning.kernel_ir import SchedulerKind
+from tunefuse.schedulers import normalization
+
+pytestmark = pytest.mark.gpu
+
+
+def middle_softmax(fd, dtype):
+    """softmax over dim 1 of [N, C, L], in float."""
+    x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
+    xf = fd.ops.cast(x, DataType.Float)
+    e = fd.ops.exp(fd.ops.sub(xf, fd.ops.max(xf, dims=[1], keepdim=True)))
+    fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
+
+
+def column_layernorm(fd, dtype):
+    """(x - mean) * rstd * w over dim 0 of [R, C]; w [C] moves with the outputs."""
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    w = fd.define_tensor(shape=[-1], dtype=dtype)
+    xf = fd.ops.cast(x, DataType.Float)
+    var, mean = fd.ops.var_mean(xf, [0], correction=0, keepdim=True)
+    rstd = fd.ops.rsqrt(fd.ops.add(var, fd.define_scalar(1e-5)))
+    wb = fd.ops.broadcast_in_dim(fd.ops.cast(w, DataType.Float), x.shape(), [1])
+    y = fd.ops.mul(fd.ops.mul(fd.ops.sub(xf, mean), rstd), wb)
+    fd.add_output(fd.ops.cast(y, dtype))
+
+
+def computed(dtype):
+    """The coarser of `dtype` and Float: these fusions compute in Float."""
+    return DataType.Float if dtype is DataType.Double else dtype
+
+
+CASES = [
+    # (fusion, dtype, shape of x)
+    (middle_softmax, DataType.Float, (3, 256, 1000)),  # 16 threads a row, 32 outputs a block
+    (middle_softmax, DataType.BFloat16, (2, 19, 4099)),  # 2 threads a row of 19
+    (middle_softmax, DataType.Half, (5, 1, 77)),  # rows of one element
+    (middle_softmax, DataType.Float, (2, 4096, 40)),  # 32 elements a thread, 8 outputs a block
+    (middle_softmax, DataType.BFloat16, (2, 9000, 16)),  # few, long: a kernel a pass
+    (middle_softmax, DataType.Double, (7, 33, 3)),  # fewer outputs than a block row
+    (column_layernorm, DataType.Float, (1000, 300)),
+    (column_layernorm, DataType.BFloat16, (37, 4097)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_strided_normalizations_agree_with_the_reference(case, rng):
+    define, dtype, shape = CASES[case]
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    inputs = [(rng.standard_normal(shape) * 3).astype(dtype.numpy)]
+    if define is column_layernorm:
+        inputs.append(rng.standard_normal(shape[1]).astype(dtype.numpy))
+    norms = [s for s in fd.plan(inputs).segments if s.scheduler is SchedulerKind.NORMALIZATION]
+    assert all(not normalization.default_params(s, PROFILES["sm_90"]).inner for s in norms)
+    got = [to_host(g) for g in fd.execute(to_device(inputs))]
+    assert_agrees(fd, inputs, got, computed(dtype))
+    assert all(np.isfinite(g.astype(np.float64)).all() for g in got)
+
+
+@pytest.mark.parametrize("case", [0, 1, 6, 7])
+def test_strided_rows_read_again_agree_with_the_reference(case, rng):
+    """The layout for rows too long for the registers (re-read by each pass), forced on
+    shapes whose rows would fit: 16 threads a row, 32 outputs a block, 4 chunks in flight."""
+    define, dtype, shape = CASES[case]
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    inputs = [(rng.standard_normal(shape) * 3).astype(dtype.numpy)]
+    if define is column_layernorm:
+        inputs.append(rng.standard_normal(shape[1]).astype(dtype.numpy))
+    changes = dict(
+        threads_r=16, rows_per_block=32, cache_row=False, elements_per_thread=1, unroll=4
+    )
+    got, launched = run_with_reduction_params(fd, inputs, kind="normalization", **changes)
+    assert any(not k.params["cache_row"] and not k.params["inner"] for k in launched)
+    assert_agrees(fd, inputs, got, computed(dtype))
