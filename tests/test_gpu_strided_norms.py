@@ -55,14 +55,20 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", range(len(CASES)))
-def test_strided_normalizations_agree_with_the_reference(case, rng):
+def case_fusion(case, rng):
+    """CASES[case]: its fusion, dtype and inputs (x, and a layernorm's weight)."""
     define, dtype, shape = CASES[case]
     with FusionDefinition() as fd:
         define(fd, dtype)
     inputs = [(rng.standard_normal(shape) * 3).astype(dtype.numpy)]
     if define is column_layernorm:
         inputs.append(rng.standard_normal(shape[1]).astype(dtype.numpy))
+    return fd, dtype, inputs
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_strided_normalizations_agree_with_the_reference(case, rng):
+    fd, dtype, inputs = case_fusion(case, rng)
     norms = [s for s in fd.plan(inputs).segments if s.scheduler is SchedulerKind.NORMALIZATION]
     assert all(not normalization.default_params(s, PROFILES["sm_90"]).inner for s in norms)
     got = [to_host(g) for g in fd.execute(to_device(inputs))]
@@ -74,12 +80,7 @@ def test_strided_normalizations_agree_with_the_reference(case, rng):
 def test_strided_rows_read_again_agree_with_the_reference(case, rng):
     """The layout for rows too long for the registers (re-read by each pass), forced on
     shapes whose rows would fit: 16 threads a row, 32 outputs a block, 4 chunks in flight."""
-    define, dtype, shape = CASES[case]
-    with FusionDefinition() as fd:
-        define(fd, dtype)
-    inputs = [(rng.standard_normal(shape) * 3).astype(dtype.numpy)]
-    if define is column_layernorm:
-        inputs.append(rng.standard_normal(shape[1]).astype(dtype.numpy))
+    fd, dtype, inputs = case_fusion(case, rng)
     changes = dict(
         threads_r=16, rows_per_block=32, cache_row=False, elements_per_thread=1, unroll=4
     )
