@@ -34,8 +34,8 @@ from tunefuse.codegen.expr import (
 )
 from tunefuse.codegen.guards import guarded_loads, paths_lane_uniform, predicate_text
 from tunefuse.planning.segment import Segment
-from tunefuse.schedulers.common import coeff, vector_fits
-from tunefuse.schedulers.pointwise import Params, row_access, spans_fit
+from tunefuse.schedulers.common import coeff
+from tunefuse.schedulers.pointwise import Params, load_walk
 
 
 def _extent(j: int) -> str:
@@ -84,18 +84,8 @@ class _PointwiseEmitter:
         self.walks: dict[int, str] = {}
         if self.rows > 1:
             self.vector_loads = set()
-            for k, ld in enumerate(segment.loads):
-                if k in self.guarded:
-                    continue
-                walk = row_access(segment, ld.offset, self.vec)
-                if walk == "span" and not spans_fit(
-                    segment, ld.offset, ld.dtype, ld.buffer, self.group
-                ):
-                    walk = None
-                if walk == "column" and not vector_fits(
-                    segment, ld.offset, ld.dtype, ld.buffer, self.last - 1, self.rows
-                ):
-                    walk = None
+            for k in range(len(segment.loads)):
+                walk = None if k in self.guarded else load_walk(segment, k, p)
                 if walk is not None:
                     self.walks[k] = walk
         self.streamed = {

@@ -17,15 +17,21 @@ def coeff(offset, segment: Segment, j: int) -> int:  # noqa: ANN001
     return offset.coeff(Var(j, segment.extents[j])) if segment.extents[j] != 1 else 0
 
 
-def vector_fits(segment: Segment, offset, dtype, buffer: int, unit: int, vec: int) -> bool:  # noqa: ANN001
+def vector_fits(
+    segment: Segment, offset, dtype, buffer: int, unit: int | tuple[int, ...], vec: int
+) -> bool:  # noqa: ANN001
     """True when an access that is unit-stride along dim `unit` can move `vec` consecutive
     elements at once: at most 16 bytes, its constant offset and every other stride divisible
-    by `vec`, its pointer aligned to the vector."""
+    by `vec`, its pointer aligned to the vector. `unit` may name several dims whose elements
+    the vector runs through together (a pointwise group of several short rows)."""
+    units = unit if isinstance(unit, tuple) else (unit,)
     return (
         vec * dtype.itemsize <= MAX_VECTOR_BYTES
         and offset.const % vec == 0
         and all(
-            coeff(offset, segment, j) % vec == 0 for j in range(len(segment.extents)) if j != unit
+            coeff(offset, segment, j) % vec == 0
+            for j in range(len(segment.extents))
+            if j not in units
         )
         and dict(segment.buffer_alignments).get(buffer, 1) >= vec * dtype.itemsize
     )

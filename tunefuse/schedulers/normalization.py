@@ -213,7 +213,7 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
         if threads <= device.max_threads_per_block and (
             outputs >= STRIDED_MIN_BLOCK_ROWS or outputs >= n_out
         ):
-            ept = -(-n_red // threads)
+            ept = vectors_of_share(n_red, threads, 1)
             return Params(threads, outputs, False, 0, True, ept, 1, 1, evict_first)
     # Re-read: 16 threads a row, 32 outputs a block, 4 chunks in flight (bf16 [32, 256,
     # 3136] 59.4 us, fp32 108.4).

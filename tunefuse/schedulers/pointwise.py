@@ -12,7 +12,6 @@ from dataclasses import dataclass, replace
 from tunefuse.device_info import DeviceInfo
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.common import (
-    MAX_VECTOR_BYTES,
     coeff,
     evict_first_pays,
     flag_space,
@@ -20,6 +19,7 @@ from tunefuse.schedulers.common import (
     grid_cap,
     holding_default,
     max_vector,
+    vector_fits,
 )
 
 
@@ -159,16 +159,25 @@ def row_access(segment: Segment, offset, vector: int) -> str | None:  # noqa: AN
 
 
 def spans_fit(segment: Segment, offset, dtype, buffer: int, elements: int) -> bool:  # noqa: ANN001
-    """True when a "span" access moves a group's `elements` at once: at most 16 bytes, its
-    constant and every stride of the dims outside the rows divisible by them (a group starts
-    at a multiple of them), its pointer aligned to them."""
+    """True when a "span" access moves a group's `elements` at once: `vector_fits` across
+    the two innermost dims (a group starts at a multiple of them)."""
     rank = len(segment.extents)
-    return (
-        elements * dtype.itemsize <= MAX_VECTOR_BYTES
-        and offset.const % elements == 0
-        and all(coeff(offset, segment, j) % elements == 0 for j in range(rank - 2))
-        and dict(segment.buffer_alignments).get(buffer, 1) >= elements * dtype.itemsize
-    )
+    return vector_fits(segment, offset, dtype, buffer, (rank - 2, rank - 1), elements)
+
+
+def load_walk(segment: Segment, k: int, p: Params) -> str | None:
+    """How load k of a group of `p.rows` rows is read (`row_access`) where its vector fits;
+    None (element by element) where it does not. (Codegen reads a load behind a pad/cat
+    guard element by element too, in its branch.)"""
+    ld = segment.loads[k]
+    walk = row_access(segment, ld.offset, p.vector)
+    if walk == "span" and not spans_fit(segment, ld.offset, ld.dtype, ld.buffer, p.vector * p.rows):
+        return None
+    if walk == "column" and not vector_fits(
+        segment, ld.offset, ld.dtype, ld.buffer, len(segment.extents) - 2, p.rows
+    ):
+        return None
+    return walk
 
 
 def rows_error(segment: Segment, p: Params) -> str | None:
