@@ -5,7 +5,7 @@ import pathlib
 import numpy as np
 import pytest
 
-from tunefuse import DataType, DefinitionError, FusionDefinition, ShapeError
+from tunefuse import DataType, DefinitionError, FusionDefinition, ShapeError, reference
 from tunefuse.fusion_file import load_fusion_file
 from tunefuse.ir.fusion import Sym, TensorType
 from tunefuse.ir.ops import OpKind
@@ -72,10 +72,28 @@ def test_reductions_dims_keepdim_and_var_mean():
     assert fd.fusion.nodes[1].attrs.dims == (0, 2)
 
 
+def test_lower_ranks_broadcast_along_new_outer_dims_as_in_nvfuser(rng):
+    """nvFuser's elementwise ops read an operand of lower rank as if broadcast along new outer
+    dims: [4] against [3, 4] is [1, 4], a 0-dim tensor is [1, 1]."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        scale = fd.define_tensor(shape=[], dtype=DataType.Float)
+        b = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+        fd.add_output(fd.ops.where(fd.ops.gt(b, 0.0), fd.ops.mul(x, scale), b))
+    assert out_type(fd, 0).rank == 2
+    x = rng.standard_normal((3, 4), dtype=np.float32)
+    b = rng.standard_normal(4, dtype=np.float32)
+    (got,) = reference.run(fd.fusion, [x, np.array(2.0, dtype=np.float32), b])
+    np.testing.assert_array_equal(got, np.where(b > 0, x * np.float32(2.0), b))
+
+
 @pytest.mark.parametrize(
     "build, message",
     [
-        (lambda fd, a, b: fd.ops.add(a, b), "add .*operand T1 has rank 1 but T0 has rank 2"),
+        (
+            lambda fd, a, b: fd.ops.add(fd.ops.permute(a, dims=[1, 0]), b),
+            "add .*dim 1 of operand T3 has extent 4 but operand T2 has 3",
+        ),
         (lambda fd, a, b: fd.ops.sum(a, dims=[2]), "dim 2 is out of range for rank 2"),
         (lambda fd, a, b: fd.ops.permute(a, dims=[0, 0]), "not a permutation"),
         (lambda fd, a, b: fd.ops.reshape(a, new_shape=[-1, -1]), "only one dim may be -1"),

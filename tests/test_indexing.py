@@ -13,7 +13,7 @@ from test_codegen_compile import ARCHS, compile_plan
 from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.errors import DefinitionError, IndexOutOfRangeError, ShapeError
 from tunefuse.ir.serialize import fusion_from_json
-from tunefuse.planning.kernel_ir import SchedulerKind
+from tunefuse.planning.kernel_ir import BufferKind, SchedulerKind
 from tunefuse.planning.plan_interpreter import run_plan
 
 
@@ -203,13 +203,33 @@ def test_bad_definitions_name_what_is_wrong():
             fd.ops.index_select(_table(fd), _index(fd), 2)
 
 
-def test_a_kernel_never_gathers_from_what_it_stores(rng):
-    """A table computed in the fusion is written by one kernel and gathered by another."""
+def test_a_gather_of_an_elementwise_table_reads_the_tables_input(rng):
+    """take_along_axis(exp(t), i): one kernel gathers from t and takes the exp of what it
+    read, rather than a kernel writing exp(t) whole for another to pick from."""
     fd = build("take_along_computed")
     plan = fd.plan(case_inputs("take_along_computed", 8, 16, rng))
-    assert len(plan.segments) == 2
+    (seg,) = plan.segments
+    (gather,) = seg.gathers
+    (table,) = [b for b in plan.buffers if b.id == gather.buffer]
+    assert table.kind is BufferKind.INPUT and table.input_index == 0
+    assert "OpKind.EXP" in repr(seg.stores[0].expr)
+
+
+def test_a_kernel_never_gathers_from_what_it_stores(rng):
+    """A table that is no elementwise function of one input (here t plus its column sums) is
+    written by one kernel and gathered by another."""
+    with FusionDefinition() as fd:
+        t, i = _table(fd, 2, DataType.Float), _index(fd, 2)
+        total = fd.ops.broadcast_in_dim(fd.ops.sum(t, [0]), [8, 16], [1])
+        fd.add_output(fd.ops.take_along_axis(fd.ops.add(t, total), i, 0))
+    table = rng.standard_normal((8, 16), dtype=np.float32)
+    index = rng.integers(0, 8, (4, 16))
+    plan = fd.plan([table, index])
+    assert len(plan.segments) >= 2
     (gathering,) = [s for s in plan.segments if s.gathers]
     assert not gathering.read_buffers & gathering.stored_buffers
+    (got,) = reference.run(fd.fusion, [table, index])
+    np.testing.assert_allclose(got, np.take_along_axis(table + table.sum(0), index, 0), rtol=1e-6)
 
 
 def test_schedulers_indexing_lands_in(rng):

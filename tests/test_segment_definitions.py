@@ -56,6 +56,15 @@ def test_each_kernel_is_a_definition_that_reads_what_earlier_ones_hand_on():
     segments = fd.segment(xs)
     assert segments == fd.segments and len(segments) == 3
     maps = fd.segment_index_space_maps
+
+    def role(segment) -> int:  # noqa: ANN001 - the sum of x, the segment_set, the rest
+        stored = {maps[segment][o.value] for o in segment.fusion.outputs}
+        if fd.fusion.outputs[0].value in stored:
+            return 0
+        return 1 if any(fd.fusion.producer(v).op is OpKind.SEGMENT_SET for v in stored) else 2
+
+    segments = sorted(segments, key=role)
+    assert [role(s) for s in segments] == [0, 1, 2]
     first, second, third = (s.fusion for s in segments)
     # inputs and outputs map to the original's values
     assert [maps[segments[0]][v] for v in first.inputs] == [fd.fusion.inputs[0]]

@@ -616,6 +616,21 @@ class Ops(CompositeOps):
             raise DefinitionError(f"{op}: {value!r} must be a tensor")
         return vid
 
+    def _promote_ranks(self, ids: Sequence[int]) -> list[int]:
+        """An elementwise op's tensor operands of lower rank than the highest, broadcast
+        along new outer dims (nvFuser's implicit broadcast: `mul` of [N] and [M, N] reads
+        the [N] as [1, N]); scalars and operands of the highest rank pass unchanged."""
+        values = self._fd._builder.values
+        ranks = [values[v].rank if isinstance(values[v], TensorType) else None for v in ids]
+        rank = max((r for r in ranks if r is not None), default=0)
+        promoted = []
+        for vid, r in zip(ids, ranks, strict=True):
+            if r is not None and r < rank:
+                flags = (True,) * (rank - r) + (False,) * r
+                vid = self._fd._add(OpKind.BROADCAST, [vid], BroadcastAttrs(flags))[0]
+            promoted.append(vid)
+        return promoted
+
     def _rank(self, vid: int) -> int:
         vt = self._fd._builder.values[vid]
         assert isinstance(vt, TensorType)
@@ -1061,7 +1076,7 @@ def _make_elementwise(op: OpKind):  # noqa: ANN202 - builds a method
         if len(operands) != arity:
             raise DefinitionError(f"{op.value}: takes {arity} operands, got {len(operands)}")
         ids = [self._fd._value_id(v, op.value) for v in operands]
-        return self._one(op, ids, NoAttrs())
+        return self._one(op, self._promote_ranks(ids), NoAttrs())
 
     method.__name__ = op.value
     method.__doc__ = f"Elementwise {op.value} ({arity} operand{'s' if arity > 1 else ''})."

@@ -37,9 +37,10 @@ def normalize_dims(op: str, dims: Sequence[int], rank: int) -> tuple[int, ...]:
 def broadcast_extents(
     op: str, shapes: Sequence[tuple[Extent, ...]], operands: Sequence[str]
 ) -> tuple[Extent, ...]:
-    """Extents of an elementwise result. Ranks must match (broadcasts are explicit, as in
-    nvFuser); per dim, equal extents stay, a 1 broadcasts against anything, two different
-    static extents are an error, and a symbolic extent yields to a static one."""
+    """Extents of an elementwise result. Ranks must match (the IR's broadcasts are explicit;
+    the frontend promotes a lower rank with a broadcast op, as nvFuser does); per dim, equal
+    extents stay, a 1 broadcasts against anything, two different static extents are an
+    error, and a symbolic extent yields to a static one."""
     if not shapes:
         return ()
     rank = len(shapes[0])

@@ -111,7 +111,7 @@ def _make(terms: dict, constant: int) -> Affine:
         changed = False
         for atom, m in list(terms.items()):
             if isinstance(atom, Mod):
-                partner = Div(atom.x, atom.c)
+                partner = _div_atom(atom.x, atom.c)
                 if terms.get(partner) == m * atom.c:
                     del terms[atom], terms[partner]
                     for a, c in atom.x.terms:
@@ -122,6 +122,17 @@ def _make(terms: dict, constant: int) -> Affine:
                     break
     ordered = tuple(sorted(terms.items(), key=lambda t: _atom_key(t[0])))
     return Affine(ordered, constant)
+
+
+def _div_atom(x: Affine, c: int) -> Div:
+    """The atom of x // c, a quotient of a quotient as one: (y // a) // c is y // (a * c).
+    A reshape's unravel writes each digit of a position p as (p // s) % e, the top one as
+    p // S; this form lets `_make` put the digits of a contiguous tensor back together."""
+    if x.const == 0 and len(x.terms) == 1:
+        ((inner, k),) = x.terms
+        if k == 1 and isinstance(inner, Div):
+            return Div(inner.x, inner.c * c)
+    return Div(x, c)
 
 
 def add(*xs: Affine) -> Affine:
@@ -152,10 +163,15 @@ def floordiv(x: Affine, c: int) -> Affine:
     if 0 <= lo_b and hi_b < c:
         return const(0)
     hi, lo = _split(x, c)
+    whole = _make({a: k // c for a, k in hi.terms}, hi.const // c)  # hi // c, exact
     l_lo, l_hi = lo.bounds()
     if 0 <= l_lo and l_hi < c:
-        return _make({a: k // c for a, k in hi.terms}, hi.const // c)
-    return _make({Div(x, c): 1}, 0)
+        return whole
+    if hi.terms and l_lo >= 0:
+        # (hi + lo) // c == hi // c + lo // c where c divides hi: 25088*i1 + i2 over 3136 is
+        # 8*i1 + i2 // 3136 (lo never negative: C's division truncates toward zero).
+        return add(whole, _make({_div_atom(lo, c): 1}, 0))
+    return _make({_div_atom(x, c): 1}, 0)
 
 
 def mod(x: Affine, c: int) -> Affine:
@@ -168,6 +184,8 @@ def mod(x: Affine, c: int) -> Affine:
     l_lo, l_hi = lo.bounds()
     if 0 <= l_lo and l_hi < c:
         return lo
+    if hi.terms and l_lo >= 0:  # (hi + lo) % c == lo % c (lo never negative, as C's %)
+        return _make({Mod(lo, c): 1}, 0)
     return _make({Mod(x, c): 1}, 0)
 
 

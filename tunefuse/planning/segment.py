@@ -20,6 +20,7 @@ from tunefuse.ir.dtypes import DataType
 from tunefuse.ir.elementwise import ELEMENTWISE, elementwise_types
 from tunefuse.ir.fusion import ScalarType, TensorType
 from tunefuse.ir.ops import GroupOp, OpKind
+from tunefuse.ir.shapes import analyze_reshape
 from tunefuse.planning.concretize import ConcreteFusion
 from tunefuse.planning.indexing import (
     ZERO,
@@ -251,10 +252,11 @@ class _SegmentBuilder:
         self.has_full_reduction_use = False
 
     # -- the cone and the space ------------------------------------------------------------
-    def cone_reductions(self) -> list[int]:
+    def cone_reductions(self, group: list[StoreRequest] | None = None) -> list[int]:
+        """The reductions that computing `group` (the whole group by default) takes."""
         seen: set[int] = set()
         order: list[int] = []
-        stack = [r.value for r in self.group]
+        stack = [r.value for r in (self.group if group is None else group)]
         while stack:
             v = stack.pop()
             if v in seen or (v in self.materialized and v not in self.stored_here):
@@ -295,13 +297,19 @@ class _SegmentBuilder:
                     self.cf.shape(node.inputs[0]) != self.space
                     or node.attrs.dims != self.reduce_dims
                 ):  # type: ignore[attr-defined]
-                    raise _Materialize(
-                        r, f"{node.op.value} T{r} reduces another space than T{reductions[0]}"
-                    )
+                    why = f"{node.op.value} T{r} reduces another space than T{reductions[0]}"
+                    if self.shapes_part_the_spaces():
+                        # Outputs of each shape need reductions over one space: a kernel
+                        # each reads the inputs once apiece (layernorm's backward: dx over
+                        # the rows, dw and db over the columns), where a reduction of its own
+                        # would read them once more.
+                        raise _SplitByShape(why)
+                    raise _Materialize(r, why)
+            self.vars = tuple(Var(k, e) for k, e in enumerate(self.space))
             reduced = {self.reduced_shape(True), self.reduced_shape(False)}
             for req in self.group:
                 shape = self.cf.shape(req.value)
-                if shape != self.space and shape not in reduced:
+                if shape != self.space and shape not in reduced and not self.space_view(req.value):
                     why = (
                         f"T{req.value} of shape {list(shape)} is neither the reduction's space "
                         f"{list(self.space)} nor its result"
@@ -311,6 +319,59 @@ class _SegmentBuilder:
                         raise _Materialize(reductions[0], why)
                     raise _SplitByShape(why)
         self.vars = tuple(Var(k, e) for k, e in enumerate(self.space))
+
+    def space_view(self, value: int) -> Index | None:
+        """The index, in the space's variables, at which to build and store a value of
+        another shape that elementwise ops and reshapes make from a value of the reduction's
+        space (GroupNorm normalizes [N, G, C/G*H*W], then reshapes, scales and casts to
+        [N, C, H, W]): one kernel, not a kernel for its statistics and another for the rest.
+        Each reshape on the path is undone; other operands are read at that index. None
+        where no such path leads to the space."""
+        path = self._reshape_path(value, self.cf.shape(value))
+        if not path:
+            return None
+        index = self.full_index()
+        for out in reversed(path):  # from the space's value out: each reshape undone
+            src, dst = self.cf.shape(self.f.producer(out).inputs[0]), self.cf.shape(out)
+            index = source_index(OpKind.RESHAPE, None, index, dst, src, analyze_reshape(dst, src))
+        return index
+
+    def _reshape_path(self, v: int, shape: tuple[int, ...], depth: int = 0) -> list[int]:
+        """The reshapes (outermost first) on a path of elementwise ops, casts and reshapes
+        from `v` (of `shape`) down to a value of the space; [] where there is none."""
+        if depth > 64 or (v in self.materialized and v not in self.stored_here):
+            return []
+        node = self.f.producer(v)
+        if node.op is OpKind.RESHAPE:
+            src = node.inputs[0]
+            if self.cf.shape(src) == self.space:
+                return [v]
+            below = self._reshape_path(src, self.cf.shape(src), depth + 1)
+            return [v, *below] if below else []
+        if node.op is OpKind.CAST or node.op in ELEMENTWISE:
+            for u in node.inputs:
+                if isinstance(self.f.values[u], TensorType) and self.cf.shape(u) == shape:
+                    below = self._reshape_path(u, shape, depth + 1)
+                    if below:
+                        return below
+        return []
+
+    def shapes_part_the_spaces(self) -> bool:
+        """Whether the group's outputs of one shape, apart from the others, each take
+        reductions over a single space (one input shape and one set of reduced dims)."""
+        parts: dict[tuple[int, ...], list[StoreRequest]] = {}
+        for req in self.group:
+            parts.setdefault(self.cf.shape(req.value), []).append(req)
+        if len(parts) < 2:
+            return False
+        for part in parts.values():
+            spaces = {
+                (self.cf.shape(self.f.producer(r).inputs[0]), self.f.producer(r).attrs.dims)
+                for r in self.cone_reductions(part)
+            }
+            if len(spaces) > 1:
+                return False
+        return True
 
     def reduced_shape(self, keepdim: bool) -> tuple[int, ...]:
         if keepdim:
@@ -365,27 +426,33 @@ class _SegmentBuilder:
         shape = self.cf.shape(operand)
         return tuple(ZERO if e == 1 else i for e, i in zip(shape, index))
 
+    def _apply(self, node, dtype: DataType, tensors: dict[int, Expr]) -> Expr:  # noqa: ANN001
+        """An elementwise op or cast of `tensors` (its tensor operands' expressions)."""
+        types = [self.f.values[v] for v in node.inputs]
+        if node.op is OpKind.CAST:
+            return EOp(node.op, (tensors[node.inputs[0]],), dtype, types[0].dtype)
+        et = elementwise_types(
+            node.op,
+            [t.dtype if isinstance(t, TensorType) else None for t in types],
+            [t.dtype if isinstance(t, ScalarType) else None for t in types],
+        )
+        operands = tuple(
+            tensors[v] if isinstance(t, TensorType) else self.scalar(v)
+            for v, t in zip(node.inputs, types)
+        )
+        return EOp(node.op, operands, dtype, et.operand)
+
     def _compute(self, value: int, index: Index) -> Expr:
         node = self.f.producer(value)
         op, a = node.op, node.attrs
         dtype: DataType = self.f.values[value].dtype
-        if op in ELEMENTWISE:
-            types = [self.f.values[v] for v in node.inputs]
-            et = elementwise_types(
-                op,
-                [t.dtype if isinstance(t, TensorType) else None for t in types],
-                [t.dtype if isinstance(t, ScalarType) else None for t in types],
-            )
-            operands = tuple(
-                self.build(v, self._operand_index(v, index))
-                if isinstance(t, TensorType)
-                else self.scalar(v)
-                for v, t in zip(node.inputs, types)
-            )
-            return EOp(op, operands, dtype, et.operand)
-        if op is OpKind.CAST:
-            src = node.inputs[0]
-            return EOp(op, (self.build(src, index),), dtype, self.f.values[src].dtype)
+        if op in ELEMENTWISE or op is OpKind.CAST:
+            tensors = {
+                v: self.build(v, self._operand_index(v, index))
+                for v in node.inputs
+                if isinstance(self.f.values[v], TensorType)
+            }
+            return self._apply(node, dtype, tensors)
         if op in GroupOp.VIEW:
             src = node.inputs[0]
             reshape = self.cf.reshapes.get(value)
@@ -473,6 +540,7 @@ class _SegmentBuilder:
         computed), at the non-gathered dims' position plus the index times its stride."""
         table, index_value = node.inputs
         dim = node.attrs.dim
+        table, chain = self._gather_source(table)
         if table not in self.materialized or table in self.stored_here:
             # Read from memory another kernel wrote: never from this kernel's own stores.
             raise _Materialize(
@@ -491,7 +559,33 @@ class _SegmentBuilder:
         self.gathers.append(
             GatherLoad(buf.id, buf.dtype, base, buf.shape[dim], buf.strides[dim], value)
         )
-        return EGather(len(self.gathers) - 1, picked, dtype)
+        element: Expr = EGather(len(self.gathers) - 1, picked, buf.dtype)
+        for op_node in reversed(chain):
+            element = self._apply(
+                op_node, self.f.values[op_node.outputs[0]].dtype, {table: element}
+            )
+            table = op_node.outputs[0]
+        return element
+
+    def _gather_source(self, table: int) -> tuple[int, list]:
+        """Where a gather of `table` reads memory: `table` itself, or the tensor in memory
+        that a chain of elementwise ops of one tensor operand each (a cast, a scale) makes
+        it from, with that chain (outermost op first) to apply to the element read.
+        Cross-entropy picks a logit of cast(z): read z, not a float copy of it."""
+        chain = []
+        v = table
+        while not (v in self.materialized and v not in self.stored_here):
+            node = self.f.producer(v)
+            tensors = [u for u in node.inputs if isinstance(self.f.values[u], TensorType)]
+            if (
+                not (node.op is OpKind.CAST or node.op in ELEMENTWISE)
+                or len(set(tensors)) != 1
+                or self.cf.shape(tensors[0]) != self.cf.shape(v)
+            ):
+                return table, []
+            chain.append(node)
+            v = tensors[0]
+        return v, chain
 
     def _reduce(self, node, value: int, index: Index, dtype: DataType) -> Expr:  # noqa: ANN001
         a = node.attrs
@@ -637,9 +731,20 @@ def build_segment(
     stores: list[Store] = []
     for req in group:
         shape = cf.shape(req.value)
-        reduced = bool(b.reduce_dims) and shape != b.space
-        index = b.outer_index(shape) if reduced else b.full_index()
-        expr = b.build(req.value, index)
+        view = (
+            b.space_view(req.value)
+            if b.reduce_dims
+            and shape not in (b.space, b.reduced_shape(True), b.reduced_shape(False))
+            else None
+        )
+        if view:  # made from the space's values: built and stored at the space's index
+            reduced = False
+            index = view
+            expr = b.build(req.value, index)
+        else:
+            reduced = bool(b.reduce_dims) and shape != b.space
+            index = b.outer_index(shape) if reduced else b.full_index()
+            expr = b.build(req.value, index)
         stores.append(
             Store(
                 req.buffer,

@@ -73,7 +73,13 @@ class Scheduler(Protocol):
 #    kernel too; a skinny transpose's search space holds its pointwise params. A
 #    normalization along a strided dim (the innermost dim not reduced) takes the outputs
 #    along x (inner=False), its row in the registers of threads along y.
-HEURISTICS_VERSION = 17
+# 18: plans: outputs of each shape whose reductions share a space are a kernel each (dx
+#    over the rows, dw and db over the columns of layernorm's backward); a gather reads its
+#    table's input through elementwise ops of it; a value reshaped from the reduction's
+#    space is stored from its kernel (GroupNorm); reshape indices simplify to affine ones.
+#    Defaults: a reduction is laid out by the bytes its loads read unit-stride along the
+#    reduced dim; loads that are not affine no longer narrow a vector.
+HEURISTICS_VERSION = 18
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

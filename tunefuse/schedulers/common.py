@@ -57,20 +57,23 @@ def widest_vector(
 
 def max_vector(segment: Segment) -> int:
     """The widest vector (in elements) every unit-stride access of the innermost dim allows:
-    extent divisible, offsets and outer strides divisible, pointers aligned, <= 16 bytes."""
+    extent divisible, offsets and outer strides divisible, pointers aligned, <= 16 bytes.
+    Stores must be affine and unit-stride; a load that is not affine (a statistic of a
+    reshaped row, at (i // 9216) + 32*n) is read element by element, as a strided one is."""
     if not segment.extents:
         return 1
     last = innermost(segment)
+    if any(
+        not st.offset.is_affine or coeff(st.offset, segment, last) != 1 for st in segment.stores
+    ):
+        return 1
     accesses = [(ld.offset, ld.dtype, ld.buffer) for ld in segment.loads] + [
         (st.offset, st.dtype, st.buffer) for st in segment.stores
     ]
-    if any(not off.is_affine for off, _, _ in accesses):
-        return 1
-    stores_unit = all(coeff(st.offset, segment, last) == 1 for st in segment.stores)
-    if not stores_unit:
-        return 1
     unit = [
-        (off, dtype, buf, last) for off, dtype, buf in accesses if coeff(off, segment, last) == 1
+        (off, dtype, buf, last)
+        for off, dtype, buf in accesses
+        if off.is_affine and coeff(off, segment, last) == 1
     ]
     return widest_vector(segment, unit, (last,))
 

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from fractions import Fraction
 
@@ -101,13 +102,15 @@ def output_vector(segment: Segment) -> int:
 
 def _unit_vector(segment: Segment, accesses: list, last: int) -> int:
     """The widest vector (2 to 8 elements, at most 16 bytes) the accesses unit-stride along
-    `last` allow; 1 if any access is not affine."""
-    if any(not offset.is_affine for offset, _, _ in accesses):
+    `last` allow; 1 if a store is not affine. A load that is not affine (GroupNorm's weight
+    at channel (8*g + i // 3136) of a reshaped row) is read element by element, as a strided
+    one is, and does not narrow the vector."""
+    if any(not st.offset.is_affine for st in segment.stores):
         return 1
     unit = [
         (offset, dtype, buffer, last)
         for offset, dtype, buffer in accesses
-        if coeff(offset, segment, last) == 1
+        if offset.is_affine and coeff(offset, segment, last) == 1
     ]
     return widest_vector(segment, unit, (last,), (2, 4, 8))
 
@@ -118,12 +121,26 @@ def widest_load(segment: Segment) -> int:
 
 
 def reduced_is_contiguous(segment: Segment) -> bool:
-    """True when the loads are unit-stride along the innermost reduced dim."""
+    """True when the loads that walk the innermost reduced dim read at least as many bytes
+    unit-stride along it as strided. Weighed by bytes: layernorm's dw sums [N, H] over N
+    with a per-row mean [N], unit-stride along N; the mean must not make the [N, H] loads
+    run along their strided dim."""
     if not segment.reduce_dims:
         return False
     r = segment.reduce_dims[-1]
-    units = [coeff(ld.offset, segment, r) == 1 for ld in segment.loads if ld.offset.is_affine]
-    return bool(units) and any(units)
+    unit = strided = 0
+    for ld in segment.loads:
+        step = coeff(ld.offset, segment, r)
+        if not ld.offset.is_affine or step == 0:
+            continue
+        reads = ld.dtype.itemsize * math.prod(
+            e for j, e in enumerate(segment.extents) if coeff(ld.offset, segment, j) != 0
+        )
+        if step == 1:
+            unit += reads
+        else:
+            strided += reads
+    return unit > 0 and unit >= strided
 
 
 def sizes(segment: Segment) -> tuple[int, int]:
