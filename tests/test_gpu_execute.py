@@ -36,7 +36,8 @@ def to_device(arrays):
             if a.dtype == DataType.BFloat16.numpy:
                 out.append(torch.from_numpy(a.astype(np.float32)).to(torch.bfloat16).cuda())
             else:
-                out.append(torch.from_numpy(np.ascontiguousarray(a)).cuda())
+                # (np.ascontiguousarray makes a 0-dim array 1-dim: copy keeps its rank)
+                out.append(torch.from_numpy(np.array(a, order="C")).cuda())
         else:
             out.append(a)
     return out

@@ -78,7 +78,8 @@ class Scheduler(Protocol):
 #    table's input through elementwise ops of it; a value reshaped from the reduction's
 #    space is stored from its kernel (GroupNorm); reshape indices simplify to affine ones.
 #    Defaults: a reduction is laid out by the bytes its loads read unit-stride along the
-#    reduced dim; loads that are not affine no longer narrow a vector.
+#    reduced dim; loads that are not affine no longer narrow a vector; rows of 256 vectors
+#    or more take as many threads as leave each thread its chunks whole.
 HEURISTICS_VERSION = 18
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
