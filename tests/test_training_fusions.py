@@ -16,7 +16,7 @@ from training_fusions import (
     scaled_where,
 )
 
-from tunefuse import DataType, reference
+from tunefuse import DataType, FusionDefinition, reference
 from tunefuse.device_info import PROFILES
 from tunefuse.planning.kernel_ir import BufferKind, SchedulerKind
 from tunefuse.planning.plan_interpreter import run_plan
@@ -138,3 +138,18 @@ def test_training_fusions_compile(name, arch, rng):
     for dtype in DTYPES:
         fd = build(define, dtype)
         assert compile_plan(fd.plan(make(dtype, rng)), arch)
+
+
+def test_an_output_without_reductions_rides_with_the_reduction_of_its_shape():
+    """Outputs sum(x, 1) [N], y = x * x [N, M] and sum(y, 0) [M]: y has no reduction of its
+    own, so it is not split from the column sums (that would write y and read it back); the
+    row sums take a kernel, y and its column sums another."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor([-1, -1], dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(x, [1]))
+        y = fd.ops.mul(x, x)
+        fd.add_output(y)
+        fd.add_output(fd.ops.sum(y, [0]))
+    inputs = _planning_inputs([((4096, 1000), np.float32)])
+    _, kernels = _kernels(fd, inputs)
+    assert sorted(len(s.stores) for s, _ in kernels) == [1, 2]

@@ -357,8 +357,8 @@ class _SegmentBuilder:
         return []
 
     def shapes_part_the_spaces(self) -> bool:
-        """Whether the group's outputs of one shape, apart from the others, each take
-        reductions over a single space (one input shape and one set of reduced dims)."""
+        """Whether the group's outputs of each shape, apart from the others, take reductions
+        over exactly one space (one input shape and one set of reduced dims)."""
         parts: dict[tuple[int, ...], list[StoreRequest]] = {}
         for req in self.group:
             parts.setdefault(self.cf.shape(req.value), []).append(req)
@@ -369,7 +369,10 @@ class _SegmentBuilder:
                 (self.cf.shape(self.f.producer(r).inputs[0]), self.f.producer(r).attrs.dims)
                 for r in self.cone_reductions(part)
             }
-            if len(spaces) > 1:
+            if len(spaces) != 1:
+                # Several spaces: the part needs a reduction materialized either way; none:
+                # its outputs ride along with a reduction of their shape (a normalization
+                # stores y and y's column sums from one read), apart they would be re-read.
                 return False
         return True
 
