@@ -247,6 +247,18 @@ class _Builder:
         ]
         return self.pick(options) if options else None
 
+    def trailing_shape(self, v: _Value) -> _Value | None:
+        """A floating value of lower rank whose shape is v's innermost extents: an operand
+        nvFuser broadcasts along new outer dims without a broadcast op."""
+        options = [
+            u
+            for u in self.pool
+            if u.dtype.is_floating
+            and len(u.shape) < len(v.shape)
+            and u.shape == v.shape[len(v.shape) - len(u.shape) :]
+        ]
+        return self.pick(options) if options else None
+
     def step(self) -> None:
         kind = self.pick(
             [
@@ -297,7 +309,8 @@ class _Builder:
 
     def step_binary(self) -> None:
         v = self.float_value()
-        u = self.same_shape(v) or v
+        lower = self.trailing_shape(v) if self.rng.random() < 0.3 else None
+        u = lower or self.same_shape(v) or v
         name = self.pick(SMOOTH_BINARY)
         if name in ("div", "truediv"):
             rhs = self.op("add", self.op("abs", u.tensor), 0.5)
@@ -407,6 +420,8 @@ class _Builder:
         v = self.float_value()
         if len(v.shape) < 1:
             return self.step_unary()
+        if len(v.shape) >= 2 and self.rng.random() < 0.25:
+            return self.step_grouped_normalize(v)
         dim = int(self.rng.integers(0, len(v.shape)))
         name = self.pick(["max", "sum", "mean", "logsumexp"])
         if (
@@ -438,6 +453,22 @@ class _Builder:
                 ),
             )
         self.push(y, v.shape)
+
+    def step_grouped_normalize(self, v: _Value) -> None:
+        """GroupNorm's shape: the inner dims from a random one on merged by a reshape, x minus
+        its mean over them, reshaped back to v's shape."""
+        d = int(self.rng.integers(0, len(v.shape) - 1))
+        merged = (*v.shape[:d], _numel(v.shape[d:]))
+        rows = self.op("reshape", v.tensor, new_shape=list(merged))
+        mean = self.op("mean", rows, dims=[d], keepdim=True)
+        centred = self.op(
+            "sub",
+            rows,
+            self.op(
+                "broadcast_in_dim", mean, shape=list(merged), broadcast_dims=list(range(d + 1))
+            ),
+        )
+        self.push(self.op("reshape", centred, new_shape=list(v.shape)), v.shape)
 
     def step_view(self) -> None:
         v = self.pick(self.pool)
