@@ -22,7 +22,7 @@ from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import scheduler_for
 
 CODEGEN_VERSION = (
-    "17"  # bump when generated code changes: tuned records of another version are not used
+    "18"  # bump when generated code changes: tuned records of another version are not used
 )
 
 

@@ -32,7 +32,7 @@ from tunefuse.ir.dtypes import DataType
 from tunefuse.ir.ops import OpKind
 from tunefuse.planning.indexing import Var
 from tunefuse.planning.kernel_ir import EGather, ELoad, EOp, EReduce, Expr, children
-from tunefuse.planning.reductions import FAMILY, MAX_EXP_SUM, post_order
+from tunefuse.planning.reductions import FAMILY, MAX_EXP_SUM, contains_reduce, post_order
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.phases import phases_reading, segment_groups
 from tunefuse.schedulers.reduction import lane_elements
@@ -736,6 +736,58 @@ class _Emitter:
         self.w(f"{indent}for (int w = 1; w < {lanes}; ++w) {a} = {_combine(acc, a, cell('w'))};")
         self.w(f"{indent}__syncthreads();")
 
+    def pass_groups(self) -> list[list[_Accumulator]]:
+        """The accumulators in pass order, those one pass computes together in one list: a
+        row read from memory each pass (not held in registers or shared memory) takes every
+        run of plain accumulators (sum, prod, max, min) whose operands read no reduction in
+        one pass. LayerNorm's dw and db summed the columns of dy in two passes, reading dy
+        twice."""
+        together = not (self.cache or self.shared) and self.cluster == 1 and self.lane_rows == 1
+        runs: list[list[_Accumulator]] = []
+        joinable = False
+        for acc in self.accs:
+            plain = (
+                together
+                and acc.family in ("sum", "prod", "max", "min")
+                and not contains_reduce(acc.operand)
+            )
+            if plain and joinable:
+                runs[-1].append(acc)
+            else:
+                runs.append([acc])
+            joinable = plain
+        return runs
+
+    def reduce_passes(self, accs: list[_Accumulator], indent: str) -> None:
+        """One pass of this thread's elements into several plain accumulators (`pass_groups`),
+        their operands rendered together so that what they share is read and computed once."""
+        if len(accs) == 1:
+            return self.reduce_pass(accs[0], indent)
+        names = {}
+        for acc in accs:
+            if self.along_outputs:
+                names[acc.index] = f"acc{acc.index}_v[v]"
+                self.w(f"{indent}{_acc_type(acc)} acc{acc.index}_v[{self.vec}];")
+                self.w(f"{indent}#pragma unroll")
+                self.w(
+                    f"{indent}for (int v = 0; v < {self.vec}; ++v) {names[acc.index]} = {_init(acc)};"
+                )
+            else:
+                names[acc.index] = f"acc{acc.index}"
+                self.w(f"{indent}{_acc_type(acc)} acc{acc.index} = {_init(acc)};")
+
+        def accumulate(ind: str, cached: bool, in_vector: bool) -> None:
+            r = self.renderer(ind, cached, in_vector)
+            values = [r.value(acc.operand) for acc in accs]
+            self.lines.extend(r.lines)
+            for acc, v in zip(accs, values, strict=True):
+                x = v if r.dtype(acc.operand) is acc.ctype else f"tf_cast<{acc.ctype.cuda}>({v})"
+                a = names[acc.index]
+                self.w(f"{ind}{a} = {_combine(acc, a, x)};")
+
+        self.element_loop(accumulate, indent, reads=[acc.operand for acc in accs])
+        return None
+
     def reduce_pass(self, acc: _Accumulator, indent: str) -> None:
         """This thread's elements of the row (of its share, when split) into acc<i>; with a
         vector along the outputs, each output's into its own acc<i>_v[v]."""
@@ -917,10 +969,11 @@ class _Emitter:
         outputs, each of a lane's outputs is published and combined in turn (its partials at
         its own output index)."""
         p, vec = self.p, self.vec
-        for acc in self.accs:
-            self.reduce_pass(acc, "    ")
+        for run in self.pass_groups():
+            self.reduce_passes(run, "    ")
             if not self.along_outputs:
-                self.block_reduce(acc, "    ")
+                for acc in run:
+                    self.block_reduce(acc, "    ")
         if self.along_outputs:
             self.w("    #pragma unroll")
             self.w(f"    for (int v = 0; v < {vec}; ++v) {{")
@@ -1137,15 +1190,17 @@ class _Emitter:
         s, it = self.s, self.itype
         for e, (n, _) in self.kept_values.items():
             self.w(f"{indent}{e.dtype.cuda} kv{n}[{self.ept}];")  # type: ignore[attr-defined]  (an EOp)
-        for pos, acc in enumerate(self.accs):
-            self.phase = pos
+        for run in self.pass_groups():
+            acc = run[0]
+            self.phase = self.accs.index(acc)
             if acc.family == "welford" and self.cache:
                 self.two_pass_variance(acc, indent)
                 self.finalize(acc, indent)
                 continue
-            self.reduce_pass(acc, indent)
-            self.row_reduce(acc, indent)
-            self.finalize(acc, indent)
+            self.reduce_passes(run, indent)
+            for acc in run:
+                self.row_reduce(acc, indent)
+                self.finalize(acc, indent)
         self.phase = len(self.accs)
         full = [(k, st) for k, st in enumerate(s.stores) if not st.reduced]
         self.reduced_stores(indent)
@@ -1238,9 +1293,9 @@ class _Emitter:
         if self.split > 1:
             self.split_body()
         elif self.along_outputs:
-            for pos, acc in enumerate(self.accs):
-                self.phase = pos
-                self.reduce_pass(acc, "    ")
+            for run in self.pass_groups():
+                self.phase = self.accs.index(run[0])
+                self.reduce_passes(run, "    ")
             self.output_lanes("    ")
         else:
             self.row_body("    ")
