@@ -79,7 +79,8 @@ class Scheduler(Protocol):
 #    space is stored from its kernel (GroupNorm); reshape indices simplify to affine ones.
 #    Defaults: a reduction is laid out by the bytes its loads read unit-stride along the
 #    reduced dim; loads that are not affine no longer narrow a vector; rows of 256 vectors
-#    or more take as many threads as leave each thread its chunks whole.
+#    or more take as many threads as leave each thread its chunks whole; a row of 2-byte
+#    elements holding two or more inputs takes at most 16 elements a thread.
 HEURISTICS_VERSION = 18
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

@@ -86,6 +86,34 @@ def shared_row_bytes(segment: Segment, rows_per_block: int) -> int:
     return total
 
 
+def held_row_inputs(segment: Segment) -> list:
+    """The loads a row held in registers keeps: those that move along the row and more than
+    one pass reads."""
+    passes = phases_reading(segment, online=False)
+    return [
+        ld
+        for k, ld in enumerate(segment.loads)
+        if moves_along_row(segment, ld) and passes.get(k, 0) > 1
+    ]
+
+
+# Rows of 2-byte elements holding two or more inputs (a backward's dy and x) take at most
+# this many elements a thread. rmsnorm's dx (dy, x and w held) bf16, 64 MB, H100, 32 against
+# 16 elements a thread (xmicro rows2 sweep): [32768, 1024] 87.6 / 76.1 us, [16384, 2048] 92.7
+# / 76.8, [8192, 4096] 91.9 / 78.7, [4096, 8192] 99.0 / 81.1, [2048, 16384] 102.6 / 91.9
+# (torch.compile 71-81); layernorm's dx [8192, 4096] 96.0 / 80.5. fp32 rows are within 1%
+# either way, and a row of one held input (softmax, layernorm, rmsnorm) keeps 32.
+MAX_HELD_NARROW_ELEMENTS = 16
+
+
+def held_elements_most(segment: Segment) -> int:
+    """The most elements of a row one thread holds in registers by default."""
+    held = held_row_inputs(segment)
+    if len(held) >= 2 and max(ld.dtype.itemsize for ld in held) <= 2:
+        return MAX_HELD_NARROW_ELEMENTS
+    return MAX_CACHED_ELEMENTS
+
+
 def moves_along_row(segment: Segment, ld) -> bool:  # noqa: ANN001 - a segment's load
     """A load whose element changes along the reduced dims (a row's input, not a weight
     broadcast across it)."""
@@ -140,8 +168,9 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
             rows //= 2
         ept = -(-row_vectors // threads) * vector
         return _row_in_registers(segment, device, threads, rows, ept, vector)
+    most = held_elements_most(segment)
     threads = 32
-    while threads < device.max_threads_per_block and -(-n_red // threads) > MAX_CACHED_ELEMENTS:
+    while threads < device.max_threads_per_block and -(-n_red // threads) > most:
         threads *= 2
     ept = vectors_of_share(n_red, threads, vector)
     rows = max(1, 128 // threads)
