@@ -762,7 +762,8 @@ class _Emitter:
         """One pass of this thread's elements into several plain accumulators (`pass_groups`),
         their operands rendered together so that what they share is read and computed once."""
         if len(accs) == 1:
-            return self.reduce_pass(accs[0], indent)
+            self.reduce_pass(accs[0], indent)
+            return
         names = {}
         for acc in accs:
             if self.along_outputs:
@@ -786,7 +787,6 @@ class _Emitter:
                 self.w(f"{ind}{a} = {_combine(acc, a, x)};")
 
         self.element_loop(accumulate, indent, reads=[acc.operand for acc in accs])
-        return None
 
     def reduce_pass(self, acc: _Accumulator, indent: str) -> None:
         """This thread's elements of the row (of its share, when split) into acc<i>; with a

@@ -309,7 +309,11 @@ class _SegmentBuilder:
             reduced = {self.reduced_shape(True), self.reduced_shape(False)}
             for req in self.group:
                 shape = self.cf.shape(req.value)
-                if shape != self.space and shape not in reduced and not self.space_view(req.value):
+                if (
+                    shape != self.space
+                    and shape not in reduced
+                    and self.space_view(req.value) is None
+                ):
                     why = (
                         f"T{req.value} of shape {list(shape)} is neither the reduction's space "
                         f"{list(self.space)} nor its result"
