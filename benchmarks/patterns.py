@@ -19,7 +19,11 @@ from tunefuse import DataType, FusionDefinition  # noqa: E402
 
 # [outputs, reduced]; the pointwise patterns [rows, cols] (a cell's "reduced" is its cols)
 ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm", "logsumexp", "bias_gelu", "transpose2d")
-SURFACE_ONLY = ("row", "col", "var_mean0", "middle")  # patterns that are no fusion_zoo case
+# patterns that are no fusion_zoo case; "middle_softmax" normalizes the middle dim of
+# [outputs/64, reduced, 64] (softmax over the channels: a strided row, 5x torch.compile
+# before the twenty-sixth session, and no pattern caught it)
+SURFACE_ONLY = ("row", "col", "var_mean0", "middle", "middle_softmax")
+MIDDLE_PATTERNS = ("middle", "middle_softmax")  # laid out [outputs/64, reduced, 64]
 NORMALIZATIONS = {
     "softmax": softmax,
     "layernorm": layernorm,
@@ -42,6 +46,12 @@ def pattern_fusion(pattern: str, dtype: DataType) -> FusionDefinition:
         elif pattern == "middle":
             x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
             fd.add_output(fd.ops.sum(x, dims=[1]))
+        elif pattern == "middle_softmax":
+            x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
+            xf = fd.ops.cast(x, DataType.Float)
+            top = fd.ops.max(xf, dims=[1], keepdim=True)
+            e = fd.ops.exp(fd.ops.sub(xf, top))
+            fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
         else:
             x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
             if pattern == "row":

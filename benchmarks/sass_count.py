@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from fusion_zoo import ZOO, build  # noqa: E402
-from patterns import SURFACE_ONLY, pattern_fusion, planning_inputs  # noqa: E402
+from patterns import MIDDLE_PATTERNS, SURFACE_ONLY, pattern_fusion, planning_inputs  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
 from tunefuse.codegen import generate  # noqa: E402
@@ -90,7 +90,7 @@ def main() -> None:
         shape = tuple(int(n) for n in args[2].split("x"))
     except ValueError:
         raise SystemExit(f"{args[2]}: a shape is extents joined by x (8192x4096)") from None
-    rank = 3 if name == "middle" else 2
+    rank = 3 if name in MIDDLE_PATTERNS else 2
     if len(shape) != rank or min(shape) < 1:
         raise SystemExit(f"{args[2]}: {name} takes {rank} positive extents")
     arch = opts.get("arch", "sm_90")

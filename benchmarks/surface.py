@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from patterns import (  # noqa: E402
+    MIDDLE_PATTERNS,
     NORMALIZATIONS,
     POINTWISE,
     ROW_OPERANDS,
@@ -58,6 +59,7 @@ def _torch_fn(pattern: str):
         "row": lambda x: x.sum(1),
         "col": lambda x: x.sum(0),
         "middle": lambda x: x.sum(1),
+        "middle_softmax": lambda x: torch.softmax(x.float(), dim=1).to(x.dtype),
         "var_mean0": lambda x: torch.var_mean(x.float(), dim=0, correction=1),
     }[pattern]
 
@@ -184,7 +186,7 @@ def main() -> None:
                 c["shape"][0]
                 if pattern in ROW_PATTERNS
                 else c["shape"][-1]
-                if pattern != "middle"
+                if pattern not in MIDDLE_PATTERNS
                 else c["shape"][0] * 64
                 for c in mine
             }
@@ -201,7 +203,7 @@ def main() -> None:
                             c["shape"][0]
                             if pattern in ROW_PATTERNS
                             else c["shape"][-1]
-                            if pattern != "middle"
+                            if pattern not in MIDDLE_PATTERNS
                             else c["shape"][0] * 64
                         )
                         == k
