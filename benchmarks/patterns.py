@@ -13,7 +13,15 @@ for _path in (str(ROOT), str(ROOT / "tests")):  # appended: a caller's tunefuse 
         sys.path.append(_path)
 
 import numpy as np  # noqa: E402
-from fusion_zoo import bias_gelu, layernorm, logsumexp, rmsnorm, softmax, transpose2d  # noqa: E402
+from fusion_zoo import (  # noqa: E402
+    bias_gelu,
+    layernorm,
+    logsumexp,
+    rmsnorm,
+    softmax,
+    softmax_over,
+    transpose2d,
+)
 
 from tunefuse import DataType, FusionDefinition  # noqa: E402
 
@@ -47,11 +55,7 @@ def pattern_fusion(pattern: str, dtype: DataType) -> FusionDefinition:
             x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
             fd.add_output(fd.ops.sum(x, dims=[1]))
         elif pattern == "middle_softmax":
-            x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
-            xf = fd.ops.cast(x, DataType.Float)
-            top = fd.ops.max(xf, dims=[1], keepdim=True)
-            e = fd.ops.exp(fd.ops.sub(xf, top))
-            fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
+            softmax_over(3, 1)(fd, dtype)
         else:
             x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
             if pattern == "row":

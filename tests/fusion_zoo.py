@@ -7,12 +7,22 @@ import numpy as np
 from tunefuse import DataType, FusionDefinition
 
 
+def softmax_over(rank: int, dim: int):  # noqa: ANN201
+    """softmax along `dim` of a rank-`rank` input, computed in Float, written in its type: a
+    define function for `build` (the surface's middle_softmax is softmax_over(3, 1))."""
+
+    def define(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
+        x = fd.define_tensor(shape=[-1] * rank, dtype=dtype)
+        xf = fd.ops.cast(x, DataType.Float)
+        m = fd.ops.max(xf, dims=[dim], keepdim=True)
+        e = fd.ops.exp(fd.ops.sub(xf, m))
+        fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[dim], keepdim=True)), dtype))
+
+    return define
+
+
 def softmax(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
-    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
-    xf = fd.ops.cast(x, DataType.Float)
-    m = fd.ops.max(xf, dims=[1], keepdim=True)
-    e = fd.ops.exp(fd.ops.sub(xf, m))
-    fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
+    softmax_over(2, 1)(fd, dtype)
 
 
 def layernorm(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:

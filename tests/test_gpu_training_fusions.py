@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fusion_zoo import build
 from test_gpu_execute import to_device, to_host, torch_or_skip
-from training_fusions import CASES, build
+from training_fusions import CASES
 
 from tunefuse import DataType, reference
 

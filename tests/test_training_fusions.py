@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from fusion_zoo import build
 from test_codegen_compile import ARCHS, compile_plan
 from training_fusions import (
     CASES,
-    build,
     cross_entropy,
     group_norm,
     layernorm_backward,
@@ -54,7 +54,7 @@ def _planning_inputs(shapes_and_types) -> list:  # noqa: ANN001
     ]
 
 
-def _kernels(fd, inputs, arch: str = "sm_90") -> list:  # noqa: ANN001
+def _kernels(fd, inputs, arch: str = "sm_90") -> tuple:  # noqa: ANN001 - (plan, [(segment, params)])
     device = PROFILES[arch]
     plan = fd.plan(inputs, device=device)
     return plan, [(s, scheduler_for(s.scheduler).default_params(s, device)) for s in plan.segments]
@@ -163,10 +163,9 @@ def test_a_row_of_one_held_input_keeps_32_elements_a_thread(dtype):
     """softmax, layernorm and rmsnorm hold one input: 32 elements a thread (128 threads a
     row of 4096), as measured for them."""
     from fusion_zoo import ZOO
-    from fusion_zoo import build as build_zoo
 
     for name in ("softmax", "layernorm", "rmsnorm"):
-        fd = build_zoo(ZOO[name], dtype)
+        fd = build(ZOO[name], dtype)
         shapes = [((8192, 4096), dtype.numpy)] + [((4096,), dtype.numpy)] * (
             len(fd.fusion.inputs) - 1
         )

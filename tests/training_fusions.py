@@ -149,12 +149,6 @@ def scaled_where_inputs(rows: int, cols: int, dtype: DataType, rng) -> list:  # 
     ]
 
 
-def build(define, dtype: DataType) -> FusionDefinition:  # noqa: ANN001
-    with FusionDefinition() as fd:
-        define(fd, dtype)
-    return fd
-
-
 # name -> (define, NumPy formula, inputs(dtype, rng)) at shapes a GPU test runs quickly and
 # the CPU's reference runs in a moment; ragged extents where the vectors allow.
 CASES = {

@@ -76,19 +76,16 @@ def shared_row_bytes(segment: Segment, rows_per_block: int) -> int:
     row and more than one pass reads, in a 16-byte aligned region each (codegen stages those
     of them outside a pad/cat guard, so this bounds what the kernel asks for)."""
     _, n_red = reduction.sizes(segment)
-    # A staged row's kernel keeps the max and sum of exp as two passes (codegen's `online` is
-    # off with shared_row), so count the passes as that kernel makes them.
-    passes = phases_reading(segment, online=False)
-    total = 0
-    for k, ld in enumerate(segment.loads):
-        if moves_along_row(segment, ld) and passes.get(k, 0) > 1:
-            total += -(-(rows_per_block * n_red * ld.dtype.itemsize) // 16) * 16
-    return total
+    return sum(
+        -(-(rows_per_block * n_red * ld.dtype.itemsize) // 16) * 16
+        for ld in held_row_inputs(segment)
+    )
 
 
 def held_row_inputs(segment: Segment) -> list:
-    """The loads a row held in registers keeps: those that move along the row and more than
-    one pass reads."""
+    """The loads a row held in registers or staged in shared memory keeps: those that move
+    along the row and more than one pass reads. Passes counted as a kept row's kernel makes
+    them: its max and sum of exp are two (codegen's `online` is off there)."""
     passes = phases_reading(segment, online=False)
     return [
         ld
