@@ -268,20 +268,21 @@ def test_vectors_of_outputs_compile(case, arch):
 @pytest.mark.parametrize("case", range(len(LANE_CASES)))
 def test_rows_a_lane_compile(case, arch):
     """Each kernel of the GPU test of rows a lane, at every rows_per_lane its registers allow,
-    with the default lanes a row and with 2 (the GPU test runs them against the reference);
-    more rows than registers allow are refused by name."""
+    with the default lanes a row and with 2, inner and outer layouts (the GPU test runs them
+    against the reference); more rows than registers allow are refused by name."""
     compiled = 0
-    for rows_per_lane in (1, 2, 4, 8):
-        for threads_r in (None, 2):
-            v = lane_variant(case, rows_per_lane, threads_r, np.random.default_rng(0))
-            if v.why is not None:
-                assert rows_per_lane > 1 or threads_r is not None, v.why
-                continue
-            ks = generate(v.segment, v.params, PROFILES[arch], v.buffer_dtypes)
-            compile_kernel(ks.source, ks.name, arch)
-            compiled += 1
-            assert (f"q < {rows_per_lane}; ++q" in ks.source) == (rows_per_lane > 1)
-    assert compiled >= 3
+    for rows_per_lane, threads_r, inner in itertools.product(
+        (1, 2, 4, 8), (None, 2), (True, False)
+    ):
+        v = lane_variant(case, rows_per_lane, threads_r, np.random.default_rng(0), inner)
+        if v.why is not None:
+            assert rows_per_lane > 1 or threads_r is not None, v.why
+            continue
+        ks = generate(v.segment, v.params, PROFILES[arch], v.buffer_dtypes)
+        compile_kernel(ks.source, ks.name, arch)
+        compiled += 1
+        assert (f"q < {rows_per_lane}; ++q" in ks.source) == (rows_per_lane > 1)
+    assert compiled >= 6
 
 
 @pytest.mark.parametrize("arch", ARCHS)

@@ -97,9 +97,13 @@ class LaneVariant:
     why: str | None  # why the params cannot run, or None
 
 
-def lane_variant(case: int, rows_per_lane: int, threads_r: int | None, rng) -> LaneVariant:
-    """CASES[case] with `rows_per_lane` (and `threads_r`) rows a lane on the sm_90 profile;
-    a normalization keeps its row in registers."""
+def lane_variant(
+    case: int, rows_per_lane: int, threads_r: int | None, rng, inner: bool = True
+) -> LaneVariant:
+    """CASES[case] with `rows_per_lane` (and `threads_r`) rows a lane on the sm_90 profile,
+    in the `inner` layout or the outer one (outputs along x, one element a lane: a block row
+    reads consecutive outputs, its threads of a row along y); a normalization keeps its row
+    in registers."""
     define, dtype, shape, kind = CASES[case]
     fd = _build(define, dtype)
     inputs = _inputs(define, fd, shape, rng)
@@ -108,7 +112,9 @@ def lane_variant(case: int, rows_per_lane: int, threads_r: int | None, rng) -> L
     (seg,) = [s for s in plan.segments if s.scheduler.value == kind]
     sched = scheduler_for(seg.scheduler)
     params = sched.default_params(seg, device)
-    changes = {"rows_per_lane": rows_per_lane, "inner": True}
+    changes = {"rows_per_lane": rows_per_lane, "inner": inner}
+    if not inner:
+        changes["vector"] = 1
     if threads_r is not None:
         changes.update(threads_r=threads_r, rows_per_block=128 // threads_r)
     if kind == "normalization":
@@ -125,8 +131,9 @@ def lane_variant(case: int, rows_per_lane: int, threads_r: int | None, rng) -> L
 @pytest.mark.parametrize("case", range(len(CASES)))
 @pytest.mark.parametrize("rows_per_lane", [1, 2, 4, 8])
 @pytest.mark.parametrize("threads_r", [None, 2])
-def test_rows_a_lane_agree_with_the_reference(case, rows_per_lane, threads_r, rng):
-    v = lane_variant(case, rows_per_lane, threads_r, rng)
+@pytest.mark.parametrize("inner", [True, False], ids=["inner", "outer"])
+def test_rows_a_lane_agree_with_the_reference(case, rows_per_lane, threads_r, inner, rng):
+    v = lane_variant(case, rows_per_lane, threads_r, rng, inner)
     if v.why is not None:
         pytest.skip(v.why)
     got, launched = run_with_reduction_params(v.fd, v.inputs, kind=v.kind, **v.changes)

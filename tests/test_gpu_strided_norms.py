@@ -82,8 +82,44 @@ def test_strided_rows_read_again_agree_with_the_reference(case, rng):
     shapes whose rows would fit: 16 threads a row, 32 outputs a block, 4 chunks in flight."""
     fd, dtype, inputs = case_fusion(case, rng)
     changes = dict(
-        threads_r=16, rows_per_block=32, cache_row=False, elements_per_thread=1, unroll=4
+        threads_r=16,
+        rows_per_block=32,
+        cache_row=False,
+        elements_per_thread=1,
+        unroll=4,
+        rows_per_lane=1,
     )
     got, launched = run_with_reduction_params(fd, inputs, kind="normalization", **changes)
     assert any(not k.params["cache_row"] and not k.params["inner"] for k in launched)
+    assert_agrees(fd, inputs, got, computed(dtype))
+
+
+@pytest.mark.parametrize("case", [0, 1, 2, 5, 6, 7])
+@pytest.mark.parametrize("rows_per_lane", [2, 4, 8])
+def test_strided_rows_a_lane_agree_with_the_reference(case, rows_per_lane, rng):
+    """Held strided rows, several a lane (rows_per_block apart, each block row consecutive
+    outputs), forced on every held case: the last tile partly empty, rows of one element,
+    a weight that moves with the outputs."""
+    fd, dtype, inputs = case_fusion(case, rng)
+    norms = [s for s in fd.plan(inputs).segments if s.scheduler is SchedulerKind.NORMALIZATION]
+    if not norms:
+        pytest.skip("rows of one element: a pointwise kernel")
+    p = normalization.default_params(norms[0], PROFILES["sm_90"])
+    if not p.cache_row or p.elements_per_thread * rows_per_lane > 64:
+        pytest.skip("re-read rows, or too many elements a lane")
+    got, launched = run_with_reduction_params(
+        fd, inputs, kind="normalization", rows_per_lane=rows_per_lane
+    )
+    assert any(k.params["rows_per_lane"] == rows_per_lane for k in launched)
+    assert_agrees(fd, inputs, got, computed(dtype))
+
+
+@pytest.mark.parametrize("dtype", [DataType.BFloat16, DataType.Float])
+def test_the_defaults_take_strided_rows_a_lane_where_a_lane_holds_a_few_bytes(dtype, rng):
+    """softmax over dim 1 of [16384, 2, 64]: 2 elements a lane (4 or 8 bytes)."""
+    with FusionDefinition() as fd:
+        middle_softmax(fd, dtype)
+    inputs = [(rng.standard_normal((16384, 2, 64)) * 3).astype(dtype.numpy)]
+    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    assert max(k.params.get("rows_per_lane", 1) for k in launched) > 1
     assert_agrees(fd, inputs, got, computed(dtype))

@@ -42,34 +42,59 @@ def test_strided_rows_take_outputs_along_x(n, c_log, c_odd, l_log, dtype, device
         return
     p = normalization.default_params(seg, device)
     assert normalization.is_valid(seg, device, p) is None
-    assert not p.inner and p.vector == 1 and p.rows_per_lane == 1
+    assert not p.inner and p.vector == 1
     n_out, n_red = reduction.sizes(seg)
     assert p.threads_r * p.rows_per_block <= device.max_threads_per_block
-    if p.cache_row:  # the row in registers: at most 32 elements a thread, 16 where that fits
+    held = -(-n_red // normalization.STRIDED_ELEMENTS) <= normalization.STRIDED_HELD_THREADS
+    assert p.cache_row == held  # rows that 16 threads of 16 elements hold; longer re-read
+    if p.cache_row:
         assert p.threads_r * p.elements_per_thread >= n_red
-        assert p.elements_per_thread <= normalization.MAX_CACHED_ELEMENTS
-        if p.elements_per_thread > normalization.STRIDED_ELEMENTS:
-            wider = 2 * p.threads_r  # 16 elements a thread would leave under 8 outputs a block
-            assert device.max_threads_per_block // wider < min(8, n_out)
-        # a block row reads 32 outputs (fewer only for threads or outputs)
-        assert p.rows_per_block >= min(8, 2 ** math.ceil(math.log2(n_out)))
+        assert p.elements_per_thread <= normalization.STRIDED_ELEMENTS
+        # a block row reads 32 outputs or more (fewer only where there are fewer)
+        assert p.rows_per_block >= min(32, 2 ** math.ceil(math.log2(n_out)))
+        # rows a lane only while a lane's loads come to less than 32 bytes
+        lane_bytes = p.elements_per_thread * dtype.itemsize
+        assert (p.rows_per_lane // 2) * lane_bytes < normalization.STRIDED_LANE_BYTES
+        assert p.rows_per_lane * p.elements_per_thread <= reduction.LANE_ELEMENTS
     else:
-        assert n_red > normalization.MAX_CACHED_ELEMENTS * device.max_threads_per_block // 8
+        assert p.rows_per_lane == 1 and p.unroll == 4
+        assert p.threads_r * p.rows_per_block == 1024 or p.rows_per_block < 32
 
 
 def test_the_measured_points():
     def params(shape):
         return normalization.default_params(norm_segment(shape, DataType.Float, H100), H100)
 
-    for shape, threads, outputs, ept in [
-        ((32, 256, 3136), 16, 32, 16),
-        ((64, 19, 65536), 2, 128, 10),
-        ((8, 64, 262144), 4, 64, 16),
-        ((4, 4096, 8192), 128, 8, 32),
+    # (shape, threads, outputs, elements a thread, rows a lane); 0 elements: re-read
+    for shape, threads, outputs, ept, lanes in [
+        ((32, 256, 3136), 16, 32, 16, 1),
+        ((64, 19, 65536), 2, 128, 10, 1),
+        ((8, 64, 262144), 4, 64, 16, 1),
+        ((2048, 12, 1024), 1, 256, 12, 1),
+        ((16, 3, 1048576), 1, 256, 3, 4),
+        ((4, 4096, 8192), 32, 32, 0, 1),  # 1024 blocks of 32: 1024 threads each
+        ((16, 300, 65536), 16, 64, 0, 1),  # many outputs: 64 a block
+        ((64, 16384, 64), 32, 32, 0, 1),  # 128 blocks of 32: 1024 threads each
+        ((1024, 1024, 64), 32, 32, 0, 1),
     ]:
         p = params(shape)
-        assert (p.threads_r, p.rows_per_block, p.elements_per_thread) == (threads, outputs, ept)
-        assert p.cache_row and not p.inner
+        got = (p.threads_r, p.rows_per_block, p.elements_per_thread if p.cache_row else 0)
+        assert (*got, p.rows_per_lane) == (threads, outputs, ept, lanes), shape
+        assert not p.inner
+    bf16 = [
+        ((1048576, 2, 64), 1, 8),  # 4 bytes a lane: 8 rows a lane
+        ((262144, 8, 64), 1, 2),
+        ((128, 96, 4096), 8, 2),  # 12 elements (24 bytes) in each of 8 threads
+        ((65536, 32, 64), 2, 1),  # 32 bytes a lane already
+    ]
+    for shape, threads, lanes in bf16:
+        seg = norm_segment(shape, DataType.BFloat16, H100)
+        p = normalization.default_params(seg, H100)
+        assert (p.threads_r, p.rows_per_lane) == (threads, lanes), shape
+    reread = normalization.default_params(
+        norm_segment((1024, 2048, 64), DataType.BFloat16, H100), H100
+    )
+    assert not reread.cache_row and reread.threads_r == 32  # held by 128 threads before
     long_rows = norm_segment((2, 9000, 4096), DataType.Float, H100)  # 256 blocks of 32
     assert not normalization.default_params(long_rows, H100).cache_row  # re-read
     assert norm_segment((2, 9000, 16), DataType.Float, H100) is None  # 1 block: a kernel a pass

@@ -81,7 +81,11 @@ class Scheduler(Protocol):
 #    reduced dim; loads that are not affine no longer narrow a vector; rows of 256 vectors
 #    or more take as many threads as leave each thread its chunks whole; a row of 2-byte
 #    elements holding two or more inputs takes at most 16 elements a thread.
-HEURISTICS_VERSION = 18
+# 19: strided normalizations (the innermost dim not reduced): rows more than 16 threads
+#    would hold are re-read (16 threads a row and 64 outputs a block, or 32 and 32 where
+#    blocks of 32 outputs are fewer than 16 an SM); held rows take rows a lane while a
+#    lane's loads are under 32 bytes (rows a lane in the outer layout, vector 1).
+HEURISTICS_VERSION = 19
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

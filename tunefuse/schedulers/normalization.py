@@ -212,39 +212,70 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
 # lines, so a warp's load used 4 bytes of each 32-byte sector: 5-6x torch.compile. The
 # outputs go along x instead (a block row reads consecutive outputs), `threads_r` threads
 # along the reduction each hold at most STRIDED_ELEMENTS of its row in registers, and a
-# block takes STRIDED_BLOCK_ROWS outputs (fewer where the threads a row would pass 1024),
-# 256 threads or more. H100, softmax over dim 1 (default before -> this rule, torch.compile):
-# fp32 [32, 256, 3136] 458.4 -> 79.9 us (90.6), bf16 489.9 -> 69.9 (71.4); [64, 19, 65536]
-# fp32 507.7 -> 223.1 (519.5), bf16 1331.3 -> 173.6 (524.5); fp32 [8, 64, 262144] 2616.7 ->
-# 550.3 (807.9); [4, 4096, 8192] 3328.0 -> 683.5 (1116.8) with 32 elements a thread, 8 outputs
-# a block. Against the neighbours: 32 elements a thread (fp32 [32, 256, 3136] 213.3 us), 8
-# (114.0), 64 (137.4); 19 in one thread (466.4 at [64, 19, 65536]).
+# block takes STRIDED_BLOCK_ROWS outputs, 256 threads or more. H100, softmax over dim 1
+# (default before -> this rule, torch.compile): fp32 [32, 256, 3136] 458.4 -> 79.9 us (90.6),
+# bf16 489.9 -> 69.9 (71.4); [64, 19, 65536] fp32 507.7 -> 223.1 (519.5), bf16 1331.3 ->
+# 173.6 (524.5); fp32 [8, 64, 262144] 2616.7 -> 550.3 (807.9). Against the neighbours: 32
+# elements a thread (fp32 [32, 256, 3136] 213.3 us), 8 (114.0), 64 (137.4); 19 in one thread
+# (466.4 at [64, 19, 65536]).
 STRIDED_ELEMENTS = 16
 STRIDED_BLOCK_ROWS = 32  # outputs a block row: 128 bytes of fp32
-STRIDED_MIN_BLOCK_ROWS = 8  # below this, a thread takes up to MAX_CACHED_ELEMENTS
+# A row held by more threads than this is re-read instead: each pass's block reduction is a
+# shared-memory tree along y (a barrier a level), and a block of held rows stalls its SM's
+# loads while it climbs the tree. Re-read beat the registers at every such cell of 49 shapes
+# of softmax over dim 1 but one (H100; held before -> re-read now, torch.compile in the same
+# run as the second figure; `benchmarks/README.md` "Strided rows, heuristics 19"): bf16
+# [1024, 2048, 64] 482.8 -> 329.1 us (307.3), [4096, 512, 64] 422.5 -> 264.9 (300.9), [512,
+# 1000, 96] 175.9 -> 114.2 (130.4); fp32 [256, 4096, 64] 335.8 -> 294.3 (296.7), [4, 4096,
+# 8192] 684.7 -> 573.6 (614.8); the exception fp32 [1024, 1024, 64] 236.0 -> 273.4 (279.6).
+STRIDED_HELD_THREADS = 16
+# Rows of a few bytes a lane: a lane takes rows a lane (rows_per_block apart, each block row
+# still consecutive outputs) until its loads come to STRIDED_LANE_BYTES, all in flight before
+# any row is reduced. bf16 [1048576, 2, 64] 335.9 -> 270.1 us with 8 rows a lane (torch.compile
+# 244.3); [262144, 8, 64] 361.6 -> 305.7 (320.0); [128, 96, 4096] 199.3 -> 123.9; fp32 [16, 3,
+# 1048576] 146.5 -> 141.4. One loss: bf16 [64, 19, 65536] 174.6 -> 193.4 (torch.compile 526.9).
+STRIDED_LANE_BYTES = 32
+# The re-read layout: 16 threads a row and 64 outputs a block, or 32 and 32 (1024 threads)
+# where blocks of 32 outputs number fewer than REREAD_WIDE_BLOCKS an SM: fp32 [64, 16384, 64]
+# 419.4 -> 315.1 us, bf16 [64, 32768, 64] 697.4 -> 433.8, [64, 2048, 64] 41.7 -> 26.9; with
+# many outputs 64 a block beat 32 (bf16 [4096, 512, 64] 271.6 -> 265.9, [256, 8192, 64] 343.6
+# -> 330.3).
+REREAD_WIDE_BLOCKS = 16
 
 
 def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
     """A normalization over strided rows: outputs along x, a row in the registers of
-    `threads_r` threads along y; rows too long for that are re-read (through L1/L2)."""
+    `threads_r` threads along y, rows a lane where a lane's share is a few bytes; rows that
+    would take more than STRIDED_HELD_THREADS threads are re-read (through L1/L2)."""
     n_out, n_red = reduction.sizes(segment)
     evict_first = evict_first_pays(segment)
-    for elements in (STRIDED_ELEMENTS, MAX_CACHED_ELEMENTS):
-        threads = pow2_at_least(-(-n_red // elements))
-        outputs = min(
-            max(STRIDED_BLOCK_ROWS, 256 // threads),
-            device.max_threads_per_block // threads,
-            pow2_at_least(n_out),
-        )
-        if threads <= device.max_threads_per_block and (
-            outputs >= STRIDED_MIN_BLOCK_ROWS or outputs >= n_out
-        ):
-            ept = vectors_of_share(n_red, threads, 1)
-            return Params(threads, outputs, False, 0, True, ept, 1, 1, evict_first)
-    # Re-read: 16 threads a row, 32 outputs a block, 4 chunks in flight (bf16 [32, 256,
-    # 3136] 59.4 us, fp32 108.4).
-    outputs = min(STRIDED_BLOCK_ROWS, pow2_at_least(n_out))
-    return Params(16, outputs, False, 0, False, 1, 1, 4, evict_first)
+    threads = pow2_at_least(-(-n_red // STRIDED_ELEMENTS))
+    if threads <= STRIDED_HELD_THREADS:
+        outputs = min(max(STRIDED_BLOCK_ROWS, 256 // threads), pow2_at_least(n_out))
+        ept = vectors_of_share(n_red, threads, 1)
+        lanes = _strided_rows_a_lane(segment, device, outputs, ept)
+        return Params(threads, outputs, False, 0, True, ept, 1, 1, evict_first, rows_per_lane=lanes)
+    wide = -(-n_out // STRIDED_BLOCK_ROWS) < REREAD_WIDE_BLOCKS * device.sm_count
+    threads, outputs = (32, STRIDED_BLOCK_ROWS) if wide else (16, 2 * STRIDED_BLOCK_ROWS)
+    outputs = min(outputs, pow2_at_least(n_out))
+    return Params(threads, outputs, False, 0, False, 1, 1, 4, evict_first)
+
+
+def _strided_rows_a_lane(segment: Segment, device: DeviceInfo, outputs: int, ept: int) -> int:
+    """Rows a lane for held strided rows of `ept` elements a lane: doubled while the lane's
+    loads come to less than STRIDED_LANE_BYTES, its registers stay within LANE_ELEMENTS and
+    the grid keeps 8 blocks an SM."""
+    n_out, _ = reduction.sizes(segment)
+    lane_bytes = ept * reduction.widest_load(segment)
+    r = 1
+    while (
+        r < 8
+        and r * lane_bytes < STRIDED_LANE_BYTES
+        and 2 * r * ept <= reduction.LANE_ELEMENTS
+        and -(-n_out // (outputs * 2 * r)) >= 8 * device.sm_count
+    ):
+        r *= 2
+    return r
 
 
 def _row_in_registers(

@@ -272,8 +272,6 @@ def lanes_error(segment: Segment, p: Params, row_elements: int) -> str | None:
         return None
     if p.rows_per_lane not in (2, 4, 8):
         return f"rows_per_lane {p.rows_per_lane} (1, 2, 4 or 8)"
-    if not p.inner:
-        return "rows a lane take the inner layout"
     if p.split > 1:
         return "rows a lane are not split"
     if p.vector > 1 and not vectors_along_reduction(segment):
