@@ -456,7 +456,7 @@ def test_a_reduction_with_no_outputs_has_defaults_and_no_split():
 
 
 @given(
-    cols=st.integers(256 * 8, 1 << 17),
+    cols=st.integers(256, 1 << 17),
     rows_log=st.integers(8, 16),
     dtype=st.sampled_from(list(NUMPY)),
 )
@@ -477,6 +477,12 @@ def test_long_rows_leave_each_thread_whole_chunks(cols, rows_log, dtype):
     assert p.threads_r == 512 or 2 * p.threads_r * p.unroll > row_vectors
     if row_vectors & (row_vectors - 1) == 0 and row_vectors <= 1024:
         assert p.threads_r * p.unroll == row_vectors
+    # a trip keeps 16 bytes a thread in flight: 2 chunks of 16-byte vectors, up to 8 narrower
+    # (fewer where a thread's share is shorter), at least 128 threads
+    itemsize = np.dtype(NUMPY[dtype]).itemsize
+    share = 1 << ((row_vectors // p.threads_r).bit_length() - 1)
+    assert p.unroll == min(8, max(2, 16 // (p.vector * itemsize)), share)
+    assert p.threads_r >= reduction.LONG_ROW_THREADS
 
 
 def test_the_measured_long_rows():
@@ -490,3 +496,19 @@ def test_the_measured_long_rows():
     ]:
         p = reduction.default_params(row_sum_segment(rows, cols, dtype), H100)
         assert p.threads_r == threads, (rows, cols, dtype, p)
+
+
+def test_the_measured_rows_of_odd_lengths():
+    """Rows no vector fits (odd lengths) keep 16 bytes a thread in flight: 4 fp32 or 8 bf16
+    loads a trip, the threads those leave whole (row sums 1.1-1.5x faster, H100)."""
+    for rows, cols, dtype, threads, unroll in [
+        (334, 50257, DataType.Float, 512, 4),
+        (668, 50257, DataType.BFloat16, 512, 8),
+        (16384, 1001, DataType.Float, 128, 4),
+        (4096, 5003, DataType.BFloat16, 512, 8),
+        (8192, 3001, DataType.BFloat16, 256, 8),
+        (20000, 777, DataType.BFloat16, 128, 4),  # 128 threads at least, 6 vectors each
+        (50000, 333, DataType.Float, 128, 2),
+    ]:
+        p = reduction.default_params(row_sum_segment(rows, cols, dtype), H100)
+        assert (p.vector, p.threads_r, p.unroll) == (1, threads, unroll), (rows, cols, dtype)

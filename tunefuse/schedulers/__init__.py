@@ -84,7 +84,9 @@ class Scheduler(Protocol):
 # 19: strided normalizations (the innermost dim not reduced): rows more than 16 threads
 #    would hold are re-read (16 threads a row and 64 outputs a block, or 32 and 32 where
 #    blocks of 32 outputs are fewer than 16 an SM); held rows take rows a lane while a
-#    lane's loads are under 32 bytes (rows a lane in the outer layout, vector 1).
+#    lane's loads are under 32 bytes (rows a lane in the outer layout, vector 1). Long
+#    contiguous rows whose vector is under 16 bytes (odd lengths) take more chunks a trip,
+#    up to 8, so that a thread keeps 16 bytes in flight, and at least 128 threads.
 HEURISTICS_VERSION = 19
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

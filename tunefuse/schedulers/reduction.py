@@ -341,7 +341,10 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
             threads_r = short_row_lanes(segment, row_vectors, vector)
             chunks = pow2_at_least(-(-row_vectors // threads_r))  # 1 or 2: unroll's choices
         else:
-            chunks = 2 if row_vectors >= 256 else 4
+            # Long rows: 2 chunks a trip where a chunk is a 16-byte vector; narrower vectors
+            # (rows whose length or alignment allows no wider) take more, up to 8, so that a
+            # thread keeps 16 bytes in flight (`_long_row_chunks`).
+            chunks = _long_row_chunks(segment, vector) if row_vectors >= 256 else 4
             # Shorter rows get fewer threads each and more rows a block, so that blocks stay
             # 256-512 threads; a chunk is at least 32 vectors or elements of a row (128 bytes
             # of fp32: a row of 33 unaligned floats is not read 64 bytes at a time).
@@ -361,7 +364,7 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
                 threads_r * vector * per_thread < n_red or threads_r * vector < 32
             ):
                 threads_r *= 2
-            if not pair and chunks == 2:
+            if not pair and row_vectors >= 256:
                 # Rows of 256 vectors or more: as many threads as leave each `chunks` whole
                 # vectors (a power of two, at most 512), not as many as cover the row in one
                 # trip. A trip of 512 threads over a row of 784 vectors leaves a second chunk
@@ -371,10 +374,18 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
                 # bf16 [6710, 5000] 40.0 with 512, 29.5 with 256 (27.4); bf16 [10699, 3136]
                 # 34.6 with 256, 31.6 with 128; fp32 [8388, 2000] 32.3 with 256, 30.5 with
                 # 128. Rows of a power of two vectors (the surface's) keep their layout.
-                threads_r = min(most, 1 << ((row_vectors // chunks).bit_length() - 1))
-        rows = max(
-            1, min((1024 if chunks == 2 else 512) // threads_r, 8 if threads_r >= 32 else 512)
-        )
+                # Narrow vectors take more chunks (`_long_row_chunks`) but not fewer than
+                # LONG_ROW_THREADS threads; a thread whose share is shorter than its chunks
+                # takes fewer (bf16 [20000, 777] row sums: 64 threads of 8 chunks 28.3 us,
+                # 256 of 2 23.8).
+                threads_r = min(
+                    most,
+                    max(LONG_ROW_THREADS, 1 << ((row_vectors // chunks).bit_length() - 1)),
+                )
+                chunks = min(chunks, 1 << ((row_vectors // threads_r).bit_length() - 1))
+        # 1024-thread blocks where a thread takes 2 chunks or a long row, else 512
+        wide = row_vectors >= 256 if row_vectors > 32 else chunks == 2
+        rows = max(1, min((1024 if wide else 512) // threads_r, 8 if threads_r >= 32 else 512))
         while (
             rows > 1
             and (threads_r >= 32 or threads_r * rows > 32)
@@ -385,6 +396,25 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
         per_lane = default_rows_per_lane(segment, device, rows, lane_elements(segment, p), vector)
         return replace(p, rows_per_lane=per_lane)
     return _outer_defaults(segment, device)
+
+
+# A thread of a long row keeps LONG_ROW_BYTES in flight a trip: 2 chunks of 16-byte vectors,
+# 4 of fp32 or 8 of bf16 elements where no vector fits (odd lengths: GPT-2's 50257). Row
+# sums, H100 (2 chunks -> this rule, torch.compile; `benchmarks/README.md` "Rows of odd
+# lengths"): fp32 [334, 50257] 37.3 -> 33.4 us (33.2), bf16 [668, 50257] 50.9 -> 34.8 (39.9),
+# fp32 [16384, 1001] 37.2 -> 32.6 (32.7), bf16 [4096, 5003] 32.0 -> 26.4 (19.2), fp32 [8192,
+# 3001] 53.5 -> 48.0 (37.6), bf16 [2600, 12345] 40.5 -> 31.9 (31.3). A max-and-sum (pair)
+# keeps 2: fp32 [16384, 1001] logsumexp lost 10% with 4.
+LONG_ROW_BYTES = 16
+LONG_ROW_THREADS = 128
+
+
+def _long_row_chunks(segment: Segment, vector: int) -> int:
+    """Chunks a trip for a thread of a long row: enough `vector`-wide loads for
+    LONG_ROW_BYTES, 2 to 8 (a max-and-sum: 2)."""
+    if has_max_exp_sum(segment):
+        return 2
+    return min(8, max(2, LONG_ROW_BYTES // (vector * widest_load(segment))))
 
 
 # Strided reductions are sized by the bytes their loads keep in flight (a lane's vector
