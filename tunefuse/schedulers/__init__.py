@@ -86,7 +86,8 @@ class Scheduler(Protocol):
 #    blocks of 32 outputs are fewer than 16 an SM); held rows take rows a lane while a
 #    lane's loads are under 32 bytes (rows a lane in the outer layout, vector 1). Long
 #    contiguous rows whose vector is under 16 bytes (odd lengths) take more chunks a trip,
-#    up to 8, so that a thread keeps 16 bytes in flight, and at least 128 threads.
+#    up to 8 and as many as a thread's share holds, so that a thread keeps 16 bytes in
+#    flight (sums, not a max-and-sum or a Welford).
 HEURISTICS_VERSION = 19
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

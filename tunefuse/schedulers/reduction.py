@@ -374,14 +374,11 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
                 # bf16 [6710, 5000] 40.0 with 512, 29.5 with 256 (27.4); bf16 [10699, 3136]
                 # 34.6 with 256, 31.6 with 128; fp32 [8388, 2000] 32.3 with 256, 30.5 with
                 # 128. Rows of a power of two vectors (the surface's) keep their layout.
-                # Narrow vectors take more chunks (`_long_row_chunks`) but not fewer than
-                # LONG_ROW_THREADS threads; a thread whose share is shorter than its chunks
-                # takes fewer (bf16 [20000, 777] row sums: 64 threads of 8 chunks 28.3 us,
-                # 256 of 2 23.8).
-                threads_r = min(
-                    most,
-                    max(LONG_ROW_THREADS, 1 << ((row_vectors // chunks).bit_length() - 1)),
-                )
+                # The threads of 2 chunks each; narrower vectors take more chunks a trip
+                # (`_long_row_chunks`), as many as a thread's share holds. Fewer threads of
+                # more chunks lost where rows are short: bf16 [8000, 1999] row sums 23.0 us
+                # with 512 of 2, 28.2 with 128 of 8; [20000, 777] 23.8 and 26.5.
+                threads_r = min(most, 1 << ((row_vectors // 2).bit_length() - 1))
                 chunks = min(chunks, 1 << ((row_vectors // threads_r).bit_length() - 1))
         # 1024-thread blocks where a thread takes 2 chunks or a long row, else 512
         wide = row_vectors >= 256 if row_vectors > 32 else chunks == 2
@@ -399,20 +396,23 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
 
 
 # A thread of a long row keeps LONG_ROW_BYTES in flight a trip: 2 chunks of 16-byte vectors,
-# 4 of fp32 or 8 of bf16 elements where no vector fits (odd lengths: GPT-2's 50257). Row
-# sums, H100 (2 chunks -> this rule, torch.compile; `benchmarks/README.md` "Rows of odd
-# lengths"): fp32 [334, 50257] 37.3 -> 33.4 us (33.2), bf16 [668, 50257] 50.9 -> 34.8 (39.9),
-# fp32 [16384, 1001] 37.2 -> 32.6 (32.7), bf16 [4096, 5003] 32.0 -> 26.4 (19.2), fp32 [8192,
-# 3001] 53.5 -> 48.0 (37.6), bf16 [2600, 12345] 40.5 -> 31.9 (31.3). A max-and-sum (pair)
-# keeps 2: fp32 [16384, 1001] logsumexp lost 10% with 4.
+# 4 of fp32 or 8 of bf16 elements where no vector fits (odd lengths: GPT-2's 50257), as many
+# as its share holds. Row sums, H100 (2 chunks -> this rule, torch.compile in the same run;
+# `benchmarks/README.md` "Rows of odd lengths"): tuned on fp32 [334, 50257] 37.3 -> 33.4 us
+# (33.2), bf16 [668, 50257] 50.9 -> 34.8 (39.9), bf16 [4096, 5003] 32.0 -> 26.4 (19.2), fp32
+# [8192, 3001] 53.5 -> 48.0 (37.6); judged on 11 lengths not tuned on (bf16 [3000, 9999]
+# 39.8 -> 33.6, [1200, 25001] 41.3 -> 33.6; fp32 [600, 32001] 46.4 -> 40.7). A max-and-sum
+# and a Welford keep 2: fp32 [16384, 1001] logsumexp lost 10% with 4, var_mean [2500, 7777]
+# 6% with 4.
 LONG_ROW_BYTES = 16
-LONG_ROW_THREADS = 128
 
 
 def _long_row_chunks(segment: Segment, vector: int) -> int:
     """Chunks a trip for a thread of a long row: enough `vector`-wide loads for
-    LONG_ROW_BYTES, 2 to 8 (a max-and-sum: 2)."""
-    if has_max_exp_sum(segment):
+    LONG_ROW_BYTES, 2 to 8 (a max-and-sum or a Welford: 2)."""
+    if has_max_exp_sum(segment) or any(
+        g.family == "welford" for g in segment_groups(segment, online=True)
+    ):
         return 2
     return min(8, max(2, LONG_ROW_BYTES // (vector * widest_load(segment))))
 
