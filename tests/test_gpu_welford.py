@@ -88,7 +88,8 @@ SHAPES = [
     (2, [0], (4099, 256)),
     (2, [1], (3, 1)),
     (2, [1], (5, 33)),
-    (2, [1], (9, 4095)),
+    (2, [1], (9, 4095)),  # a normalization: rows of at most 4096 no vector fits
+    (2, [1], (9, 4097)),  # a reduction
     (2, [1], (2, 70001)),
     (3, [1], (3, 1023, 16)),
 ]
@@ -130,3 +131,16 @@ def test_a_layernorm_whose_rows_are_read_again_normalizes(dtype, shape, unroll, 
     # the normalized values are O(1); fp32 statistics of data near 1000 carry ~1e-4 relative
     tol = 2e-3 if dtype is DataType.Float else 4 * atol
     np.testing.assert_allclose(got[0].astype(np.float64), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize(
+    "dtype,shape", [(DataType.Float, (16384, 1001)), (DataType.BFloat16, (2000, 777))], ids=str
+)
+def test_a_var_mean_of_short_odd_rows_held_in_registers_is_torchs(dtype, shape, rng):
+    """Rows no vector fits, of at most 4096 elements: a normalization that holds each row in
+    registers and takes its mean, then its squared deviations."""
+    fd = _var_mean(dtype, 2, [1], correction=0)
+    x = _data(dtype, shape, rng)
+    got, used = _run(fd, [x], ("normalization",), {})
+    assert used and all(p.cache_row for p in used)
+    _assert_var_mean(got, x, [1], 0, dtype)

@@ -184,6 +184,37 @@ def test_logsumexp_is_one_pass_unless_its_rows_are_a_few_vectors(dtype, rows, co
     assert ("tf_max_exp_sum" in body) is (kind is SchedulerKind.REDUCTION)
 
 
+@pytest.mark.parametrize(
+    "dtype,rows,cols,kind",
+    [
+        (DataType.Float, 16384, 1001, SchedulerKind.NORMALIZATION),  # odd: no vector
+        (DataType.BFloat16, 20000, 777, SchedulerKind.NORMALIZATION),
+        (DataType.Float, 4000, 3001, SchedulerKind.NORMALIZATION),
+        (DataType.Float, 2500, 7777, SchedulerKind.REDUCTION),  # longer than 4096
+        (DataType.Float, 16384, 1024, SchedulerKind.REDUCTION),  # a vector fits
+        (DataType.BFloat16, 4096, 4096, SchedulerKind.REDUCTION),
+    ],
+)
+def test_a_var_mean_of_short_odd_rows_is_a_normalization(dtype, rows, cols, kind):
+    """var_mean over rows no vector fits, of at most 4096 elements, holds each row in
+    registers and takes its mean, then its squared deviations (two_pass_variance), not a
+    Welford merge every 2 scalar loads (normalization.keeps_two_passes)."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+        var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=[1], correction=0)
+        fd.add_output(var)
+        fd.add_output(mean)
+    base = np.zeros(1, dtype.numpy)
+    x = np.lib.stride_tricks.as_strided(base, (rows, cols), (cols * base.itemsize, base.itemsize))
+    (seg,) = fd.plan([x], device=H100).segments
+    assert seg.scheduler is kind
+    params = scheduler_for(seg.scheduler).default_params(seg, H100)
+    if kind is SchedulerKind.NORMALIZATION:
+        assert params.cache_row
+        src = generate(seg, params, H100, {0: dtype, 1: DataType.Float, 2: DataType.Float})
+        assert "const float mean" in src.source.split("end of preamble", 1)[1]
+
+
 def _exp_output_too(fd, x):  # noqa: ANN001, ANN201 - exp(x - max) written as well as summed
     m = fd.ops.max(x, dims=[1], keepdim=True)
     e = fd.ops.exp(fd.ops.sub(x, m))

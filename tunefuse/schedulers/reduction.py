@@ -302,6 +302,11 @@ def has_max_exp_sum(segment: Segment) -> bool:
     return any(g.family == reductions.MAX_EXP_SUM for g in segment_groups(segment, online=True))
 
 
+def has_welford(segment: Segment) -> bool:
+    """A variance and mean computed as one Welford accumulator (`planning.reductions`)."""
+    return any(g.family == "welford" for g in segment_groups(segment, online=True))
+
+
 def independent_reductions(segment: Segment) -> bool:
     """No accumulator of the segment reads another's result (`planning.reductions`)."""
     return reductions.independent_reductions([st.expr for st in segment.stores])
@@ -410,9 +415,7 @@ LONG_ROW_BYTES = 16
 def _long_row_chunks(segment: Segment, vector: int) -> int:
     """Chunks a trip for a thread of a long row: enough `vector`-wide loads for
     LONG_ROW_BYTES, 2 to 8 (a max-and-sum or a Welford: 2)."""
-    if has_max_exp_sum(segment) or any(
-        g.family == "welford" for g in segment_groups(segment, online=True)
-    ):
+    if has_max_exp_sum(segment) or has_welford(segment):
         return 2
     return min(8, max(2, LONG_ROW_BYTES // (vector * widest_load(segment))))
 
@@ -449,8 +452,7 @@ SPLIT_BLOCKS_PER_SM = 8
 
 def _split_bytes(segment: Segment) -> int:
     """SPLIT_BYTES, halved where an accumulator is a Welford's (its update divides)."""
-    welford = any(g.family == "welford" for g in segment_groups(segment, online=True))
-    return SPLIT_BYTES // 2 if welford else SPLIT_BYTES
+    return SPLIT_BYTES // 2 if has_welford(segment) else SPLIT_BYTES
 
 
 def _in_flight(segment: Segment, p: Params, blocks: int) -> int:
