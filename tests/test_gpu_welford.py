@@ -88,7 +88,7 @@ SHAPES = [
     (2, [0], (4099, 256)),
     (2, [1], (3, 1)),
     (2, [1], (5, 33)),
-    (2, [1], (9, 4095)),  # a normalization: rows of at most 4096 no vector fits
+    (2, [1], (9, 4095)),  # a normalization: rows of 257 to 4096 no vector fits
     (2, [1], (9, 4097)),  # a reduction
     (2, [1], (2, 70001)),
     (3, [1], (3, 1023, 16)),
@@ -137,7 +137,7 @@ def test_a_layernorm_whose_rows_are_read_again_normalizes(dtype, shape, unroll, 
     "dtype,shape", [(DataType.Float, (16384, 1001)), (DataType.BFloat16, (2000, 777))], ids=str
 )
 def test_a_var_mean_of_short_odd_rows_held_in_registers_is_torchs(dtype, shape, rng):
-    """Rows no vector fits, of at most 4096 elements: a normalization that holds each row in
+    """Rows no vector fits, of 257 to 4096 elements: a normalization that holds each row in
     registers and takes its mean, then its squared deviations."""
     fd = _var_mean(dtype, 2, [1], correction=0)
     x = _data(dtype, shape, rng)

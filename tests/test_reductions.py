@@ -193,10 +193,11 @@ def test_logsumexp_is_one_pass_unless_its_rows_are_a_few_vectors(dtype, rows, co
         (DataType.Float, 2500, 7777, SchedulerKind.REDUCTION),  # longer than 4096
         (DataType.Float, 16384, 1024, SchedulerKind.REDUCTION),  # a vector fits
         (DataType.BFloat16, 4096, 4096, SchedulerKind.REDUCTION),
+        (DataType.Float, 65536, 255, SchedulerKind.REDUCTION),  # 256 or fewer: not measured
     ],
 )
 def test_a_var_mean_of_short_odd_rows_is_a_normalization(dtype, rows, cols, kind):
-    """var_mean over rows no vector fits, of at most 4096 elements, holds each row in
+    """var_mean over rows no vector fits, of 257 to 4096 elements, holds each row in
     registers and takes its mean, then its squared deviations (two_pass_variance), not a
     Welford merge every 2 scalar loads (normalization.keeps_two_passes)."""
     with FusionDefinition() as fd:

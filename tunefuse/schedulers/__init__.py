@@ -88,7 +88,7 @@ class Scheduler(Protocol):
 #    contiguous rows whose vector is under 16 bytes (odd lengths) take more chunks a trip,
 #    up to 8 and as many as a thread's share holds, so that a thread keeps 16 bytes in
 #    flight (sums, not a max-and-sum or a Welford). A var_mean of contiguous rows no vector
-#    fits, of at most 4096 elements, runs as a normalization (two passes over registers).
+#    fits, of 257 to 4096 elements, runs as a normalization (two passes over registers).
 HEURISTICS_VERSION = 19
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
