@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import torch  # noqa: E402
 from fusion_zoo import ZOO  # noqa: E402
-from patterns import SURFACE_ONLY, pattern_fusion  # noqa: E402
+from patterns import ROW_OPERANDS, SURFACE_ONLY, pattern_fusion  # noqa: E402
 from run import timed, torch_of  # noqa: E402
 from surface import _torch_fn  # noqa: E402
 from sweep import choice, torch_dtype, zoo_case  # noqa: E402
@@ -79,9 +79,12 @@ def case(name: str, dtype: DataType, shape: tuple[int, ...]):  # noqa: ANN201
     if name in ZOO:
         return zoo_case(name, dtype, *shape)
     if name in SURFACE_ONLY:
-        return pattern_fusion(name, dtype), [
-            torch.randn(*shape, device="cuda").to(torch_dtype(dtype))
+        x = torch.randn(*shape, device="cuda").to(torch_dtype(dtype))
+        weights = [
+            torch.randn(shape[-1], device="cuda").to(torch_dtype(dtype))
+            for _ in range(ROW_OPERANDS.get(name, 0))
         ]
+        return pattern_fusion(name, dtype), [x, *weights]
     seeds = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
     if name not in seeds:
         raise SystemExit(

@@ -15,6 +15,7 @@ for _path in (str(ROOT), str(ROOT / "tests")):  # appended: a caller's tunefuse 
 import numpy as np  # noqa: E402
 from fusion_zoo import (  # noqa: E402
     bias_gelu,
+    column_layernorm,
     layernorm,
     logsumexp,
     rmsnorm,
@@ -30,7 +31,10 @@ ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm", "logsumexp", "bias_gel
 # patterns that are no fusion_zoo case; "middle_softmax" normalizes the middle dim of
 # [outputs/64, reduced, 64] (softmax over the channels: a strided row, 5x torch.compile
 # before the twenty-sixth session, and no pattern caught it)
-SURFACE_ONLY = ("row", "col", "var_mean0", "middle", "middle_softmax")
+# "column_layernorm" normalizes dim 0 of [reduced, outputs] with a weight of [outputs]
+# (BatchNorm1d's training forward: a strided row with a Welford, laid out as "col")
+SURFACE_ONLY = ("row", "col", "var_mean0", "middle", "middle_softmax", "column_layernorm")
+COLUMN_PATTERNS = ("col", "var_mean0", "column_layernorm")  # laid out [reduced, outputs]
 MIDDLE_PATTERNS = ("middle", "middle_softmax")  # laid out [outputs/64, reduced, 64]
 NORMALIZATIONS = {
     "softmax": softmax,
@@ -42,7 +46,7 @@ NORMALIZATIONS = {
 # transpose: the zoo's definitions.
 POINTWISE = {"bias_gelu": bias_gelu, "transpose2d": transpose2d}
 # Inputs beside x, each of x's last extent: a norm's weight (and bias), bias_gelu's bias.
-ROW_OPERANDS = {"layernorm": 2, "rmsnorm": 1, "bias_gelu": 1}
+ROW_OPERANDS = {"layernorm": 2, "rmsnorm": 1, "bias_gelu": 1, "column_layernorm": 1}
 
 
 def pattern_fusion(pattern: str, dtype: DataType) -> FusionDefinition:
@@ -56,6 +60,8 @@ def pattern_fusion(pattern: str, dtype: DataType) -> FusionDefinition:
             fd.add_output(fd.ops.sum(x, dims=[1]))
         elif pattern == "middle_softmax":
             softmax_over(3, 1)(fd, dtype)
+        elif pattern == "column_layernorm":
+            column_layernorm(fd, dtype)
         else:
             x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
             if pattern == "row":
@@ -78,7 +84,7 @@ def shapes(pattern: str, elements: int, step: int) -> list[tuple[int, ...]]:
         reduced = elements // outputs
         if pattern in ROW_PATTERNS:
             out.append((outputs, reduced))
-        elif pattern in ("col", "var_mean0"):
+        elif pattern in COLUMN_PATTERNS:
             out.append((reduced, outputs))
         elif outputs >= 64:
             out.append((outputs // 64, reduced, 64))
@@ -88,7 +94,7 @@ def shapes(pattern: str, elements: int, step: int) -> list[tuple[int, ...]]:
 
 def reduced_extent(pattern: str, shape: tuple[int, ...]) -> int:
     """The elements a cell reduces an output (as `shapes` lays the pattern out)."""
-    return shape[0] if pattern in ("col", "var_mean0") else shape[1]
+    return shape[0] if pattern in COLUMN_PATTERNS else shape[1]
 
 
 def planning_inputs(fd: FusionDefinition, shape: tuple[int, ...], dtype: DataType) -> list:

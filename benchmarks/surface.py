@@ -47,6 +47,11 @@ from tunefuse import DataType  # noqa: E402
 TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16}
 
 
+def _column_layernorm(x, w):  # noqa: ANN001, ANN202 - torch tensors
+    var, mean = torch.var_mean(x.float(), dim=0, correction=0, keepdim=True)
+    return ((x.float() - mean) * torch.rsqrt(var + 1e-5) * w.float()).to(x.dtype)
+
+
 def _torch_fn(pattern: str):
     """The torch function of a pattern: benchmarks/run.py's for the zoo's normalizations."""
     if pattern == "transpose2d":
@@ -61,6 +66,7 @@ def _torch_fn(pattern: str):
         "middle": lambda x: x.sum(1),
         "middle_softmax": lambda x: torch.softmax(x.float(), dim=1).to(x.dtype),
         "var_mean0": lambda x: torch.var_mean(x.float(), dim=0, correction=1),
+        "column_layernorm": _column_layernorm,
     }[pattern]
 
 

@@ -117,6 +117,19 @@ def logsumexp(fd: FusionDefinition, dtype: DataType = DataType.BFloat16) -> None
     fd.add_output(fd.ops.add(fd.ops.log(s), m))
 
 
+def column_layernorm(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
+    """(x - mean) * rstd * w over dim 0 of [R, C] (BatchNorm1d's training forward, a strided
+    row); w [C] moves with the outputs."""
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    w = fd.define_tensor(shape=[-1], dtype=dtype)
+    xf = fd.ops.cast(x, DataType.Float)
+    var, mean = fd.ops.var_mean(xf, [0], correction=0, keepdim=True)
+    rstd = fd.ops.rsqrt(fd.ops.add(var, fd.define_scalar(1e-5)))
+    wb = fd.ops.broadcast_in_dim(fd.ops.cast(w, DataType.Float), x.shape(), [1])
+    y = fd.ops.mul(fd.ops.mul(fd.ops.sub(xf, mean), rstd), wb)
+    fd.add_output(fd.ops.cast(y, dtype))
+
+
 def logsumexp_over(dim: int):  # noqa: ANN201
     """logsumexp along `dim`, in the input's own type where that is fp32 or fp64 (bf16 and
     half are cast to fp32): a define function for `build` (not in ZOO: a codegen case)."""

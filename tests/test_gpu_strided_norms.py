@@ -6,6 +6,7 @@ weight that moves with the outputs."""
 
 import numpy as np
 import pytest
+from fusion_zoo import column_layernorm
 from test_gpu_execute import assert_agrees, to_device, to_host
 from test_gpu_split import run_with_reduction_params
 
@@ -23,18 +24,6 @@ def middle_softmax(fd, dtype):
     xf = fd.ops.cast(x, DataType.Float)
     e = fd.ops.exp(fd.ops.sub(xf, fd.ops.max(xf, dims=[1], keepdim=True)))
     fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
-
-
-def column_layernorm(fd, dtype):
-    """(x - mean) * rstd * w over dim 0 of [R, C]; w [C] moves with the outputs."""
-    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
-    w = fd.define_tensor(shape=[-1], dtype=dtype)
-    xf = fd.ops.cast(x, DataType.Float)
-    var, mean = fd.ops.var_mean(xf, [0], correction=0, keepdim=True)
-    rstd = fd.ops.rsqrt(fd.ops.add(var, fd.define_scalar(1e-5)))
-    wb = fd.ops.broadcast_in_dim(fd.ops.cast(w, DataType.Float), x.shape(), [1])
-    y = fd.ops.mul(fd.ops.mul(fd.ops.sub(xf, mean), rstd), wb)
-    fd.add_output(fd.ops.cast(y, dtype))
 
 
 def computed(dtype):
