@@ -333,3 +333,40 @@ def test_rows_over_a_cluster_compile_for_sm_90(name):
     ks = generate(seg, params, PROFILES["sm_90"], {b.id: b.dtype for b in plan.buffers})
     assert "__cluster_dims__(2, 1, 1)" in ks.source and ks.grid[0] % 2 == 0
     assert len(compile_kernel(ks.source, ks.name, "sm_90").cubin) > 0
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_strided_rows_with_a_vector_of_outputs_compile(arch):
+    """Each strided normalization of the GPU test of vectors of outputs a lane (held and
+    re-read, every vector its extents allow) compiles; the GPU test runs them against the
+    reference."""
+    import dataclasses
+
+    from test_gpu_strided_norms import VECTOR_CASES, case_fusion
+
+    from tunefuse.schedulers import normalization
+
+    device = PROFILES[arch]
+    compiled = 0
+    for (case, cache_row), vector in itertools.product(VECTOR_CASES, (2, 4, 8)):
+        fd, _, inputs = case_fusion(case, np.random.default_rng(0))
+        plan = fd.plan(inputs, device=device)
+        dtypes = {b.id: b.dtype for b in plan.buffers}
+        for seg in plan.segments:
+            if seg.scheduler is not SchedulerKind.NORMALIZATION:
+                continue
+            p = normalization.default_params(seg, device)
+            _, n_red = reduction.sizes(seg)
+            changes = dict(vector=vector, rows_per_lane=1, shared_row=False, cache_row=cache_row)
+            if cache_row:
+                changes.update(elements_per_thread=-(-n_red // p.threads_r))
+            else:
+                changes.update(threads_r=16, elements_per_thread=1, unroll=4)
+            params = dataclasses.replace(p, **changes)
+            if normalization.is_valid(seg, device, params) is not None:
+                continue
+            ks = generate(seg, params, device, dtypes)
+            compile_kernel(ks.source, ks.name, arch)
+            compiled += 1
+            assert "_v[v]" in ks.source  # totals kept a lane
+    assert compiled >= 10

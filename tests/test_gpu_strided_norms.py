@@ -4,6 +4,8 @@ in the registers of threads along y, or re-read where it is too long) agree with
 reference: rows of one element, odd extents, rows longer than the registers hold, and a
 weight that moves with the outputs."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 from fusion_zoo import column_layernorm
@@ -13,7 +15,7 @@ from test_gpu_split import run_with_reduction_params
 from tunefuse import DataType, FusionDefinition
 from tunefuse.device_info import PROFILES
 from tunefuse.planning.kernel_ir import SchedulerKind
-from tunefuse.schedulers import normalization
+from tunefuse.schedulers import normalization, reduction
 
 pytestmark = pytest.mark.gpu
 
@@ -43,6 +45,9 @@ CASES = [
     (column_layernorm, DataType.BFloat16, (37, 4097)),
     # rows of 300 re-read (more than 16 threads would hold), 264 blocks: one kernel
     (column_layernorm, DataType.Float, (300, 8448)),
+    # vectors of outputs fit: bf16 rows of 45 with a weight, of 40 over 96 outputs
+    (column_layernorm, DataType.BFloat16, (45, 1024)),
+    (middle_softmax, DataType.BFloat16, (3, 40, 96)),
 ]
 
 
@@ -107,10 +112,69 @@ def test_strided_rows_a_lane_agree_with_the_reference(case, rows_per_lane, rng):
 
 @pytest.mark.parametrize("dtype", [DataType.BFloat16, DataType.Float])
 def test_the_defaults_take_strided_rows_a_lane_where_a_lane_holds_a_few_bytes(dtype, rng):
-    """softmax over dim 1 of [16384, 2, 64]: 2 elements a lane (4 or 8 bytes)."""
+    """softmax over dim 1 of [16384, 2, 63]: 2 elements a lane (4 or 8 bytes), and no
+    vector of outputs (63 is odd)."""
     with FusionDefinition() as fd:
         middle_softmax(fd, dtype)
-    inputs = [(rng.standard_normal((16384, 2, 64)) * 3).astype(dtype.numpy)]
+    inputs = [(rng.standard_normal((16384, 2, 63)) * 3).astype(dtype.numpy)]
     got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
     assert max(k.params.get("rows_per_lane", 1) for k in launched) > 1
+    assert_agrees(fd, inputs, got, computed(dtype))
+
+
+@pytest.mark.parametrize(
+    "define,dtype,shape",
+    [
+        (middle_softmax, DataType.BFloat16, (4096, 32, 64)),
+        (middle_softmax, DataType.Float, (333, 64, 96)),
+        (column_layernorm, DataType.BFloat16, (100, 4096)),
+        (column_layernorm, DataType.Float, (7, 1000)),
+    ],
+)
+def test_the_defaults_take_a_vector_of_outputs_a_lane_where_rows_are_short(
+    define, dtype, shape, rng
+):
+    """Rows of at most 128 whose outputs allow a vector: 4 outputs a lane by default."""
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    inputs = [(rng.standard_normal(shape) * 3).astype(dtype.numpy)]
+    if define is column_layernorm:
+        inputs.append(rng.standard_normal(shape[1]).astype(dtype.numpy))
+    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    assert any(k.params.get("vector", 1) == 4 for k in launched)
+    assert_agrees(fd, inputs, got, computed(dtype))
+
+
+# (case, held): the held cases whose rows fit the registers; the re-read cases whose plan
+# runs one normalization on the GPU (3 and 6 run a kernel a pass there).
+VECTOR_CASES = [(c, True) for c in (0, 1, 2, 5, 9, 10)] + [(c, False) for c in (0, 1, 7, 8, 9, 10)]
+
+
+@pytest.mark.parametrize("case,cache_row", VECTOR_CASES)
+@pytest.mark.parametrize("vector", [2, 4, 8])
+def test_strided_rows_a_vector_of_outputs_a_lane_agree_with_the_reference(
+    case, cache_row, vector, rng
+):
+    """A lane takes `vector` consecutive outputs (one vector load a reduced element, the
+    totals of each pass kept a lane, full-size outputs stored a vector at a time), its rows
+    held or read again; where the extents or alignment allow no such vector it is refused
+    by name and skipped."""
+    fd, dtype, inputs = case_fusion(case, rng)
+    norms = [s for s in fd.plan(inputs).segments if s.scheduler is SchedulerKind.NORMALIZATION]
+    if not norms:
+        pytest.skip("no normalization kernel in this plan")
+    device = PROFILES["sm_90"]
+    p = normalization.default_params(norms[0], device)
+    _, n_red = reduction.sizes(norms[0])
+    changes = dict(vector=vector, rows_per_lane=1, shared_row=False, cache_row=cache_row)
+    if cache_row:
+        threads = max(p.threads_r, 1)
+        changes.update(threads_r=threads, elements_per_thread=-(-n_red // threads))
+    else:
+        changes.update(threads_r=16, elements_per_thread=1, unroll=4)
+    why = normalization.is_valid(norms[0], device, dataclasses.replace(p, **changes))
+    if why is not None:
+        pytest.skip(why)
+    got, launched = run_with_reduction_params(fd, inputs, kind="normalization", **changes)
+    assert any(k.params["vector"] == vector for k in launched)
     assert_agrees(fd, inputs, got, computed(dtype))

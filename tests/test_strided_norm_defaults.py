@@ -42,9 +42,21 @@ def test_strided_rows_take_outputs_along_x(n, c_log, c_odd, l_log, dtype, device
         return
     p = normalization.default_params(seg, device)
     assert normalization.is_valid(seg, device, p) is None
-    assert not p.inner and p.vector == 1
+    assert not p.inner
     n_out, n_red = reduction.sizes(seg)
     assert p.threads_r * p.rows_per_block <= device.max_threads_per_block
+    if p.vector > 1:  # short rows: a vector of outputs a lane, 8 elements of each at most
+        assert p.vector <= normalization.STRIDED_VECTOR
+        assert reduction.output_vector(seg) % p.vector == 0
+        assert p.cache_row and p.rows_per_lane == 1
+        assert p.elements_per_thread <= normalization.STRIDED_VECTOR_ELEMENTS
+        assert p.threads_r * p.elements_per_thread >= n_red
+        assert p.threads_r <= normalization.STRIDED_HELD_THREADS
+        assert p.threads_r * p.rows_per_block <= normalization.STRIDED_VECTOR_THREADS
+        return
+    vector_fits = reduction.output_vector(seg) > 1
+    short = -(-n_red // normalization.STRIDED_VECTOR_ELEMENTS) <= normalization.STRIDED_HELD_THREADS
+    assert not (vector_fits and short)
     held = -(-n_red // normalization.STRIDED_ELEMENTS) <= normalization.STRIDED_HELD_THREADS
     assert p.cache_row == held  # rows that 16 threads of 16 elements hold; longer re-read
     if p.cache_row:
@@ -65,32 +77,36 @@ def test_the_measured_points():
     def params(shape):
         return normalization.default_params(norm_segment(shape, DataType.Float, H100), H100)
 
-    # (shape, threads, outputs, elements a thread, rows a lane); 0 elements: re-read
-    for shape, threads, outputs, ept, lanes in [
-        ((32, 256, 3136), 16, 32, 16, 1),
-        ((64, 19, 65536), 2, 128, 10, 1),
-        ((8, 64, 262144), 4, 64, 16, 1),
-        ((2048, 12, 1024), 1, 256, 12, 1),
-        ((16, 3, 1048576), 1, 256, 3, 4),
-        ((4, 4096, 8192), 32, 32, 0, 1),  # 1024 blocks of 32: 1024 threads each
-        ((16, 300, 65536), 16, 64, 0, 1),  # many outputs: 64 a block
-        ((64, 16384, 64), 32, 32, 0, 1),  # 128 blocks of 32: 1024 threads each
-        ((1024, 1024, 64), 32, 32, 0, 1),
+    # (shape, threads, lanes a block, elements a thread, rows a lane, vector); 0 elements:
+    # re-read. Rows of at most 128 take 4 outputs a lane, 8 elements a thread at most.
+    for shape, threads, outputs, ept, lanes, vector in [
+        ((32, 256, 3136), 16, 32, 16, 1, 1),
+        ((64, 19, 65536), 4, 32, 5, 1, 4),
+        ((8, 64, 262144), 8, 16, 8, 1, 4),
+        ((2048, 12, 1024), 2, 64, 6, 1, 4),
+        ((16, 3, 1048576), 1, 128, 3, 1, 4),
+        ((16, 3, 1048575), 1, 256, 3, 4, 1),  # an odd extent: no vector, 4 rows a lane
+        ((4, 4096, 8192), 32, 32, 0, 1, 1),  # 1024 blocks of 32: 1024 threads each
+        ((16, 300, 65536), 16, 64, 0, 1, 1),  # many outputs: 64 a block
+        ((64, 16384, 64), 32, 32, 0, 1, 1),  # 128 blocks of 32: 1024 threads each
+        ((1024, 1024, 64), 32, 32, 0, 1, 1),
     ]:
         p = params(shape)
         got = (p.threads_r, p.rows_per_block, p.elements_per_thread if p.cache_row else 0)
-        assert (*got, p.rows_per_lane) == (threads, outputs, ept, lanes), shape
+        assert (*got, p.rows_per_lane, p.vector) == (threads, outputs, ept, lanes, vector), shape
         assert not p.inner
-    bf16 = [
-        ((1048576, 2, 64), 1, 8),  # 4 bytes a lane: 8 rows a lane
-        ((262144, 8, 64), 1, 2),
-        ((128, 96, 4096), 8, 2),  # 12 elements (24 bytes) in each of 8 threads
-        ((65536, 32, 64), 2, 1),  # 32 bytes a lane already
+    bf16 = [  # (shape, threads, rows a lane, vector)
+        ((1048576, 2, 64), 1, 1, 4),
+        ((262144, 8, 64), 1, 1, 4),
+        ((128, 96, 4096), 16, 1, 4),
+        ((65536, 32, 64), 4, 1, 4),
+        ((1048576, 2, 63), 1, 8, 1),  # 4 bytes a lane and no vector: 8 rows a lane
+        ((128, 96, 4095), 8, 2, 1),  # 12 elements (24 bytes) in each of 8 threads
     ]
-    for shape, threads, lanes in bf16:
+    for shape, threads, lanes, vector in bf16:
         seg = norm_segment(shape, DataType.BFloat16, H100)
         p = normalization.default_params(seg, H100)
-        assert (p.threads_r, p.rows_per_lane) == (threads, lanes), shape
+        assert (p.threads_r, p.rows_per_lane, p.vector) == (threads, lanes, vector), shape
     reread = normalization.default_params(
         norm_segment((1024, 2048, 64), DataType.BFloat16, H100), H100
     )

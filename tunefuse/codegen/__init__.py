@@ -22,8 +22,10 @@ from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import scheduler_for
 
 CODEGEN_VERSION = (
-    "18"  # bump when generated code changes: tuned records of another version are not used
+    "19"  # bump when generated code changes: tuned records of another version are not used
 )
+# 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
+#     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
 
 
 @dataclass(frozen=True)

@@ -245,19 +245,31 @@ class _Emitter:
         self.ept = getattr(p, "elements_per_thread", None) or (
             lane_elements(segment, p) if self.lane_rows > 1 else 1
         )
+        # Registers a held input takes a thread: its elements, times the lanes of a vector
+        # along the outputs (set below).
+        self.slots = self.ept
         self.vec = getattr(p, "vector", 1)
         last = len(segment.extents) - 1
         # A vector along the outputs (the innermost dim is not reduced): a lane reduces `vec`
         # consecutive outputs at once, an accumulator each (acc<i>_v[v]), reading each of
-        # their unit-stride inputs with one vector load a reduced element.
+        # their unit-stride inputs with one vector load a reduced element. A normalization
+        # keeps each pass's totals a lane (red<i>_<k>_v[v]) for the passes after it, its
+        # held elements [element][lane] (cl<k>[c * vec + v]), and stores its full-size
+        # outputs a vector at a time.
         self.along_outputs = self.vec > 1 and last not in segment.reduce_dims
-        assert not (self.along_outputs and persistent), (
-            "a vector along the outputs: reductions only (schedulers.reduction.is_valid)"
+        self.lane_totals = self.along_outputs and persistent
+        assert not (
+            self.lane_totals and (getattr(p, "shared_row", False) or getattr(p, "cluster", 1) > 1)
+        ), (
+            "a vector along the outputs: rows in registers or read again "
+            "(schedulers.normalization.is_valid)"
         )
         assert self.lane_rows == 1 or not (
             self.along_outputs or self.shared or getattr(p, "split", 1) > 1
         ), "rows a lane: rows in registers, unsplit (schedulers.reduction.is_valid)"
         self.step = 1 if self.along_outputs else self.vec  # reduced elements a lane reads a step
+        if self.along_outputs:
+            self.slots = self.ept * self.vec
         # Loads behind a pad/cat guard are read inside their branch, a lane at a time: never
         # vector-loaded or cached ahead of the branch that decides whether they are in range.
         self.guarded = guarded_loads(
@@ -275,7 +287,7 @@ class _Emitter:
             k
             for k, st in enumerate(segment.stores)
             if self.vec > 1
-            and st.reduced == self.along_outputs
+            and (self.along_outputs or not st.reduced)
             and st.offset.is_affine
             and st.offset.coeff(Var(last, segment.extents[last])) == 1
         }
@@ -407,10 +419,11 @@ class _Emitter:
             return self.load_inline(k, in_vector)
 
         def reduce_value(e: EReduce) -> str:
+            lane = "_v[v]" if self.lane_totals else ""
             for acc in self.accs:
                 for r in acc.reduces:
                     if r is e or r == e:
-                        return f"red{acc.index}_{acc.reduces.index(r)}"
+                        return f"red{acc.index}_{acc.reduces.index(r)}{lane}"
             raise AssertionError("reduce not found")  # pragma: no cover
 
         r = ExprRenderer(
@@ -442,7 +455,7 @@ class _Emitter:
         for acc in self.accs:
             for k, r in enumerate(acc.reduces):
                 if (r is divisor or r == divisor) and (acc.index, k) in self.divided_by:
-                    return f"inv{acc.index}_{k}"
+                    return f"inv{acc.index}_{k}" + ("_v[v]" if self.lane_totals else "")
         return None
 
     def vector_load(self, k: int, name: str, indent: str) -> None:
@@ -477,9 +490,9 @@ class _Emitter:
         cached = self.cache and not fill
         if self.cache:
             self.w(f"{indent}#pragma unroll")
-            self.w(f"{indent}for (int c = 0; c < {self.ept // vec}; ++c) {{")
+            self.w(f"{indent}for (int c = 0; c < {self.ept // step}; ++c) {{")
             begin, end = ("r_begin + ", "r_end") if self.cluster > 1 else ("", "n_red")
-            self.w(f"{indent}  const {it} r0 = {begin}({it})c * {tr_n * vec} + ({it})tr * {vec};")
+            self.w(f"{indent}  const {it} r0 = {begin}({it})c * {tr_n * step} + ({it})tr * {step};")
             self.w(f"{indent}  if (row_ok && r0 < {end}) {{")
             inner = indent + "    "
             if fill:
@@ -1088,9 +1101,59 @@ class _Emitter:
         self.lines.extend(r.lines)
         return v if r.dtype(acc.operand) is acc.ctype else f"tf_cast<{acc.ctype.cuda}>({v})"
 
+    def lane_totals_of(
+        self,
+        accs: list[_Accumulator],
+        indent: str,
+        lane_value=None,  # noqa: ANN001
+    ) -> None:
+        """With a vector along the outputs, after a pass: each lane's totals of `accs`
+        combined across the row's threads and finalized, one lane after another, and kept in
+        red<i>_<k>_v[v] (inv<i>_<k>_v[v]) for the passes and stores after it.
+        `lane_value(acc, indent)` emits acc<i> of lane v (default: acc<i>_v[v])."""
+        for acc in accs:
+            for k, r in enumerate(acc.reduces):
+                self.w(f"{indent}{r.dtype.cuda} red{acc.index}_{k}_v[{self.vec}];")
+                if (acc.index, k) in self.divided_by:
+                    ct = self.divided_by[(acc.index, k)].cuda
+                    self.w(f"{indent}{ct} inv{acc.index}_{k}_v[{self.vec}];")
+        self.w(f"{indent}#pragma unroll")
+        self.w(f"{indent}for (int v = 0; v < {self.vec}; ++v) {{")
+        inner = indent + "  "
+        for acc in accs:
+            if lane_value is None:
+                self.w(f"{inner}{_acc_type(acc)} acc{acc.index} = acc{acc.index}_v[v];")
+                self.row_reduce(acc, inner)
+            else:
+                lane_value(acc, inner)
+            self.finalize(acc, inner)
+            for k in range(len(acc.reduces)):
+                self.w(f"{inner}red{acc.index}_{k}_v[v] = red{acc.index}_{k};")
+                if (acc.index, k) in self.divided_by:
+                    self.w(f"{inner}inv{acc.index}_{k}_v[v] = inv{acc.index}_{k};")
+        self.w(f"{indent}}}")
+
+    def lane_reduced_stores(self, indent: str) -> None:
+        """With a vector along the outputs and the totals kept a lane: the reduced outputs of
+        each lane, those stored a vector at a time gathered in vo<k> and written after."""
+        if not any(st.reduced for st in self.s.stores):
+            return
+        for k, st in enumerate(self.s.stores):
+            if st.reduced and k in self.vec_stores:
+                self.w(f"{indent}TfVec<{st.dtype.cuda}, {self.vec}> vo{k};")
+        self.w(f"{indent}#pragma unroll")
+        self.w(f"{indent}for (int v = 0; v < {self.vec}; ++v) {{")
+        self.reduced_stores(indent + "  ")
+        self.w(f"{indent}}}")
+        self.write_reduced_vectors(indent)
+
     def two_pass_variance(self, acc: _Accumulator, indent: str) -> None:
         """With the row in registers, mean first and then squared deviations: as exact as
-        the reference's two passes, and no division per element (Welford's)."""
+        the reference's two passes, and no division per element (Welford's). With a vector
+        along the outputs, each lane's sums apart (`lane_totals_of` finalizes them)."""
+        if self.lane_totals:
+            self.two_pass_variance_lanes(acc, indent)
+            return
         t = acc.ctype.cuda
         total = _Accumulator("sum", acc.operand, acc.ctype, 0, f"{acc.index}s", [])
         squares = _Accumulator("sum", acc.operand, acc.ctype, 0, f"{acc.index}q", [])
@@ -1113,6 +1176,44 @@ class _Emitter:
         self.w(
             f"{indent}TfWelford<{t}> acc{acc.index}{{mean{acc.index}, acc{squares.index}, ({t})n_red}};"
         )
+
+    def two_pass_variance_lanes(self, acc: _Accumulator, indent: str) -> None:
+        """`two_pass_variance` for a vector of `vec` outputs a lane: sums and squared
+        deviations in <name>_v[v], each lane's combined across the row in turn."""
+        t, i, vec = acc.ctype.cuda, acc.index, self.vec
+        total = _Accumulator("sum", acc.operand, acc.ctype, 0, f"{i}s", [])
+        squares = _Accumulator("sum", acc.operand, acc.ctype, 0, f"{i}q", [])
+        for a in (total, squares):
+            self.w(f"{indent}{t} acc{a.index}_v[{vec}];")
+            self.w(f"{indent}#pragma unroll")
+            self.w(f"{indent}for (int v = 0; v < {vec}; ++v) acc{a.index}_v[v] = {_init(a)};")
+
+        def add_value(ind: str, cached: bool, in_vector: bool) -> None:
+            self.w(f"{ind}acc{total.index}_v[v] += {self.operand(acc, ind, cached, in_vector)};")
+
+        self.element_loop(add_value, indent, reads=[acc.operand])
+        self.w(f"{indent}{t} mean{i}_v[{vec}];")
+        self.w(f"{indent}#pragma unroll")
+        self.w(f"{indent}for (int v = 0; v < {vec}; ++v) {{")
+        self.w(f"{indent}  {t} acc{total.index} = acc{total.index}_v[v];")
+        self.row_reduce(total, indent + "  ")
+        self.w(f"{indent}  mean{i}_v[v] = acc{total.index} / ({t})n_red;")
+        self.w(f"{indent}}}")
+
+        def add_square(ind: str, cached: bool, in_vector: bool) -> None:
+            x = self.operand(acc, ind, cached, in_vector)
+            self.w(
+                f"{ind}{{ const {t} d = {x} - mean{i}_v[v]; acc{squares.index}_v[v] += d * d; }}"
+            )
+
+        self.element_loop(add_square, indent, reads=[acc.operand])
+
+        def lane_value(a: _Accumulator, ind: str) -> None:
+            self.w(f"{ind}{t} acc{squares.index} = acc{squares.index}_v[v];")
+            self.row_reduce(squares, ind)
+            self.w(f"{ind}TfWelford<{t}> acc{i}{{mean{i}_v[v], acc{squares.index}, ({t})n_red}};")
+
+        self.lane_totals_of([acc], indent, lane_value)
 
     def finalize(self, acc: _Accumulator, indent: str) -> None:
         t = acc.ctype.cuda
@@ -1171,9 +1272,9 @@ class _Emitter:
         for k in self.cached_loads if self.cache else []:
             t = self.s.loads[k].dtype.cuda
             if self.lane_rows > 1:
-                self.w(f"{indent}{t} (&cl{k})[{self.ept}] = cl{k}_q[q];")
+                self.w(f"{indent}{t} (&cl{k})[{self.slots}] = cl{k}_q[q];")
             else:
-                self.w(f"{indent}{t} cl{k}[{self.ept}];")
+                self.w(f"{indent}{t} cl{k}[{self.slots}];")
 
     def fill_registers(self, indent: str) -> None:
         if not (self.cache and self.cached_loads):
@@ -1181,7 +1282,7 @@ class _Emitter:
         for k in self.cached_loads:
             self.w(f"{indent}#pragma unroll")
             self.w(
-                f"{indent}for (int e = 0; e < {self.ept}; ++e) cl{k}[e] = {{}};"
+                f"{indent}for (int e = 0; e < {self.slots}; ++e) cl{k}[e] = {{}};"
             )  # {} not T{}: long long{} does not parse
         self.fill_cache(indent)
 
@@ -1189,21 +1290,28 @@ class _Emitter:
         """A row's passes (one per accumulator), its reduced outputs and its full-size ones."""
         s, it = self.s, self.itype
         for e, (n, _) in self.kept_values.items():
-            self.w(f"{indent}{e.dtype.cuda} kv{n}[{self.ept}];")  # type: ignore[attr-defined]  (an EOp)
+            self.w(f"{indent}{e.dtype.cuda} kv{n}[{self.slots}];")  # type: ignore[attr-defined]  (an EOp)
         for run in self.pass_groups():
             acc = run[0]
             self.phase = self.accs.index(acc)
             if acc.family == "welford" and self.cache:
                 self.two_pass_variance(acc, indent)
-                self.finalize(acc, indent)
+                if not self.lane_totals:
+                    self.finalize(acc, indent)
                 continue
             self.reduce_passes(run, indent)
+            if self.lane_totals:
+                self.lane_totals_of(run, indent)
+                continue
             for acc in run:
                 self.row_reduce(acc, indent)
                 self.finalize(acc, indent)
         self.phase = len(self.accs)
         full = [(k, st) for k, st in enumerate(s.stores) if not st.reduced]
-        self.reduced_stores(indent)
+        if self.lane_totals:
+            self.lane_reduced_stores(indent)
+        else:
+            self.reduced_stores(indent)
         if not full:
             return
         vt = {k: f"TfVec<{st.dtype.cuda}, {self.vec}>" for k, st in full}
@@ -1273,7 +1381,7 @@ class _Emitter:
             # computed and stored in turn, its registers a slice of cl<k>_q.
             for k in self.cached_loads:
                 t = self.s.loads[k].dtype.cuda
-                self.w(f"    {t} cl{k}_q[{self.lane_rows}][{self.ept}];")
+                self.w(f"    {t} cl{k}_q[{self.lane_rows}][{self.slots}];")
             for fill in (True, False):
                 self.w("    #pragma unroll")
                 self.w(f"    for (int q = 0; q < {self.lane_rows}; ++q) {{")
@@ -1292,7 +1400,7 @@ class _Emitter:
         self.fill_registers("    ")
         if self.split > 1:
             self.split_body()
-        elif self.along_outputs:
+        elif self.along_outputs and not self.lane_totals:
             for run in self.pass_groups():
                 self.phase = self.accs.index(run[0])
                 self.reduce_passes(run, "    ")

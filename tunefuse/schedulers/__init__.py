@@ -89,6 +89,8 @@ class Scheduler(Protocol):
 #    up to 8 and as many as a thread's share holds, so that a thread keeps 16 bytes in
 #    flight (sums, not a max-and-sum or a Welford). A var_mean of contiguous rows no vector
 #    fits, of 257 to 4096 elements, runs as a normalization (two passes over registers).
+#    Strided rows of at most 128 take a vector of 4 outputs a lane (codegen 19), 8
+#    elements a thread at most, blocks of 128 threads.
 HEURISTICS_VERSION = 19
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

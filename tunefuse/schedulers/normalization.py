@@ -243,12 +243,34 @@ STRIDED_LANE_BYTES = 32
 REREAD_WIDE_BLOCKS = 16
 
 
+# Rows that STRIDED_HELD_THREADS threads hold at STRIDED_VECTOR_ELEMENTS each take a vector
+# of STRIDED_VECTOR consecutive outputs a lane (one 8- or 16-byte load a reduced element,
+# each pass's totals kept a lane), in blocks of STRIDED_VECTOR_THREADS threads. H100, softmax
+# over dim 1 (vector 1 -> this rule; xmicro sweep, `benchmarks/README.md` "A vector of
+# outputs a lane"): bf16 [65536, 32, 64] 462.9 -> 218.9 us, [4096, 32, 64] 40.1 -> 20.2,
+# [16384, 128, 64] 311.5 -> 242.8, [262144, 8, 64] 304.9 -> 188.9; fp32 [16384, 64, 64]
+# 271.1 -> 199.4, [65536, 16, 64] 250.1 -> 183.2; layernorm over dim 0, bf16 [128, 1048576]
+# 393.2 -> 222.3. Rows of 256 held by 32 threads of 8 lost (fp32 [4096, 256, 64] 192.4 ->
+# 244.9), as did re-read rows of few outputs (fp32 [64, 16384, 64] 314.9 -> 379.4): those
+# keep one output a lane.
+STRIDED_VECTOR = 4
+STRIDED_VECTOR_ELEMENTS = 8
+STRIDED_VECTOR_THREADS = 128
+
+
 def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
     """A normalization over strided rows: outputs along x, a row in the registers of
-    `threads_r` threads along y, rows a lane where a lane's share is a few bytes; rows that
+    `threads_r` threads along y, a vector of outputs a lane where the rows are short and
+    the extents allow one, else rows a lane where a lane's share is a few bytes; rows that
     would take more than STRIDED_HELD_THREADS threads are re-read (through L1/L2)."""
     n_out, n_red = reduction.sizes(segment)
     evict_first = evict_first_pays(segment)
+    vector = min(STRIDED_VECTOR, reduction.output_vector(segment))
+    threads = pow2_at_least(-(-n_red // STRIDED_VECTOR_ELEMENTS))
+    if vector > 1 and threads <= STRIDED_HELD_THREADS:
+        lanes = min(max(1, STRIDED_VECTOR_THREADS // threads), pow2_at_least(-(-n_out // vector)))
+        ept = vectors_of_share(n_red, threads, 1)
+        return Params(threads, lanes, False, 0, True, ept, vector, 1, evict_first)
     threads = pow2_at_least(-(-n_red // STRIDED_ELEMENTS))
     if threads <= STRIDED_HELD_THREADS:
         outputs = min(max(STRIDED_BLOCK_ROWS, 256 // threads), pow2_at_least(n_out))
@@ -452,13 +474,27 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     why = reduction.lanes_error(segment, p.as_reduction(), p.elements_per_thread)
     if why:
         return why
-    if p.elements_per_thread % p.vector:
+    along_outputs = p.vector > 1 and not reduction.vectors_along_reduction(segment)
+    if along_outputs:
+        # A lane's vector of consecutive outputs, each a row: its held elements are
+        # elements_per_thread of each of them (`codegen.reduction`, lane_totals).
+        if p.shared_row or p.cluster > 1:
+            return (
+                "a vector along the outputs holds its rows in registers or reads them again "
+                "(not shared_row, not a cluster)"
+            )
+        if p.cache_row and p.elements_per_thread * p.vector > 64:
+            return (
+                f"{p.elements_per_thread} elements of each of {p.vector} outputs a lane: "
+                "more than 64 in registers"
+            )
+    elif p.elements_per_thread % p.vector:
         return f"elements_per_thread {p.elements_per_thread} is not a multiple of vector {p.vector}"
     _, n_red = reduction.sizes(segment)
     why = _cluster_error(device, p)
     if why:
         return why
-    share = cluster_share(n_red, p.cluster, p.vector)
+    share = cluster_share(n_red, p.cluster, 1 if along_outputs else p.vector)
     if p.cache_row and p.elements_per_thread * p.threads_r < share:
         blocks = f" in each of {p.cluster} blocks" if p.cluster > 1 else ""
         return (
@@ -506,7 +542,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
             [1, 2, 4, 8, 16, 32, 64]
         ),
         "vector": optuna.distributions.CategoricalDistribution(
-            [v for v in (1, 2, 4, 8) if reduction.reduced_vector(segment) % v == 0]
+            [v for v in (1, 2, 4, 8) if reduction.max_vector(segment) % v == 0]
         ),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         "shared_row": optuna.distributions.CategoricalDistribution([False, True]),

@@ -12,6 +12,7 @@ from fractions import Fraction
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.planning import reductions
+from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.common import (
     coeff,
@@ -83,15 +84,15 @@ def reduced_vector(segment: Segment) -> int:
 
 def output_vector(segment: Segment) -> int:
     """The widest vector of consecutive outputs (the innermost dim, not reduced) that every
-    unit-stride load and reduced store allows; 1 where the innermost dim is reduced or a
-    full-size output is stored (a normalization keeps its row layout) or a reduction reads
-    another's result (each output's total would be needed inside the lanes' loop)."""
+    unit-stride load and store allows; 1 where the innermost dim is reduced. A reduction
+    kernel takes none where it stores a full-size output or a reduction reads another's
+    result (each output's total would be needed inside the lanes' loop); a normalization
+    keeps each pass's totals a lane (`codegen.reduction`, lane_totals)."""
     last = len(segment.extents) - 1
-    if (
-        not segment.extents
-        or last in segment.reduce_dims
-        or any(not st.reduced for st in segment.stores)
-        or not independent_reductions(segment)
+    if not segment.extents or last in segment.reduce_dims:
+        return 1
+    if segment.scheduler is not SchedulerKind.NORMALIZATION and (
+        any(not st.reduced for st in segment.stores) or not independent_reductions(segment)
     ):
         return 1
     accesses = [(ld.offset, ld.dtype, ld.buffer) for ld in segment.loads] + [
