@@ -128,6 +128,11 @@ def pow2_at_least(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+def pow2_at_most(n: int) -> int:
+    """The largest power of two <= n (1 for n <= 1)."""
+    return 1 << (max(1, n).bit_length() - 1)
+
+
 def holding_default(space: dict, default: object) -> dict:
     """`space` with each categorical's choices holding the default's own value: a default
     computed from the shape (a split of 3, 24 elements a thread) is then a point the sampler

@@ -398,25 +398,24 @@ def sm_balance(blocks: int, device: DeviceInfo) -> float:
 
 
 # A var_mean over contiguous rows that no vector fits (odd lengths), longer than
-# WELFORD_LONG_ROW and at most WELFORD_HELD_ELEMENTS, runs as a normalization too: the row held in registers, its mean
-# and then its squared deviations (`two_pass_variance`), where the reduction's Welford
-# merged every 2 scalar loads with a division. H100 (reduction -> normalization,
-# torch.compile in the same run; xmicro judge of heuristics 19): fp32 [16384, 1001] 75.1 ->
-# 45.3 us (32.9), bf16 [20000, 777] 36.4 -> 26.7 (21.2), fp32 [4000, 3001] 53.1 -> 31.4
-# (29.1); fp32 [2500, 7777] lost (52.4 -> 63.5), and so did rows a vector fits, at some
-# lengths (fp32 [16384, 1024] 32.4 -> 43.0, [2048, 8192] 35.0 -> 42.4) though not at
-# others ([4096, 4096] 49.2 -> 42.3): those stay reductions.
-# Rows of at most WELFORD_LONG_ROW elements (a few lanes' share, rows a lane) were not
-# measured either way and stay reductions.
+# WELFORD_LONG_ROW and at most WELFORD_HELD_ELEMENTS, runs as a normalization too: the row
+# held in registers, its mean and then its squared deviations (`two_pass_variance`), where
+# the reduction's Welford merged every 2 scalar loads with a division. H100 (reduction ->
+# normalization, torch.compile in the same run; xmicro judge of heuristics 19): fp32
+# [16384, 1001] 75.1 -> 45.3 us (32.9), bf16 [20000, 777] 36.4 -> 26.7 (21.2), fp32 [4000,
+# 3001] 53.1 -> 31.4 (29.1); fp32 [2500, 7777] lost (52.4 -> 63.5), and so did rows a
+# vector fits, at some lengths (fp32 [16384, 1024] 32.4 -> 43.0, [2048, 8192] 35.0 -> 42.4)
+# though not at others ([4096, 4096] 49.2 -> 42.3): those stay reductions. Rows of at most
+# WELFORD_LONG_ROW elements (a few lanes' share, rows a lane) were not measured either way
+# and stay reductions.
 WELFORD_HELD_ELEMENTS = 4096
 WELFORD_LONG_ROW = 256
 
 
 def keeps_two_passes(segment: Segment) -> bool:
-    """A var_mean of odd rows of 257 to 4096 elements (WELFORD_HELD_ELEMENTS), and a
-    reduction of a max and
-    the sum of exp(x - max) (logsumexp) over contiguous rows of
-    at most 32 vectors runs better as a normalization: a row held in a few lanes' registers
+    """A var_mean of odd rows of 257 to 4096 elements (see WELFORD_HELD_ELEMENTS), and a
+    reduction of a max and the sum of exp(x - max) (logsumexp) over contiguous rows of at
+    most 32 vectors, run better as a normalization. The latter: a row held in a few lanes' registers
     is read once either way, and two passes over registers (a max, then one exp an element)
     cost less than the one-pass form's rescaling (an exp more a lane and a row, where a lane
     has at most 4 vectors to spread them over): bf16 [2**24, 8] 149.3 us against 162.0,

@@ -22,6 +22,7 @@ from tunefuse.schedulers.common import (
     grid_cap,
     holding_default,
     pow2_at_least,
+    pow2_at_most,
     widest_vector,
 )
 from tunefuse.schedulers.phases import segment_groups
@@ -384,8 +385,8 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
                 # (`_long_row_chunks`), as many as a thread's share holds. Fewer threads of
                 # more chunks lost where rows are short: bf16 [8000, 1999] row sums 23.0 us
                 # with 512 of 2, 28.2 with 128 of 8; [20000, 777] 23.8 and 26.5.
-                threads_r = min(most, 1 << ((row_vectors // 2).bit_length() - 1))
-                chunks = min(chunks, 1 << ((row_vectors // threads_r).bit_length() - 1))
+                threads_r = min(most, pow2_at_most(row_vectors // 2))
+                chunks = min(chunks, pow2_at_most(row_vectors // threads_r))
         # 1024-thread blocks where a thread takes 2 chunks or a long row, else 512
         wide = row_vectors >= 256 if row_vectors > 32 else chunks == 2
         rows = max(1, min((1024 if wide else 512) // threads_r, 8 if threads_r >= 32 else 512))
@@ -574,7 +575,7 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     # 8 chunks in flight, or as many as a thread's column has (a Welford pass takes them a
     # trip at once, and registers for 8 chunks that never come cost occupancy: var_mean0 bf16
     # [2, 2**26], one thread a column, ran 8% slower with 8 than the element loop had).
-    unroll = min(8, 1 << (max(1, n_red // threads_r).bit_length() - 1))
+    unroll = min(8, pow2_at_most(n_red // threads_r))
     return Params(threads_r, rows, False, 32, vector, unroll, evict_first_pays(segment))
 
 
