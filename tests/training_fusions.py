@@ -55,6 +55,36 @@ def layernorm_backward_inputs(rows: int, cols: int, dtype: DataType, rng) -> lis
     return [gy, x, mean, rstd, w]
 
 
+def rmsnorm_backward(fd: FusionDefinition, dtype: DataType) -> None:
+    """dx and dw of y = x * rstd * w, given dy, x, rstd, w."""
+    gy = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    rstd = fd.define_tensor(shape=[-1], dtype=F)
+    w = fd.define_tensor(shape=[-1], dtype=dtype)
+    g, xf = fd.ops.cast(gy, F), fd.ops.cast(x, F)
+    r = _along(fd, rstd, x, [0])
+    gw = fd.ops.mul(g, _along(fd, fd.ops.cast(w, F), x, [1]))
+    c = fd.ops.mean(fd.ops.mul(gw, xf), [1])
+    dx = fd.ops.mul(
+        r, fd.ops.sub(gw, fd.ops.mul(xf, fd.ops.mul(_along(fd, c, x, [0]), fd.ops.mul(r, r))))
+    )
+    fd.add_output(fd.ops.cast(dx, dtype))
+    fd.add_output(fd.ops.cast(fd.ops.sum(fd.ops.mul(g, fd.ops.mul(xf, r)), [0]), dtype))
+
+
+def rmsnorm_backward_numpy(gy, x, rstd, w) -> list[np.ndarray]:  # noqa: ANN001
+    g, xf = gy.astype(np.float64), x.astype(np.float64)
+    r = rstd.astype(np.float64)[:, None]
+    gw = g * w.astype(np.float64)
+    c = (gw * xf).mean(1, keepdims=True)
+    return [r * (gw - xf * c * r * r), (g * xf * r).sum(0)]
+
+
+def rmsnorm_backward_inputs(rows: int, cols: int, dtype: DataType, rng) -> list:  # noqa: ANN001
+    gy, x, _, rstd, w = layernorm_backward_inputs(rows, cols, dtype, rng)
+    return [gy, x, rstd, w]
+
+
 def cross_entropy(fd: FusionDefinition, dtype: DataType) -> None:
     """The loss of each row: logsumexp(z) - z[target], z read in `dtype`, computed in Float."""
     z = fd.define_tensor(shape=[-1, -1], dtype=dtype)
@@ -161,6 +191,11 @@ CASES = {
         layernorm_backward,
         layernorm_backward_numpy,
         lambda dtype, rng: layernorm_backward_inputs(77, 333, dtype, rng),
+    ),
+    "rmsnorm_backward": (
+        rmsnorm_backward,
+        rmsnorm_backward_numpy,
+        lambda dtype, rng: rmsnorm_backward_inputs(200, 640, dtype, rng),
     ),
     "cross_entropy": (
         cross_entropy,

@@ -399,10 +399,19 @@ class FusionDefinition:
         `execute` runs the segments one after another (`fd.segments`;
         `fd.segment_index_space_maps[segment]` maps a segment's value ids to this
         definition's)."""
+        from tunefuse.planning.plan import make_plan
         from tunefuse.planning.segment_definitions import segment_definitions
         from tunefuse.runtime.executor import device_info_for
 
-        plan = self.plan(inputs, device=device_info_for(self, inputs))
+        # Column sums taken in parts by a normalization (planning.column_partials) have no
+        # definition of their own: the segments are the kernels without them.
+        plan = make_plan(
+            self.fusion,
+            self.flat_inputs(inputs),
+            None,
+            device_info_for(self, inputs),
+            column_partials=False,
+        )
         self.segments = []
         self.segment_index_space_maps = {}
         for part in segment_definitions(plan):

@@ -298,6 +298,13 @@ class _Emitter:
         # row's share r_begin..r_end in registers, and each block total is combined with the
         # other blocks' through distributed shared memory (`cluster_reduce`).
         self.cluster = getattr(p, "cluster", 1) if persistent else 1
+        assert not segment.column_partials or (
+            persistent
+            and self.cache
+            and self.lane_rows == 1
+            and self.cluster == 1
+            and not self.along_outputs
+        ), "column sums in parts: rows held one a lane (schedulers.normalization.is_valid)"
         assert self.cluster == 1 or (self.cache and self.lane_rows == 1), (
             "a row over a cluster is held in registers, one row a lane (schedulers.normalization)"
         )
@@ -1372,6 +1379,7 @@ class _Emitter:
         tile = p.rows_per_block * self.lane_rows
         # A cluster's blocks share their rows: the cluster's index, not the block's, walks them.
         per = f" / {self.cluster}" if self.cluster > 1 else ""
+        self.declare_column_partials("  ")
         self.w(
             f"  for ({it} row_base = ({it})(blockIdx.x{per}) * {tile}; row_base < {n_rows}; "
             f"row_base += ({it})(gridDim.x{per}) * {tile}) {{"
@@ -1407,13 +1415,69 @@ class _Emitter:
             self.output_lanes("    ")
         else:
             self.row_body("    ")
+            self.add_column_partials("    ")
         if self.cluster > 1:
             # No block reuses its cells for the next row, or exits (its shared memory gone),
             # while another block of the cluster may still read them.
             self.w("    tf_cluster_sync();")
         self.w("  }")
+        self.store_column_partials("  ")
         self.w("}")
         return "\n".join(self.lines)
+
+    # -- column sums taken in parts (planning.column_partials) -----------------------------
+    def declare_column_partials(self, indent: str) -> None:
+        """cp<j>: this thread's sums of its held columns over the rows its group walks."""
+        for j, part in enumerate(self.s.column_partials):
+            self.w(f"{indent}{part.dtype.cuda} cp{j}[{self.slots}];")
+            self.w(f"{indent}#pragma unroll")
+            self.w(f"{indent}for (int e = 0; e < {self.slots}; ++e) cp{j}[e] = 0;")
+
+    def add_column_partials(self, indent: str) -> None:
+        """Each held element's operand of every column sum, added to its column's cp<j>."""
+        parts = self.s.column_partials
+        if not parts:
+            return
+
+        def body(ind: str, cached: bool, in_vector: bool) -> None:
+            r = self.renderer(ind, cached, in_vector)
+            for j, part in enumerate(parts):
+                v = r.value(part.operand)
+                if r.dtype(part.operand) is not part.dtype:
+                    v = f"tf_cast<{part.dtype.cuda}>({v})"
+                r.emit(f"cp{j}[c * {self.vec} + v] += {v};")
+            self.lines.extend(r.lines)
+
+        self.element_loop(body, indent, reads=[part.operand for part in parts])
+
+    def store_column_partials(self, indent: str) -> None:
+        """cp<j> to row `blockIdx.x * rows_per_block + to` (the thread's row group) of the
+        [column_groups, n_red] partial sums: every column of every group is written (the
+        grid is column_groups / rows_per_block blocks, a row's threads hold all its columns)."""
+        parts = self.s.column_partials
+        if not parts:
+            return
+        it, step = self.itype, self.step
+        self.w(f"{indent}{{")
+        self.w(
+            f"{indent}  const long long tf_group = (long long)blockIdx.x * {self.p.rows_per_block} + to;"
+        )
+        self.w(f"{indent}  #pragma unroll")
+        self.w(f"{indent}  for (int c = 0; c < {self.ept // step}; ++c) {{")
+        self.w(
+            f"{indent}    const {it} r0 = ({it})c * {self.p.threads_r * step} + ({it})tr * {step};"
+        )
+        self.w(f"{indent}    if (r0 < n_red) {{")
+        self.w(f"{indent}      #pragma unroll")
+        self.w(f"{indent}      for (int v = 0; v < {self.vec}; ++v) {{")
+        for j, part in enumerate(parts):
+            self.w(
+                f"{indent}        B{part.buffer}[tf_group * n_red + r0 + v] = cp{j}[c * {self.vec} + v];"
+            )
+        self.w(f"{indent}      }}")
+        self.w(f"{indent}    }}")
+        self.w(f"{indent}  }}")
+        self.w(f"{indent}}}")
 
 
 def emit_reduction(

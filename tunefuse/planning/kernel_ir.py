@@ -180,6 +180,21 @@ class Store:
 
 
 @dataclass(frozen=True, slots=True)
+class ColumnPartial:
+    """A sum over the rows of a normalization's 2-d space [rows, row length], taken in parts
+    by the kernel that holds each row (nvFuser's inner-outer persistent form): the row group
+    g (rows g, g + G, g + 2G, ...; G = Segment.column_groups) sums `operand` into
+    buffer[g * row length + column], an fp32/fp64 [G, row length] intermediate that a small
+    reduction kernel then sums over g. Layernorm's backward reads dy and x once for dx, dw
+    and db this way, where a column kernel of its own would read them again."""
+
+    buffer: int
+    dtype: DataType  # the partial sums' type (the sum's accumulator type)
+    operand: Expr  # over the segment's space, reads no reduction
+    value: int  # the fusion value (a column sum) whose partials these are
+
+
+@dataclass(frozen=True, slots=True)
 class ScalarArg:
     value: int  # fusion value id of the scalar (an input or host-computed)
     dtype: DataType

@@ -18,6 +18,7 @@ from tunefuse.device_info import DeviceInfo
 from tunefuse.ir.fusion import Fusion, Node, ScalarType
 from tunefuse.ir.ops import OpKind
 from tunefuse.planning.alias import Buffers, OutputBinding, bind_outputs, check_preallocated
+from tunefuse.planning.column_partials import fuse_column_partials
 from tunefuse.planning.concretize import ConcreteFusion, ConcretizationInfo, concretize
 from tunefuse.planning.indexing import Var, add, const, scale, var
 from tunefuse.planning.kernel_ir import Buffer, BufferKind, ELoad, Load, SchedulerKind, Store
@@ -93,6 +94,15 @@ class Plan:
             lines.append(
                 f"      writes {', '.join(f'b{st.buffer}[{st.offset!r}] = {f.name(st.value)}' for st in s.stores)}"
             )
+            if s.column_partials:
+                parts = ", ".join(
+                    f"b{c.buffer}[{s.extents[1]}*group + i1] += {f.name(c.value)}'s operand"
+                    for c in s.column_partials
+                )
+                lines.append(
+                    f"      column sums in {s.column_groups} row groups (row i0 in group "
+                    f"i0 % {s.column_groups}): {parts}"
+                )
             if s.reduce_dims:
                 lines.append(f"      accumulators: {_accumulators_text(f, s)}")
             lines.append(f"      why: {s.why}")
@@ -362,11 +372,15 @@ def plan_for(
     out: Sequence[TensorSignature | None] = (),
     device: DeviceInfo | None = None,
     split: SplitPolicy | None = None,
+    column_partials: bool = True,
 ) -> Plan:
     """The pipeline, one pass a line: concretize -> alias -> segment. `device`: the GPU the
     plan is for, where a normalization it cannot run well as one kernel is split into a
     kernel a pass; None: every normalization is one kernel. `split` overrides the device's
-    choice (the tests split every normalization they can)."""
+    choice (the tests split every normalization they can). `column_partials`: a column sum
+    whose rows a normalization holds is summed in parts there, on a device
+    (planning.column_partials); off for fd.segment, whose kernels are definitions of their
+    own."""
     split = split or split_policy(device)
     cf = concretize(fusion, bound)
     if out:
@@ -399,6 +413,11 @@ def plan_for(
                     "after every read of it",
                 )
             )
+    if column_partials:
+        fused = fuse_column_partials(segments, buffers, device)
+        if fused != segments:
+            prefix = fusion.fusion_id[:8]
+            segments = [_renamed(seg, f"{prefix}_seg{i}") for i, seg in enumerate(fused)]
     segments = mark_read_again(segments, buffers.items, device)
     host_nodes = tuple(
         n
@@ -463,7 +482,12 @@ def make_plan(
     inputs: Sequence[object],
     out: Sequence[object] | None = None,
     device: DeviceInfo | None = None,
+    column_partials: bool = True,
 ) -> Plan:
     return plan_for(
-        fusion, bind_inputs(fusion, inputs, FusionInputs(fusion)), out_signature(out), device
+        fusion,
+        bind_inputs(fusion, inputs, FusionInputs(fusion)),
+        out_signature(out),
+        device,
+        column_partials=column_partials,
     )

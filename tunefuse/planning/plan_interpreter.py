@@ -181,6 +181,9 @@ class _SegmentRun:
             np.unravel_index(np.arange(n_inner), [extents[k] for k in inner]) if inner else ()
         )
         step = max(1, CHUNK // max(n_inner, 1))
+        groups = seg.column_groups
+        for part in seg.column_partials:  # row group g sums rows g, g + groups, ...
+            self.memory[part.buffer][:] = 0
         for start in range(0, n_outer, step):
             positions = np.arange(start, min(start + step, n_outer))
             outer_idx = np.unravel_index(positions, [extents[k] for k in outer]) if outer else ()
@@ -202,6 +205,10 @@ class _SegmentRun:
                     value = np.broadcast_to(value, self.full_shape)
                     offsets = np.broadcast_to(offsets, self.full_shape)
                 self.memory[st.buffer][offsets] = value.astype(st.dtype.numpy)
+            for part in seg.column_partials:
+                value = np.broadcast_to(self.eval(part.operand), self.full_shape)
+                sums = self.memory[part.buffer].reshape(groups, n_inner)
+                np.add.at(sums, positions % groups, value.astype(part.dtype.numpy))
 
 
 def _flat_memory(array: np.ndarray, strides: Sequence[int]) -> np.ndarray:

@@ -36,6 +36,7 @@ from tunefuse.planning.indexing import (
 )
 from tunefuse.planning.kernel_ir import (
     Buffer,
+    ColumnPartial,
     EConst,
     EGather,
     EGuard,
@@ -130,6 +131,10 @@ class Segment:
     # half the GPU's L2 (planning.plan.mark_read_again): a default that loads them
     # evict-first would send the later kernel to memory for them.
     read_again: frozenset[int] = frozenset()
+    # A normalization's column sums taken in parts (planning.column_partials): written at
+    # [row group][column], row group g = rows g, g + column_groups, ...
+    column_partials: tuple[ColumnPartial, ...] = ()
+    column_groups: int = 0
 
     @property
     def buffer_ids(self) -> tuple[int, ...]:
@@ -138,6 +143,7 @@ class Segment:
             [ld.buffer for ld in self.loads]
             + [g.buffer for g in self.gathers]
             + [st.buffer for st in self.stores]
+            + [c.buffer for c in self.column_partials]
         )
         return tuple(dict.fromkeys(ids))
 
@@ -147,7 +153,9 @@ class Segment:
 
     @property
     def stored_buffers(self) -> frozenset[int]:
-        return frozenset(st.buffer for st in self.stores)
+        return frozenset(st.buffer for st in self.stores) | frozenset(
+            c.buffer for c in self.column_partials
+        )
 
     @property
     def numel(self) -> int:
@@ -178,6 +186,7 @@ class Segment:
         ]
         scalars = [s.dtype.value for s in self.scalars]
         gathers = [(g.dtype.value, pattern(g.offset)) for g in self.gathers]
+        partials = [(c.dtype.value, repr(c.operand)) for c in self.column_partials]
         return repr(
             (
                 self.scheduler.value,
@@ -189,6 +198,7 @@ class Segment:
                 self.index_type,
                 self.buffer_alignments,
                 *([gathers] if gathers else []),
+                *([partials] if partials else []),
             )
         )
 

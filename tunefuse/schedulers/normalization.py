@@ -10,7 +10,7 @@ combine their totals through distributed shared memory (memory is read once)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.planning.indexing import Var
@@ -142,6 +142,8 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     innermost dim not reduced): `_strided_rows`."""
     if segment.reduce_dims and len(segment.extents) - 1 not in segment.reduce_dims:
         return _strided_rows(segment, device)
+    if segment.column_partials:
+        return _with_column_partials(segment, device)
     n_out, n_red = reduction.sizes(segment)
     vector = reduction.reduced_vector(segment)
     row_vectors = -(-n_red // vector)
@@ -298,6 +300,13 @@ def _strided_rows_a_lane(segment: Segment, device: DeviceInfo, outputs: int, ept
     ):
         r *= 2
     return r
+
+
+def _with_column_partials(segment: Segment, device: DeviceInfo) -> Params:
+    """The rows' default layout, one row a lane (a thread's columns the same from row to
+    row, their sums kept beside the row's elements)."""
+    p = default_params(replace(segment, column_partials=(), column_groups=0), device)
+    return replace(p, rows_per_lane=1, blocks_per_sm=0)
 
 
 def _row_in_registers(
@@ -468,6 +477,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     why = reduction.is_valid(segment, device, p.as_reduction())
     if why:
         return why
+    why = _column_partials_error(segment, p)
+    if why:
+        return why
     if p.rows_per_lane > 1 and not p.cache_row:
         return "rows a lane hold their rows in registers (cache_row)"
     why = reduction.lanes_error(segment, p.as_reduction(), p.elements_per_thread)
@@ -509,6 +521,28 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
             f"{p.rows_per_block} staged rows of {n_red} take "
             f"{shared_row_bytes(segment, p.rows_per_block)} bytes of shared memory, more than "
             f"the {device.shared_optin_per_block - SHARED_ROW_RESERVE} a block may use"
+        )
+    return None
+
+
+def _column_partials_error(segment: Segment, p: Params) -> str | None:
+    """Why `p` cannot take a segment's column sums in parts (planning.column_partials):
+    each thread keeps the sums of the columns it holds, so the row is held in registers,
+    a lane's row one of its block's rows_per_block, a grid of column_groups / rows_per_block
+    blocks walking the rows."""
+    if not segment.column_partials:
+        return None
+    if not p.cache_row or p.shared_row or p.cluster > 1 or p.rows_per_lane > 1 or not p.inner:
+        return (
+            "column sums taken in parts: the row held in registers by one block, one row a "
+            "lane (cache_row, not shared_row, cluster 1, rows_per_lane 1, inner)"
+        )
+    if p.vector > 1 and not reduction.vectors_along_reduction(segment):
+        return "column sums taken in parts: vectors along the row"
+    if segment.column_groups % p.rows_per_block:
+        return (
+            f"column sums in {segment.column_groups} row groups: rows_per_block "
+            f"{p.rows_per_block} does not divide them"
         )
     return None
 
@@ -557,6 +591,11 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
 def grid(
     segment: Segment, device: DeviceInfo, p: Params
 ) -> tuple[tuple[int, int, int], tuple[int, int, int], int]:
+    if segment.column_partials:
+        # One block a rows_per_block row groups, walking rows g, g + G, ... (the partial
+        # sums' row index is the group's).
+        _, block, smem = reduction.grid(segment, device, p.as_reduction())
+        return (segment.column_groups // p.rows_per_block, 1, 1), block, smem
     if p.cluster == 1:
         return reduction.grid(segment, device, p.as_reduction())
     # A cluster's blocks are consecutive along x (cluster dims (cluster, 1, 1)), each cluster

@@ -1,0 +1,122 @@
+"""Column sums taken in parts by the normalization that holds the rows
+(planning.column_partials), without a GPU: which plans take them, the plan interpreter
+against NumPy (the partial sums' indexing), what params may run them, NVRTC for sm_80 and
+sm_90."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from fusion_zoo import build
+from test_codegen_compile import ARCHS, compile_plan
+from training_fusions import (
+    layernorm_backward,
+    layernorm_backward_inputs,
+    layernorm_backward_numpy,
+    rmsnorm_backward,
+    rmsnorm_backward_inputs,
+    rmsnorm_backward_numpy,
+)
+
+from tunefuse import DataType
+from tunefuse.device_info import PROFILES
+from tunefuse.planning.column_partials import MIN_ROWS_A_GROUP
+from tunefuse.planning.kernel_ir import BufferKind, SchedulerKind
+from tunefuse.planning.plan import make_plan
+from tunefuse.planning.plan_interpreter import run_plan
+from tunefuse.schedulers import normalization
+
+DTYPES = [DataType.Float, DataType.BFloat16]
+TOLERANCE = {DataType.Float: 2e-5, DataType.BFloat16: 2e-2}
+CASES = {
+    "layernorm": (layernorm_backward, layernorm_backward_inputs, layernorm_backward_numpy),
+    "rmsnorm": (rmsnorm_backward, rmsnorm_backward_inputs, rmsnorm_backward_numpy),
+}
+
+
+def _plan(name: str, rows: int, cols: int, dtype: DataType, arch: str = "sm_90", seed: int = 0):  # noqa: ANN202
+    define, make, _ = CASES[name]
+    fd = build(define, dtype)
+    inputs = make(rows, cols, dtype, np.random.default_rng(seed))
+    return fd, inputs, make_plan(fd.fusion, inputs, None, PROFILES[arch])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.value)
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("rows, cols", [(9001, 1000), (2101, 4096), (1500, 12288)])
+def test_the_column_sums_are_summed_in_parts_and_agree_with_numpy(name, rows, cols, dtype, arch):
+    fd, inputs, plan = _plan(name, rows, cols, dtype, arch)
+    norm, column = plan.segments
+    assert norm.scheduler is SchedulerKind.NORMALIZATION and norm.column_partials
+    groups = norm.column_groups
+    assert rows >= MIN_ROWS_A_GROUP * groups
+    assert column.scheduler is SchedulerKind.REDUCTION and column.extents == (groups, cols)
+    # The column kernel reads only the partial sums: dy and x are read once, by the rows.
+    partials = {p.buffer for p in norm.column_partials}
+    assert {ld.buffer for ld in column.loads} == partials
+    for b in partials:
+        buf = plan.buffers[b]
+        assert buf.kind is BufferKind.INTERMEDIATE and buf.shape == (groups, cols)
+        assert buf.dtype is DataType.Float
+    params = normalization.default_params(norm, PROFILES[arch])
+    assert normalization.grid(norm, PROFILES[arch], params)[0] == (
+        groups // params.rows_per_block,
+        1,
+        1,
+    )
+    want = CASES[name][2](*inputs)
+    for got, w in zip(run_plan(plan, inputs), want, strict=True):
+        scale = max(1.0, float(np.abs(w).max()))
+        tol = TOLERANCE[dtype]
+        np.testing.assert_allclose(np.asarray(got, np.float64), w, rtol=tol, atol=tol * scale)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_kernels_with_column_partials_compile(arch):
+    for name in CASES:
+        for dtype in DTYPES:
+            for rows, cols in [(9001, 1000), (2101, 4096)]:
+                _, _, plan = _plan(name, rows, cols, dtype, arch)
+                assert plan.segments[0].column_partials
+                assert compile_plan(plan, arch) == [
+                    SchedulerKind.NORMALIZATION,
+                    SchedulerKind.REDUCTION,
+                ]
+
+
+def test_without_a_device_or_with_few_rows_nothing_is_summed_in_parts():
+    define, make, _ = CASES["layernorm"]
+    fd = build(define, DataType.Float)
+    inputs = make(9001, 1000, DataType.Float, np.random.default_rng(0))
+    assert not any(s.column_partials for s in make_plan(fd.fusion, inputs).segments)
+    _, _, few = _plan("layernorm", 300, 1024, DataType.Float)
+    assert not any(s.column_partials for s in few.segments)
+    # fd.segment's kernels are definitions of their own: no partial sums there.
+    planned = make_plan(fd.fusion, inputs, None, PROFILES["sm_90"], column_partials=False)
+    assert [s.extents for s in planned.segments] == [(9001, 1000), (9001, 1000)]
+
+
+def test_params_that_cannot_keep_a_columns_sums_are_refused_by_name():
+    _, _, plan = _plan("layernorm", 9001, 1000, DataType.Float)
+    norm = plan.segments[0]
+    device = PROFILES["sm_90"]
+    p = normalization.default_params(norm, device)
+    assert normalization.is_valid(norm, device, p) is None
+    for bad in (
+        replace(p, cache_row=False),
+        replace(p, rows_per_lane=2),
+        replace(p, cluster=2),
+    ):
+        assert "column sums taken in parts" in normalization.is_valid(norm, device, bad)
+    odd = replace(norm, column_groups=norm.column_groups + 1)
+    assert "does not divide" in normalization.is_valid(odd, device, replace(p, rows_per_block=2))
+
+
+def test_the_plan_printout_names_the_partial_sums():
+    _, _, plan = _plan("rmsnorm", 2101, 4096, DataType.BFloat16)
+    text = str(plan)
+    assert f"column sums in {plan.segments[0].column_groups} row groups" in text
+    assert "sums the row groups' partial sums" in text

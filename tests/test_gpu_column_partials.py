@@ -1,0 +1,50 @@
+"""GPU: layernorm's and rmsnorm's backward where the column sums are taken in parts by the
+normalization (planning.column_partials), against NumPy, from torch tensors and host arrays;
+ragged row counts (a row group walks one row fewer than another)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from fusion_zoo import build
+from test_gpu_execute import to_device, to_host, torch_or_skip
+from training_fusions import (
+    layernorm_backward,
+    layernorm_backward_inputs,
+    layernorm_backward_numpy,
+    rmsnorm_backward,
+    rmsnorm_backward_inputs,
+    rmsnorm_backward_numpy,
+)
+
+from tunefuse import DataType
+
+pytestmark = pytest.mark.gpu
+
+TOLERANCE = {DataType.Float: 1e-4, DataType.BFloat16: 2e-2}
+CASES = {
+    "layernorm": (layernorm_backward, layernorm_backward_inputs, layernorm_backward_numpy),
+    "rmsnorm": (rmsnorm_backward, rmsnorm_backward_inputs, rmsnorm_backward_numpy),
+}
+
+
+@pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16], ids=lambda d: d.value)
+@pytest.mark.parametrize("name", sorted(CASES))
+@pytest.mark.parametrize("rows, cols", [(9001, 1000), (2101, 4096), (1500, 12288), (13001, 768)])
+def test_column_sums_in_parts_compute_the_formula(name, rows, cols, dtype, rng):
+    torch_or_skip()
+    from tunefuse.runtime.executor import device_info_for
+
+    define, make, formula = CASES[name]
+    fd = build(define, dtype)
+    inputs = make(rows, cols, dtype, rng)
+    plan = fd.plan(inputs, device=device_info_for(fd, to_device(inputs)))
+    assert plan.segments[0].column_partials, "the case should take its column sums in parts"
+    want = formula(*inputs)
+    for convert in (to_device, lambda xs: xs):
+        got = [to_host(t) for t in fd.execute(convert(inputs))]
+        for g, w in zip(got, want, strict=True):
+            tol = TOLERANCE[dtype] * max(1.0, float(np.abs(w).max()))
+            np.testing.assert_allclose(
+                np.asarray(g, np.float64), w, rtol=TOLERANCE[dtype], atol=tol
+            )
