@@ -91,7 +91,10 @@ class Scheduler(Protocol):
 #    fits, of 257 to 4096 elements, runs as a normalization (two passes over registers).
 #    Strided rows of at most 128 take a vector of 4 outputs a lane (codegen 19), 8
 #    elements a thread at most, blocks of 128 threads.
-HEURISTICS_VERSION = 19
+# 20: a column sum over the rows of a normalization's [R, C] space (layernorm's and rmsnorm's
+#    dw, db) is summed in parts by the normalization holding each row, in G row groups (one
+#    wave of its blocks), then a reduction of the [G, C] partials (planning.column_partials).
+HEURISTICS_VERSION = 20
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
