@@ -14,10 +14,11 @@ import argparse
 import json
 import sys
 
-sys.path[:0] = [".", "benchmarks"]
+sys.path[:0] = [".", "benchmarks", "tests"]
 
 import torch  # noqa: E402
 from run import copy_bandwidth, timed  # noqa: E402
+from training_fusions import layernorm_backward, rmsnorm_backward  # noqa: E402
 
 from tunefuse import DataType, FusionDefinition  # noqa: E402
 from tunefuse.runtime.executor import Executor  # noqa: E402
@@ -36,50 +37,12 @@ SHAPES = [
 ]
 
 
-def _along(fd, t, like, dims):  # noqa: ANN001, ANN202
-    return fd.ops.broadcast_in_dim(t, like.shape(), dims)
-
-
-def layernorm_backward(fd: FusionDefinition, dt: DataType) -> None:
-    gy = fd.define_tensor(shape=[-1, -1], dtype=dt)
-    x = fd.define_tensor(shape=[-1, -1], dtype=dt)
-    mean = fd.define_tensor(shape=[-1], dtype=F)
-    rstd = fd.define_tensor(shape=[-1], dtype=F)
-    w = fd.define_tensor(shape=[-1], dtype=dt)
-    g, xf = fd.ops.cast(gy, F), fd.ops.cast(x, F)
-    r = _along(fd, rstd, x, [0])
-    xhat = fd.ops.mul(fd.ops.sub(xf, _along(fd, mean, x, [0])), r)
-    gw = fd.ops.mul(g, _along(fd, fd.ops.cast(w, F), x, [1]))
-    a = fd.ops.mean(gw, [1])
-    b = fd.ops.mean(fd.ops.mul(gw, xhat), [1])
-    centred = fd.ops.sub(gw, _along(fd, a, x, [0]))
-    dx = fd.ops.mul(fd.ops.sub(centred, fd.ops.mul(xhat, _along(fd, b, x, [0]))), r)
-    fd.add_output(fd.ops.cast(dx, dt))
-    fd.add_output(fd.ops.cast(fd.ops.sum(fd.ops.mul(g, xhat), [0]), dt))
-    fd.add_output(fd.ops.cast(fd.ops.sum(g, [0]), dt))
-
-
 def torch_layernorm_backward(gy, x, mean, rstd, w):  # noqa: ANN001, ANN201
     g, xf = gy.float(), x.float()
     xhat = (xf - mean[:, None]) * rstd[:, None]
     gw = g * w.float()
     dx = (gw - gw.mean(1, keepdim=True) - xhat * (gw * xhat).mean(1, keepdim=True)) * rstd[:, None]
     return dx.to(gy.dtype), (g * xhat).sum(0).to(gy.dtype), g.sum(0).to(gy.dtype)
-
-
-def rmsnorm_backward(fd: FusionDefinition, dt: DataType) -> None:
-    gy = fd.define_tensor(shape=[-1, -1], dtype=dt)
-    x = fd.define_tensor(shape=[-1, -1], dtype=dt)
-    rstd = fd.define_tensor(shape=[-1], dtype=F)
-    w = fd.define_tensor(shape=[-1], dtype=dt)
-    g, xf = fd.ops.cast(gy, F), fd.ops.cast(x, F)
-    r = _along(fd, rstd, x, [0])
-    gw = fd.ops.mul(g, _along(fd, fd.ops.cast(w, F), x, [1]))
-    c = fd.ops.mean(fd.ops.mul(gw, xf), [1])
-    scale = fd.ops.mul(_along(fd, c, x, [0]), fd.ops.mul(r, r))
-    dx = fd.ops.mul(r, fd.ops.sub(gw, fd.ops.mul(xf, scale)))
-    fd.add_output(fd.ops.cast(dx, dt))
-    fd.add_output(fd.ops.cast(fd.ops.sum(fd.ops.mul(g, fd.ops.mul(xf, r)), [0]), dt))
 
 
 def torch_rmsnorm_backward(gy, x, rstd, w):  # noqa: ANN001, ANN201

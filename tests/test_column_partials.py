@@ -11,14 +11,7 @@ import numpy as np
 import pytest
 from fusion_zoo import build
 from test_codegen_compile import ARCHS, compile_plan
-from training_fusions import (
-    layernorm_backward,
-    layernorm_backward_inputs,
-    layernorm_backward_numpy,
-    rmsnorm_backward,
-    rmsnorm_backward_inputs,
-    rmsnorm_backward_numpy,
-)
+from training_fusions import NORM_BACKWARDS
 
 from tunefuse import DataType
 from tunefuse.device_info import PROFILES
@@ -30,10 +23,7 @@ from tunefuse.schedulers import normalization
 
 DTYPES = [DataType.Float, DataType.BFloat16]
 TOLERANCE = {DataType.Float: 2e-5, DataType.BFloat16: 2e-2}
-CASES = {
-    "layernorm": (layernorm_backward, layernorm_backward_inputs, layernorm_backward_numpy),
-    "rmsnorm": (rmsnorm_backward, rmsnorm_backward_inputs, rmsnorm_backward_numpy),
-}
+CASES = NORM_BACKWARDS
 
 
 def _plan(name: str, rows: int, cols: int, dtype: DataType, arch: str = "sm_90", seed: int = 0):  # noqa: ANN202

@@ -8,24 +8,14 @@ import numpy as np
 import pytest
 from fusion_zoo import build
 from test_gpu_execute import to_device, to_host, torch_or_skip
-from training_fusions import (
-    layernorm_backward,
-    layernorm_backward_inputs,
-    layernorm_backward_numpy,
-    rmsnorm_backward,
-    rmsnorm_backward_inputs,
-    rmsnorm_backward_numpy,
-)
+from training_fusions import NORM_BACKWARDS
 
 from tunefuse import DataType
 
 pytestmark = pytest.mark.gpu
 
 TOLERANCE = {DataType.Float: 1e-4, DataType.BFloat16: 2e-2}
-CASES = {
-    "layernorm": (layernorm_backward, layernorm_backward_inputs, layernorm_backward_numpy),
-    "rmsnorm": (rmsnorm_backward, rmsnorm_backward_inputs, rmsnorm_backward_numpy),
-}
+CASES = NORM_BACKWARDS
 
 
 @pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16], ids=lambda d: d.value)

@@ -218,3 +218,10 @@ CASES = {
         lambda dtype, rng: scaled_where_inputs(33, 257, dtype, rng),
     ),
 }
+
+# Backward passes whose column sums (dw, db) a normalization of the rows takes in parts on
+# a GPU (planning.column_partials): name -> (define, inputs(rows, cols, dtype, rng), formula).
+NORM_BACKWARDS = {
+    "layernorm": (layernorm_backward, layernorm_backward_inputs, layernorm_backward_numpy),
+    "rmsnorm": (rmsnorm_backward, rmsnorm_backward_inputs, rmsnorm_backward_numpy),
+}
