@@ -110,3 +110,21 @@ def test_the_plan_printout_names_the_partial_sums():
     text = str(plan)
     assert f"column sums in {plan.segments[0].column_groups} row groups" in text
     assert "sums the row groups' partial sums" in text
+
+
+def test_a_launch_plan_with_partial_sums_reads_back_exactly():
+    """The persistent cache's launch plan (JSON) keeps the partial sums' buffers and the
+    fused kernel's grid of column_groups / rows_per_block blocks."""
+    from tunefuse.runtime.launch_plan import LaunchPlan
+    from tunefuse.runtime.lower import default_chooser, generate_launches
+
+    fd, _, plan = _plan("layernorm", 2101, 4096, DataType.BFloat16)
+    device = PROFILES["sm_90"]
+    _, lp = generate_launches(plan, device, default_chooser(device))
+    back = LaunchPlan.from_json(lp.to_json(), len(fd.fusion.nodes))
+    assert back == lp
+    norm = plan.segments[0]
+    rows_per_block = normalization.default_params(norm, device).rows_per_block
+    assert back.kernels[0].grid == (norm.column_groups // rows_per_block, 1, 1)
+    partial_buffers = {p.buffer for p in norm.column_partials}
+    assert partial_buffers <= {b.id for b in back.buffers}
