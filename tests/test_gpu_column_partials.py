@@ -20,7 +20,7 @@ CASES = NORM_BACKWARDS
 
 @pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16], ids=lambda d: d.value)
 @pytest.mark.parametrize("name", sorted(CASES))
-@pytest.mark.parametrize("rows, cols", [(9001, 1000), (2101, 4096), (1500, 12288), (13001, 768)])
+@pytest.mark.parametrize("rows, cols", [(9001, 1000), (4100, 4096), (1500, 12288), (13001, 768)])
 def test_column_sums_in_parts_compute_the_formula(name, rows, cols, dtype, rng):
     torch_or_skip()
     from tunefuse.runtime.executor import device_info_for

@@ -41,9 +41,16 @@ from tunefuse.planning.kernel_ir import (
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import normalization
 
-# A row group walks at least this many rows: fewer, and the [G, C] partials cost a fair share
-# of what the column kernel would have read.
+# A row group walks at least this many rows, and the partial sums' bytes (written once,
+# read once) come to at most PARTIAL_SHARE of the bytes the column kernel would read again
+# (its loads that move along the rows and the columns): half, so that fusing saves at least
+# as much as it adds. H100, fused against unfused (benchmarks/surface/norm_backward/
+# g_sweep_short.jsonl): the two cells past half lost (layernorm bf16 [300000, 16] 38.6 ->
+# 44.3 us at 0.79 of the reads saved, [100000, 64] 52.8 -> 57.4 at 0.68); every cell within
+# it won (rmsnorm bf16 [300000, 16] 29.8 -> 26.0 at 0.45, layernorm bf16 [70000, 33] 37.0 ->
+# 34.1 at 0.36, fp32 [300000, 16] 53.2 -> 38.5 at 0.25).
 MIN_ROWS_A_GROUP = 4
+PARTIAL_SHARE = 0.5
 # The registers a thread of the fused kernel takes besides its held elements and partials.
 OTHER_REGISTERS = 32
 
@@ -152,6 +159,12 @@ def _fuse(
     trial = replace(trial, column_groups=groups)
     if n_out < MIN_ROWS_A_GROUP * groups or normalization.is_valid(trial, device, params):
         return None
+    read_again = n_out * sum(
+        ld.dtype.itemsize for ld in column.loads if _moves_along_both(ld.offset, column)
+    )
+    partial_bytes = 2 * groups * sum(p.dtype.itemsize for p in placeholder)
+    if partial_bytes > PARTIAL_SHARE * read_again:
+        return None
     partials = []
     for part in placeholder:
         buf = Buffer(
@@ -206,6 +219,13 @@ def _epilogue_ok(e: Expr, column: Segment) -> bool:
     if isinstance(e, EOp):
         return all(_epilogue_ok(x, column) for x in e.operands)
     return False
+
+
+def _moves_along_both(offset: Affine, column: Segment) -> bool:
+    rows, cols = column.extents
+    return (
+        offset.is_affine and bool(offset.coeff(Var(0, rows))) and bool(offset.coeff(Var(1, cols)))
+    )
 
 
 def _along_columns_only(offset: Affine, column: Segment) -> bool:
