@@ -923,6 +923,22 @@ def named_cases() -> list[FuzzCase]:
                 ["contiguous"] * len(sizes),
             )
         )
+    # Backward passes whose column sums a GPU plan takes in parts (planning.column_partials):
+    # enough rows that every row group walks several; the GPU corpus runs them with random
+    # valid params too (any layout the tuner may pick for the fused kernel).
+    from training_fusions import NORM_BACKWARDS
+
+    for name, dtype, rows, cols in (
+        ("layernorm", DataType.Float, 4500, 1000),
+        ("rmsnorm", DataType.BFloat16, 300000, 16),
+        ("layernorm", DataType.BFloat16, 70000, 33),
+    ):
+        define, make, _ = NORM_BACKWARDS[name]
+        fd = FusionDefinition()
+        with fd:
+            define(fd, dtype)
+        inputs = make(rows, cols, dtype, rng)
+        cases.append(FuzzCase(-1, fd, inputs, [f"{name}_backward"], ["contiguous"] * len(inputs)))
     return cases
 
 
