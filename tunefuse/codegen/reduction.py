@@ -34,6 +34,7 @@ from tunefuse.planning.indexing import Var
 from tunefuse.planning.kernel_ir import EGather, ELoad, EOp, EReduce, Expr, children
 from tunefuse.planning.reductions import FAMILY, MAX_EXP_SUM, contains_reduce, post_order
 from tunefuse.planning.segment import Segment
+from tunefuse.schedulers.normalization import partial_shared_bytes, partials_in_shared
 from tunefuse.schedulers.phases import phases_reading, segment_groups
 from tunefuse.schedulers.reduction import lane_elements
 
@@ -305,6 +306,7 @@ class _Emitter:
             and self.cluster == 1
             and not self.along_outputs
         ), "column sums in parts: rows held one a lane (schedulers.normalization.is_valid)"
+        self.shared_partials = persistent and partials_in_shared(segment, p)
         assert self.cluster == 1 or (self.cache and self.lane_rows == 1), (
             "a row over a cluster is held in registers, one row a lane (schedulers.normalization)"
         )
@@ -593,6 +595,8 @@ class _Emitter:
     def dynamic_shared_bytes(self) -> int:
         """The shared memory the staged rows take (the launch's dynamic shared memory): a
         16-byte aligned region a staged input, `rows_per_block` rows each."""
+        if self.shared_partials:
+            return partial_shared_bytes(self.s, self.p)
         if not self.shared:
             return 0
         n_red = 1
@@ -1426,12 +1430,33 @@ class _Emitter:
         return "\n".join(self.lines)
 
     # -- column sums taken in parts (planning.column_partials) -----------------------------
+    def partial_slot(self, j: int, element: str) -> str:
+        """This thread's partial sum j of its held element `element`: a register, or its own
+        slot of shared memory (schedulers.normalization.partials_in_shared), laid out
+        [element][thread] so that a warp's slots are consecutive words."""
+        if self.shared_partials:
+            threads = self.p.threads_r * self.p.rows_per_block
+            return f"cps{j}[({element}) * {threads} + tf_tid]"
+        return f"cp{j}[{element}]"
+
     def declare_column_partials(self, indent: str) -> None:
-        """cp<j>: this thread's sums of its held columns over the rows its group walks."""
+        """This thread's sums of its held columns over the rows its group walks, zeroed."""
+        if self.shared_partials:
+            threads = self.p.threads_r * self.p.rows_per_block
+            self.w(f"{indent}extern __shared__ __align__(16) unsigned char tf_smem[];")
+            self.w(f"{indent}const int tf_tid = (int)(threadIdx.y * blockDim.x + threadIdx.x);")
+            at = 0
+            for j, part in enumerate(self.s.column_partials):
+                t = part.dtype.cuda
+                self.w(f"{indent}{t}* const cps{j} = reinterpret_cast<{t}*>(tf_smem + {at});")
+                at += -(-(threads * self.ept * part.dtype.itemsize) // 16) * 16
         for j, part in enumerate(self.s.column_partials):
-            self.w(f"{indent}{part.dtype.cuda} cp{j}[{self.slots}];")
+            if not self.shared_partials:
+                self.w(f"{indent}{part.dtype.cuda} cp{j}[{self.slots}];")
             self.w(f"{indent}#pragma unroll")
-            self.w(f"{indent}for (int e = 0; e < {self.slots}; ++e) cp{j}[e] = 0;")
+            self.w(
+                f"{indent}for (int e = 0; e < {self.slots}; ++e) {self.partial_slot(j, 'e')} = 0;"
+            )
 
     def add_column_partials(self, indent: str) -> None:
         """Each held element's operand of every column sum, added to its column's cp<j>."""
@@ -1445,7 +1470,7 @@ class _Emitter:
                 v = r.value(part.operand)
                 if r.dtype(part.operand) is not part.dtype:
                     v = f"tf_cast<{part.dtype.cuda}>({v})"
-                r.emit(f"cp{j}[c * {self.vec} + v] += {v};")
+                r.emit(f"{self.partial_slot(j, f'c * {self.vec} + v')} += {v};")
             self.lines.extend(r.lines)
 
         self.element_loop(body, indent, reads=[part.operand for part in parts])
@@ -1472,7 +1497,8 @@ class _Emitter:
         self.w(f"{indent}      for (int v = 0; v < {self.vec}; ++v) {{")
         for j, part in enumerate(parts):
             self.w(
-                f"{indent}        B{part.buffer}[tf_group * n_red + r0 + v] = cp{j}[c * {self.vec} + v];"
+                f"{indent}        B{part.buffer}[tf_group * n_red + r0 + v] = "
+                f"{self.partial_slot(j, f'c * {self.vec} + v')};"
             )
         self.w(f"{indent}      }}")
         self.w(f"{indent}    }}")

@@ -51,8 +51,6 @@ from tunefuse.schedulers import normalization
 # 34.1 at 0.36, fp32 [300000, 16] 53.2 -> 38.5 at 0.25).
 MIN_ROWS_A_GROUP = 4
 PARTIAL_SHARE = 0.5
-# The registers a thread of the fused kernel takes besides its held elements and partials.
-OTHER_REGISTERS = 32
 
 
 def fuse_column_partials(
@@ -304,17 +302,17 @@ def _used_loads(stores) -> set[int]:  # noqa: ANN001
 def row_groups(segment: Segment, device: DeviceInfo, params: object) -> int:
     """G: as many row groups as the fused kernel's blocks resident on every SM at once (one
     wave: a block a group of rows, so a second wave would double the time of its rows),
-    times rows_per_block. Residency from the registers a thread takes: its held elements of
-    each input read by several passes, its partial sums, OTHER_REGISTERS more."""
+    times rows_per_block. Residency from the registers a thread takes (its held elements of
+    each input read by several passes, its partial sums unless they are in shared memory,
+    PARTIAL_OTHER_REGISTERS more) and the shared memory the partial sums take there."""
     threads = params.threads_r * params.rows_per_block  # type: ignore[attr-defined]
-    ept = params.elements_per_thread  # type: ignore[attr-defined]
-    held = len(normalization.held_row_inputs(segment)) + len(segment.column_partials)
-    registers = min(255, ept * held + OTHER_REGISTERS)
-    resident = max(
-        1,
-        min(
-            device.regs_per_sm // (threads * registers),
-            device.max_threads_per_sm // threads,
-        ),
+    registers = normalization.partial_registers(segment, params)  # type: ignore[arg-type]
+    shared = normalization.partial_shared_bytes(segment, params)  # type: ignore[arg-type]
+    if shared:
+        registers -= params.elements_per_thread * len(segment.column_partials)  # type: ignore[attr-defined]
+    resident = min(
+        device.regs_per_sm // (threads * min(255, registers)),
+        device.max_threads_per_sm // threads,
+        device.shared_per_sm // shared if shared else device.max_threads_per_sm,
     )
-    return device.sm_count * resident * params.rows_per_block  # type: ignore[attr-defined]
+    return device.sm_count * max(1, resident) * params.rows_per_block  # type: ignore[attr-defined]

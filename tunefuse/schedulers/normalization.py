@@ -477,7 +477,7 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     why = reduction.is_valid(segment, device, p.as_reduction())
     if why:
         return why
-    why = _column_partials_error(segment, p)
+    why = _column_partials_error(segment, p, device)
     if why:
         return why
     if p.rows_per_lane > 1 and not p.cache_row:
@@ -525,7 +525,43 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     return None
 
 
-def _column_partials_error(segment: Segment, p: Params) -> str | None:
+# The registers a thread of a kernel taking column sums in parts needs besides its held
+# elements and partial sums (indices, accumulators, addresses).
+PARTIAL_OTHER_REGISTERS = 32
+
+
+def partial_registers(segment: Segment, p: Params) -> int:
+    """Registers a thread holding its row share and its columns' partial sums in registers
+    takes (an estimate: each held element of each input several passes read, each partial
+    sum, PARTIAL_OTHER_REGISTERS more)."""
+    held = len(held_row_inputs(segment)) + len(segment.column_partials)
+    return p.elements_per_thread * held + PARTIAL_OTHER_REGISTERS
+
+
+def partials_in_shared(segment: Segment, p: Params) -> bool:
+    """A thread's partial sums live in shared memory (its own slots: no barrier, no bank
+    conflict) where in registers they would not fit the registers a thread of this block
+    may take (65536 / threads): there the compiler spilled (layernorm bf16 [2048, 12288],
+    1024 threads of 16 elements: 64 registers and 128 bytes of local memory a thread)."""
+    if not segment.column_partials:
+        return False
+    threads = p.threads_r * p.rows_per_block
+    return partial_registers(segment, p) > min(255, 65536 // threads)
+
+
+def partial_shared_bytes(segment: Segment, p: Params) -> int:
+    """The dynamic shared memory partial sums kept there take a block: a 16-byte aligned
+    region a partial sum, one slot a held element a thread."""
+    if not partials_in_shared(segment, p):
+        return 0
+    threads = p.threads_r * p.rows_per_block
+    return sum(
+        -(-(threads * p.elements_per_thread * part.dtype.itemsize) // 16) * 16
+        for part in segment.column_partials
+    )
+
+
+def _column_partials_error(segment: Segment, p: Params, device: DeviceInfo) -> str | None:
     """Why `p` cannot take a segment's column sums in parts (planning.column_partials):
     each thread keeps the sums of the columns it holds, so the row is held in registers,
     a lane's row one of its block's rows_per_block, a grid of column_groups / rows_per_block
@@ -543,6 +579,11 @@ def _column_partials_error(segment: Segment, p: Params) -> str | None:
         return (
             f"column sums in {segment.column_groups} row groups: rows_per_block "
             f"{p.rows_per_block} does not divide them"
+        )
+    if partial_shared_bytes(segment, p) > device.shared_optin_per_block:
+        return (
+            f"column sums in parts: {partial_shared_bytes(segment, p)} bytes of partial sums "
+            f"in shared memory, more than the {device.shared_optin_per_block} a block may use"
         )
     return None
 
