@@ -19,6 +19,7 @@ from tunefuse.planning.column_partials import MIN_ROWS_A_GROUP
 from tunefuse.planning.kernel_ir import BufferKind, SchedulerKind
 from tunefuse.planning.plan import make_plan
 from tunefuse.planning.plan_interpreter import run_plan
+from tunefuse.runtime.lower import default_chooser, generate_launches
 from tunefuse.schedulers import normalization
 
 DTYPES = [DataType.Float, DataType.BFloat16]
@@ -156,3 +157,31 @@ def test_partial_sums_costing_over_half_the_reads_they_save_are_not_taken(
     ]
     plan = make_plan(fd.fusion, inputs, None, PROFILES["sm_90"])
     assert bool(plan.segments[0].column_partials) is fused
+
+
+@pytest.mark.parametrize(
+    "name, dtype, rows, cols, shared",
+    [
+        # 1024 threads of 16 held bf16 elements: 64 registers a thread at most (it spilled)
+        ("layernorm", DataType.BFloat16, 2048, 12288, True),
+        ("rmsnorm", DataType.BFloat16, 2048, 12288, True),
+        ("layernorm", DataType.Float, 1024, 16384, True),
+        # 128 threads may take 255 registers: the partial sums stay in registers
+        ("layernorm", DataType.Float, 8192, 4096, False),
+        ("rmsnorm", DataType.Float, 2048, 12288, False),
+    ],
+)
+def test_partial_sums_go_to_shared_memory_where_registers_would_spill(
+    name, dtype, rows, cols, shared
+):
+    _, _, plan = _plan(name, rows, cols, dtype)
+    norm = plan.segments[0]
+    device = PROFILES["sm_90"]
+    p = normalization.default_params(norm, device)
+    assert normalization.partials_in_shared(norm, p) is shared
+    source = generate_launches(plan, device, default_chooser(device))[0][0]
+    assert ("cps0" in source.source) is shared
+    assert source.shared_bytes >= normalization.partial_shared_bytes(norm, p)
+    if shared:
+        threads = p.threads_r * p.rows_per_block
+        assert normalization.partial_shared_bytes(norm, p) >= threads * p.elements_per_thread * 4
