@@ -146,16 +146,7 @@ def test_a_launch_plan_with_partial_sums_reads_back_exactly():
 def test_partial_sums_costing_over_half_the_reads_they_save_are_not_taken(
     name, dtype, rows, cols, fused
 ):
-    define, _, _ = CASES[name]
-    fd = build(define, dtype)
-    t, f32 = dtype.numpy, np.float32
-    shapes = [((rows, cols), t), ((rows, cols), t), ((rows,), f32)]
-    shapes += [((rows,), f32), ((cols,), t)] if name == "layernorm" else [((cols,), t)]
-    inputs = [  # zero-stride views of one element: planning reads no data
-        np.lib.stride_tricks.as_strided(np.zeros(1, ty), shape, (0,) * len(shape))
-        for shape, ty in shapes
-    ]
-    plan = make_plan(fd.fusion, inputs, None, PROFILES["sm_90"])
+    _, _, plan = _plan_without_data(name, dtype, rows, cols)
     assert bool(plan.segments[0].column_partials) is fused
 
 
@@ -185,3 +176,48 @@ def test_partial_sums_go_to_shared_memory_where_registers_would_spill(
     if shared:
         threads = p.threads_r * p.rows_per_block
         assert normalization.partial_shared_bytes(norm, p) >= threads * p.elements_per_thread * 4
+
+
+@pytest.mark.parametrize(
+    "dtype, cols, layout",
+    [
+        # rows of 33-128 vectors of 2-byte elements: a vector a thread, a row a block
+        (DataType.BFloat16, 1024, (128, 1, 8)),
+        (DataType.Half, 768, (128, 1, 8)),
+        (DataType.BFloat16, 384, (64, 1, 8)),
+        (DataType.BFloat16, 264, (64, 1, 8)),
+        # longer rows, short-row lanes and fp32 keep the rows' default layout
+        (DataType.BFloat16, 2560, None),
+        (DataType.BFloat16, 256, None),
+        (DataType.Float, 1024, None),
+    ],
+)
+def test_short_rows_of_narrow_elements_take_a_vector_a_thread(dtype, cols, layout):
+    rows = 300000
+    _, _, plan = _plan_without_data("layernorm", dtype, rows, cols)
+    norm = plan.segments[0]
+    assert norm.column_partials
+    device = PROFILES["sm_90"]
+    p = normalization.default_params(norm, device)
+    plain = normalization.default_params(replace(norm, column_partials=(), column_groups=0), device)
+    if layout is None:
+        assert (p.threads_r, p.rows_per_block, p.elements_per_thread) == (
+            plain.threads_r,
+            plain.rows_per_block,
+            plain.elements_per_thread,
+        )
+    else:
+        assert (p.threads_r, p.rows_per_block, p.elements_per_thread) == layout
+
+
+def _plan_without_data(name: str, dtype: DataType, rows: int, cols: int):  # noqa: ANN202
+    define, _, _ = CASES[name]
+    fd = build(define, dtype)
+    t, f32 = dtype.numpy, np.float32
+    shapes = [((rows, cols), t), ((rows, cols), t), ((rows,), f32)]
+    shapes += [((rows,), f32), ((cols,), t)] if name == "layernorm" else [((cols,), t)]
+    inputs = [  # zero-stride views of one element: planning reads no data
+        np.lib.stride_tricks.as_strided(np.zeros(1, ty), shape, (0,) * len(shape))
+        for shape, ty in shapes
+    ]
+    return fd, inputs, make_plan(fd.fusion, inputs, None, PROFILES["sm_90"])

@@ -93,7 +93,10 @@ class Scheduler(Protocol):
 #    elements a thread at most, blocks of 128 threads.
 # 20: a column sum over the rows of a normalization's [R, C] space (layernorm's and rmsnorm's
 #    dw, db) is summed in parts by the normalization holding each row, in G row groups (one
-#    wave of its blocks), then a reduction of the [G, C] partials (planning.column_partials).
+#    wave of its blocks), then a reduction of the [G, C] partials (planning.column_partials),
+#    where the partials cost at most half the reads they save; partial sums in shared memory
+#    where registers would spill; rows of 33-128 vectors of 2-byte elements held a vector a
+#    thread, a row a block.
 HEURISTICS_VERSION = 20
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

@@ -302,11 +302,40 @@ def _strided_rows_a_lane(segment: Segment, device: DeviceInfo, outputs: int, ept
     return r
 
 
+# Rows of 2-byte elements of 33 to this many 16-byte vectors, whose column sums a normalization
+# takes in parts, are held a vector a thread, one row a block: a block's reductions span
+# few warps and no row waits at a barrier for another row of its block. H100 (layout sweep,
+# benchmarks/surface/norm_backward/layout_sweep.jsonl: the default against threads x
+# elements x rows a block), bf16: layernorm [16384, 1024] 89.4 -> 80.4 us, [32768, 768]
+# 124.9 -> 104.4, [65536, 512] 134.0 -> 111.2; rmsnorm 63.1 -> 55.7, 86.4 -> 73.3, 95.2 ->
+# 88.3. Longer rows keep the default: there a vector a thread lost or tied (layernorm bf16
+# [8192, 4096] 145.0 -> 167.6 with 512 threads of one vector).
+SHORT_PARTIAL_ROW_VECTORS = 128
+
+
 def _with_column_partials(segment: Segment, device: DeviceInfo) -> Params:
     """The rows' default layout, one row a lane (a thread's columns the same from row to
-    row, their sums kept beside the row's elements)."""
+    row, their sums kept beside the row's elements); short rows of 2-byte elements a vector
+    a thread, a row a block (SHORT_PARTIAL_ROW_VECTORS)."""
     p = default_params(replace(segment, column_partials=(), column_groups=0), device)
-    return replace(p, rows_per_lane=1, blocks_per_sm=0)
+    p = replace(p, rows_per_lane=1, blocks_per_sm=0)
+    along_row = [ld.dtype.itemsize for ld in segment.loads if moves_along_row(segment, ld)]
+    _, n_red = reduction.sizes(segment)
+    vectors = -(-n_red // p.vector)
+    if (
+        p.cache_row
+        and along_row
+        and max(along_row) <= 2
+        and p.vector * max(along_row) == 16
+        and 32 < vectors <= SHORT_PARTIAL_ROW_VECTORS  # (32 or fewer: short-row lanes)
+    ):
+        return replace(
+            p,
+            threads_r=pow2_at_least(vectors),
+            rows_per_block=1,
+            elements_per_thread=p.vector,
+        )
+    return p
 
 
 def _row_in_registers(
