@@ -117,7 +117,6 @@ def test_a_launch_plan_with_partial_sums_reads_back_exactly():
     """The persistent cache's launch plan (JSON) keeps the partial sums' buffers and the
     fused kernel's grid of column_groups / rows_per_block blocks."""
     from tunefuse.runtime.launch_plan import LaunchPlan
-    from tunefuse.runtime.lower import default_chooser, generate_launches
 
     fd, _, plan = _plan("layernorm", 4100, 4096, DataType.BFloat16)
     device = PROFILES["sm_90"]

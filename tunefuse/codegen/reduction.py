@@ -34,7 +34,11 @@ from tunefuse.planning.indexing import Var
 from tunefuse.planning.kernel_ir import EGather, ELoad, EOp, EReduce, Expr, children
 from tunefuse.planning.reductions import FAMILY, MAX_EXP_SUM, contains_reduce, post_order
 from tunefuse.planning.segment import Segment
-from tunefuse.schedulers.normalization import partial_shared_bytes, partials_in_shared
+from tunefuse.schedulers.normalization import (
+    partial_shared_bytes,
+    partial_shared_offsets,
+    partials_in_shared,
+)
 from tunefuse.schedulers.phases import phases_reading, segment_groups
 from tunefuse.schedulers.reduction import lane_elements
 
@@ -1442,14 +1446,14 @@ class _Emitter:
     def declare_column_partials(self, indent: str) -> None:
         """This thread's sums of its held columns over the rows its group walks, zeroed."""
         if self.shared_partials:
-            threads = self.p.threads_r * self.p.rows_per_block
             self.w(f"{indent}extern __shared__ __align__(16) unsigned char tf_smem[];")
             self.w(f"{indent}const int tf_tid = (int)(threadIdx.y * blockDim.x + threadIdx.x);")
-            at = 0
+            offsets = partial_shared_offsets(self.s, self.p)
             for j, part in enumerate(self.s.column_partials):
                 t = part.dtype.cuda
-                self.w(f"{indent}{t}* const cps{j} = reinterpret_cast<{t}*>(tf_smem + {at});")
-                at += -(-(threads * self.ept * part.dtype.itemsize) // 16) * 16
+                self.w(
+                    f"{indent}{t}* const cps{j} = reinterpret_cast<{t}*>(tf_smem + {offsets[j]});"
+                )
         for j, part in enumerate(self.s.column_partials):
             if not self.shared_partials:
                 self.w(f"{indent}{part.dtype.cuda} cp{j}[{self.slots}];")

@@ -20,7 +20,7 @@ from dataclasses import replace
 
 from tunefuse.device_info import DeviceInfo
 from tunefuse.ir.dtypes import DataType
-from tunefuse.ir.ops import OpKind
+from tunefuse.ir.ops import GroupOp, OpKind
 from tunefuse.planning.alias import Buffers
 from tunefuse.planning.indexing import Affine, Var, add, scale, var
 from tunefuse.planning.kernel_ir import (
@@ -28,8 +28,6 @@ from tunefuse.planning.kernel_ir import (
     BufferKind,
     ColumnPartial,
     EConst,
-    EGather,
-    EGuard,
     ELoad,
     EOp,
     EReduce,
@@ -38,6 +36,7 @@ from tunefuse.planning.kernel_ir import (
     Load,
     SchedulerKind,
 )
+from tunefuse.planning.reductions import post_order
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import normalization
 
@@ -51,6 +50,7 @@ from tunefuse.schedulers import normalization
 # 34.1 at 0.36, fp32 [300000, 16] 53.2 -> 38.5 at 0.25).
 MIN_ROWS_A_GROUP = 4
 PARTIAL_SHARE = 0.5
+UNALLOCATED = -1  # a ColumnPartial's buffer before the pass makes it
 
 
 def fuse_column_partials(
@@ -62,18 +62,14 @@ def fuse_column_partials(
     out = list(segments)
     if device is None:
         return out
-    for column in list(out):
-        if column not in out or not _is_column_sum(column):
-            continue
-        for norm in out:
+    for column in [seg for seg in out if _is_column_sum(seg)]:
+        for k, norm in enumerate(out):
             fused = _fuse(norm, column, buffers, device)
-            if fused is None:
-                continue
-            partial_norm, partial_column = fused
-            out.remove(column)
-            k = out.index(norm)
-            out[k : k + 1] = [partial_norm, partial_column]
-            break
+            if fused is not None:
+                out.remove(column)
+                k = out.index(norm)
+                out[k : k + 1] = list(fused)
+                break
     return out
 
 
@@ -95,22 +91,15 @@ def _is_column_sum(seg: Segment) -> bool:
 
 
 def _reduces(e: Expr) -> list[EReduce]:
-    if isinstance(e, EReduce):
-        return [e]
-    if isinstance(e, EOp):
-        return [r for x in e.operands for r in _reduces(x)]
-    if isinstance(e, EGuard):
-        return _reduces(e.then) + _reduces(e.other)
-    if isinstance(e, EGather):
-        return _reduces(e.index)
-    return []
+    """The reductions `e` reads, in the order post_order meets them."""
+    return [x for x in post_order([e]) if isinstance(x, EReduce)]
 
 
 def _plain(e: Expr) -> bool:
     if isinstance(e, (ELoad, EScalar, EConst)):
         return True
     if isinstance(e, EOp):
-        return e.op not in (OpKind.UNIFORM, OpKind.NORMAL) and all(_plain(x) for x in e.operands)
+        return e.op not in GroupOp.RANDOM and all(_plain(x) for x in e.operands)
     return False
 
 
@@ -148,10 +137,14 @@ def _fuse(
         if not (_epilogue_ok(st.expr, column) and _along_columns_only(st.offset, column)):
             return None
     n_out, n_red = norm.extents
-    placeholder = [
-        ColumnPartial(-1, _partial_dtype(e.dtype), op, e.value) for e, op in zip(reduces, operands)
+    # The partial sums, complete but for their buffers: those are made only once the pass
+    # takes them (a declined pass leaves the plan's buffers as they were). The trial segment
+    # is asked for its default params and G, which depend on the sums, not on their buffers.
+    sums = [
+        ColumnPartial(UNALLOCATED, _partial_dtype(e.dtype), op, e.value)
+        for e, op in zip(reduces, operands)
     ]
-    trial = replace(norm, column_partials=tuple(placeholder), column_groups=1)
+    trial = replace(norm, column_partials=tuple(sums), column_groups=1)
     params = normalization.default_params(trial, device)
     groups = row_groups(trial, device, params)
     trial = replace(trial, column_groups=groups)
@@ -160,11 +153,11 @@ def _fuse(
     read_again = n_out * sum(
         ld.dtype.itemsize for ld in column.loads if _moves_along_both(ld.offset, column)
     )
-    partial_bytes = 2 * groups * sum(p.dtype.itemsize for p in placeholder)
+    partial_bytes = 2 * groups * sum(part.dtype.itemsize for part in sums)
     if partial_bytes > PARTIAL_SHARE * read_again:
         return None
     partials = []
-    for part in placeholder:
+    for part in sums:
         buf = Buffer(
             len(buffers.items),
             BufferKind.INTERMEDIATE,
@@ -286,17 +279,7 @@ def _partials_reduction(
 
 
 def _used_loads(stores) -> set[int]:  # noqa: ANN001
-    used: set[int] = set()
-    stack: list[Expr] = [st.expr for st in stores]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, ELoad):
-            used.add(e.load)
-        elif isinstance(e, EReduce):
-            stack.append(e.operand)
-        elif isinstance(e, EOp):
-            stack.extend(e.operands)
-    return used
+    return {e.load for e in post_order([st.expr for st in stores]) if isinstance(e, ELoad)}
 
 
 def row_groups(segment: Segment, device: DeviceInfo, params: object) -> int:

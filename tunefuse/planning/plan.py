@@ -415,7 +415,7 @@ def plan_for(
             )
     if column_partials:
         fused = fuse_column_partials(segments, buffers, device)
-        if fused != segments:
+        if any(seg.column_partials for seg in fused):
             prefix = fusion.fusion_id[:8]
             segments = [_renamed(seg, f"{prefix}_seg{i}") for i, seg in enumerate(fused)]
     segments = mark_read_again(segments, buffers.items, device)

@@ -578,16 +578,24 @@ def partials_in_shared(segment: Segment, p: Params) -> bool:
     return partial_registers(segment, p) > min(255, 65536 // threads)
 
 
-def partial_shared_bytes(segment: Segment, p: Params) -> int:
-    """The dynamic shared memory partial sums kept there take a block: a 16-byte aligned
-    region a partial sum, one slot a held element a thread."""
+def partial_shared_offsets(segment: Segment, p: Params) -> list[int]:
+    """Where each partial sum kept in shared memory starts in the block's dynamic shared
+    memory, and (last) the bytes they take: a 16-byte aligned region a partial sum, one
+    slot a held element a thread. [0] where they are in registers."""
     if not partials_in_shared(segment, p):
-        return 0
+        return [0]
     threads = p.threads_r * p.rows_per_block
-    return sum(
-        -(-(threads * p.elements_per_thread * part.dtype.itemsize) // 16) * 16
-        for part in segment.column_partials
-    )
+    offsets = [0]
+    for part in segment.column_partials:
+        offsets.append(
+            offsets[-1] + -(-(threads * p.elements_per_thread * part.dtype.itemsize) // 16) * 16
+        )
+    return offsets
+
+
+def partial_shared_bytes(segment: Segment, p: Params) -> int:
+    """The dynamic shared memory partial sums kept there take a block."""
+    return partial_shared_offsets(segment, p)[-1]
 
 
 def _column_partials_error(segment: Segment, p: Params, device: DeviceInfo) -> str | None:
