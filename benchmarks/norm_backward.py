@@ -2,6 +2,7 @@
 fp32 and bf16: tunefuse's defaults against torch.compile and a copy, in one run.
 
     python3 benchmarks/norm_backward.py [--no-peers] [--tag NAME] [--only layernorm|rmsnorm]
+        [--shapes 8192x2560 ...]
 
 One JSON line a case (µs medians, L2 flushed; `run.timed`), the error against torch's
 fp32 formula, and the kernels tunefuse ran. Run an older checkout's copy of this script in
@@ -71,7 +72,9 @@ def main() -> None:
     ap.add_argument("--no-peers", action="store_true")
     ap.add_argument("--tag", default="tunefuse")
     ap.add_argument("--only", default=None)
+    ap.add_argument("--shapes", nargs="+", default=None, help="ROWSxCOLS instead of SHAPES")
     args = ap.parse_args()
+    shapes = [tuple(map(int, s.split("x"))) for s in args.shapes] if args.shapes else SHAPES
     bw = copy_bandwidth()
     cases = {
         "layernorm": (layernorm_backward, torch_layernorm_backward),
@@ -80,7 +83,7 @@ def main() -> None:
     for name, (define, reference) in cases.items():
         if args.only and name != args.only:
             continue
-        for rows, cols in SHAPES:
+        for rows, cols in shapes:
             for dt in (F, DataType.BFloat16):
                 ins = inputs(name, rows, cols, dt)
                 with FusionDefinition() as fd:

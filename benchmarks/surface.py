@@ -7,6 +7,11 @@ heuristic between the benchmark's points, not only on them.
     python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle softmax
         layernorm rmsnorm logsumexp bias_gelu transpose2d] [--mbytes 16 256]
         [--dtypes float bfloat16] [--step 4] [--min-reduced N] [--max-reduced N]
+        [--widths 2560 3000 ...] [--no-peers]
+
+--widths replaces a row pattern's grid by rows of those lengths (as many rows as the bytes
+give): the widths between the grid's powers of two. --no-peers skips torch.compile (an older
+checkout's run beside this one's).
 
 Writes DIR/surface.json and DIR/surface.md (a table a pattern: % of copy bandwidth, and the
 ratio to torch.compile, per cell), and DIR/surface_<pattern>.png heat maps where matplotlib is
@@ -90,6 +95,8 @@ def main() -> None:
         default=None,
         help="only the cells that reduce at most this many elements an output",
     )
+    parser.add_argument("--widths", nargs="+", type=int, default=None)
+    parser.add_argument("--no-peers", action="store_true")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     torch._dynamo.config.cache_size_limit = 1024
@@ -102,7 +109,12 @@ def main() -> None:
             fd = pattern_fusion(pattern, dtype)
             for mbytes in args.mbytes:
                 elements = mbytes * (1 << 20) // tdtype.itemsize
-                for shape in shapes(pattern, elements, args.step):
+                grid = (
+                    [(elements // w, w) for w in args.widths]
+                    if args.widths and pattern in ROW_PATTERNS
+                    else shapes(pattern, elements, args.step)
+                )
+                for shape in grid:
                     reduced = reduced_extent(pattern, shape)
                     if reduced < args.min_reduced or (args.max_reduced or reduced) < reduced:
                         continue
@@ -113,7 +125,7 @@ def main() -> None:
                         for _ in range(ROW_OPERANDS.get(pattern, 0))
                     ]
                     ours = fd.execute(inputs, cache=None)
-                    theirs = compiled(*inputs)
+                    theirs = tuple(ours) if args.no_peers else compiled(*inputs)
                     theirs = theirs if isinstance(theirs, tuple) else (theirs,)
                     ok = all(
                         torch.allclose(
@@ -127,7 +139,11 @@ def main() -> None:
                     )
                     moved = sum(t.numel() * t.element_size() for t in [*inputs, *ours])
                     t_ours = timed(lambda inputs=inputs: fd.execute(inputs, cache=None))
-                    t_compile = timed(lambda inputs=inputs: compiled(*inputs))
+                    t_compile = (
+                        math.nan
+                        if args.no_peers
+                        else timed(lambda inputs=inputs: compiled(*inputs))
+                    )
                     copy_us = moved / (bandwidth * 1e12) * 1e6
                     cells.append(
                         {

@@ -11,7 +11,10 @@ import numpy as np
 from tunefuse.device_info import DeviceInfo
 from tunefuse.errors import ExecutionError
 
-DEFAULT_DYNAMIC_SHARED = 48 * 1024  # what every kernel may ask for without opting in
+# Without opting in, a kernel's static and dynamic shared memory together may come to 48 KB:
+# a kernel of 96 bytes of static arrays that asked for 48 KB of dynamic memory failed to
+# launch (CUDA_ERROR_INVALID_VALUE). So every kernel that asks for dynamic shared memory
+# opts in to the bytes it asks for (one driver call when it is first loaded).
 
 
 @dataclass(frozen=True)
@@ -120,14 +123,14 @@ class Runtime:
 
     def kernel(self, name: str, cubin: bytes, dynamic_shared: int = 0) -> object:
         """The loaded kernel `name` from `cubin` (each module loaded once), allowed the
-        `dynamic_shared` bytes its launches ask for (beyond 48 KB a kernel must opt in)."""
+        `dynamic_shared` bytes its launches ask for (an opt-in: see above)."""
         k = self._kernels.get(name)
         if k is None:
             from cuda.core import ObjectCode
 
             k = ObjectCode.from_cubin(cubin).get_kernel(name)
             self._kernels[name] = k
-        if dynamic_shared > self._dynamic_shared.get(name, DEFAULT_DYNAMIC_SHARED):
+        if dynamic_shared > self._dynamic_shared.get(name, 0):
             self._allow_dynamic_shared(name, k, dynamic_shared)
         return k
 

@@ -124,6 +124,49 @@ def vectors_of_share(n: int, parts: int, vector: int) -> int:
     return -(-(-(-n // parts)) // vector) * vector
 
 
+def balanced_threads(row_vectors: int, most_vectors: int, max_threads: int) -> int:
+    """Threads for a row of `row_vectors` vectors (more than a warp's worth: shorter rows are
+    laid out as lanes) held at most `most_vectors` a thread: a whole number of warps that
+    leaves the fewest of its vector slots idle, the fewest threads among those. Powers of
+    two alone left a sixth to three eighths of the slots idle at widths that are not one
+    (bf16 2560: 128 threads of 3 vectors for 320, where 160 of 2 fit it exactly), and every
+    idle slot still takes its registers and a block's time."""
+    warps = range(reduction.WARP, max_threads + 1, reduction.WARP)
+    fitting = [t for t in warps if t * most_vectors >= row_vectors]
+    return min(fitting, key=lambda t: (t * -(-row_vectors // t) - row_vectors, t))
+
+
+def _fewer_idle_slots(
+    segment: Segment, device: DeviceInfo, threads: int, ept: int
+) -> tuple[int, int]:
+    """(threads, elements a thread) of a row held in registers: the power of two's, or
+    `balanced_threads`' (at most as many elements a thread) where that keeps more rows
+    resident an SM by the register estimate. H100, one run each way, twice
+    (`benchmarks/README.md`, "Rows of whole warps"): the backward's rows, whose held inputs
+    bound the blocks an SM, gained (layernorm bf16 [24576, 2560] 295 -> 229 us, rmsnorm bf16
+    [4096, 5120] 103 -> 78); softmax's one held input did not (bf16 [3276, 10240] 60.4 ->
+    63.5 with 640 threads of 2 vectors for 512 of 3: the same rows an SM by the estimate)."""
+    _, n_red = reduction.sizes(segment)
+    vector = reduction.reduced_vector(segment)
+    row_vectors = -(-n_red // vector)
+    even = balanced_threads(row_vectors, ept // vector, device.max_threads_per_block)
+    even_ept = vectors_of_share(n_red, even, vector)
+    if rows_resident(segment, device, even, even_ept) > rows_resident(
+        segment, device, threads, ept
+    ):
+        return even, even_ept
+    return threads, ept
+
+
+def rows_resident(segment: Segment, device: DeviceInfo, threads: int, ept: int) -> int:
+    """Blocks of one row of `threads` holding `ept` elements each resident an SM, by the
+    register estimate (`held_registers`)."""
+    return min(
+        device.regs_per_sm // (threads * min(255, held_registers(segment, ept))),
+        device.max_threads_per_sm // threads,
+    )
+
+
 def shared_row_fits(segment: Segment, device: DeviceInfo, rows_per_block: int) -> bool:
     return (
         shared_row_bytes(segment, rows_per_block) + SHARED_ROW_RESERVE
@@ -172,10 +215,11 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     while threads < device.max_threads_per_block and -(-n_red // threads) > most:
         threads *= 2
     ept = vectors_of_share(n_red, threads, vector)
-    rows = max(1, 128 // threads)
     # One block per `rows` rows, no grid-stride (blocks_per_sm 0): softmax 8192x4096 fp32
     # 95.7 -> 94.1 us, layernorm 95.8 -> 95.3 against 32 blocks an SM (benchmarks/sweep.py).
     if ept <= MAX_CACHED_ELEMENTS:
+        threads, ept = _fewer_idle_slots(segment, device, threads, ept)
+        rows = max(1, 128 // threads)
         return _row_in_registers(segment, device, threads, rows, ept, vector)
     # Too long for registers: staged in shared memory where it fits (read once), else re-read.
     # A staged row of more than half an SM's shared memory leaves one block an SM: it takes
@@ -331,7 +375,7 @@ def _with_column_partials(segment: Segment, device: DeviceInfo) -> Params:
     ):
         return replace(
             p,
-            threads_r=pow2_at_least(vectors),
+            threads_r=-(-vectors // reduction.WARP) * reduction.WARP,
             rows_per_block=1,
             elements_per_thread=p.vector,
         )
@@ -559,12 +603,17 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
 PARTIAL_OTHER_REGISTERS = 32
 
 
-def partial_registers(segment: Segment, p: Params) -> int:
-    """Registers a thread holding its row share and its columns' partial sums in registers
-    takes (an estimate: each held element of each input several passes read, each partial
-    sum, PARTIAL_OTHER_REGISTERS more)."""
+def held_registers(segment: Segment, ept: int) -> int:
+    """Registers a thread holding `ept` elements of its row share (and its columns' partial
+    sums) in registers takes: an estimate, each held element of each input several passes
+    read, each partial sum, PARTIAL_OTHER_REGISTERS more."""
     held = len(held_row_inputs(segment)) + len(segment.column_partials)
-    return p.elements_per_thread * held + PARTIAL_OTHER_REGISTERS
+    return ept * held + PARTIAL_OTHER_REGISTERS
+
+
+def partial_registers(segment: Segment, p: Params) -> int:
+    """`held_registers` of a kernel taking column sums in parts with params `p`."""
+    return held_registers(segment, p.elements_per_thread)
 
 
 def partials_in_shared(segment: Segment, p: Params) -> bool:
@@ -640,11 +689,24 @@ def _cluster_error(device: DeviceInfo, p: Params) -> str | None:
     return None
 
 
+def thread_choices(segment: Segment, device: DeviceInfo) -> list[int]:
+    """Powers of two, and the whole numbers of warps that hold the row exactly (or with the
+    fewest idle vectors) at 1 to MAX_CACHED_ELEMENTS / vector vectors a thread."""
+    _, n_red = reduction.sizes(segment)
+    vector = reduction.reduced_vector(segment)
+    row_vectors = -(-n_red // vector)
+    choices = {1 << k for k in range(11)}
+    for most in range(1, MAX_CACHED_ELEMENTS // vector + 1):
+        if reduction.WARP * most < row_vectors <= device.max_threads_per_block * most:
+            choices.add(balanced_threads(row_vectors, most, device.max_threads_per_block))
+    return sorted(choices)
+
+
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
     space = {
-        "threads_r": optuna.distributions.CategoricalDistribution([1 << k for k in range(11)]),
+        "threads_r": optuna.distributions.CategoricalDistribution(thread_choices(segment, device)),
         "rows_per_block": optuna.distributions.CategoricalDistribution([1 << k for k in range(10)]),
         "inner": optuna.distributions.CategoricalDistribution([True, False]),
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 4, 8, 16, 32, 64]),

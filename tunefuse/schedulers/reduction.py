@@ -579,13 +579,23 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     return Params(threads_r, rows, False, 32, vector, unroll, evict_first_pays(segment))
 
 
+# A row's threads in an inner layout are a power of two (lanes of one warp combine by xor
+# shuffles) or whole warps, which combine through shared memory in warp order (any count).
+WARP = 32
+
+
 def block_threads(p: Params) -> int:
     return p.threads_r * p.rows_per_block
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
-    if p.threads_r < 1 or p.threads_r & (p.threads_r - 1):
-        return f"threads_r {p.threads_r} is not a power of two"
+    if p.threads_r < 1 or (
+        p.threads_r & (p.threads_r - 1) and not (p.inner and p.threads_r % WARP == 0)
+    ):
+        return (
+            f"threads_r {p.threads_r} is not a power of two (or, in an inner layout, a whole "
+            "number of warps)"
+        )
     if (
         p.rows_per_block < 1
         or block_threads(p) > device.max_threads_per_block
