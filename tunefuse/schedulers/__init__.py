@@ -97,7 +97,11 @@ class Scheduler(Protocol):
 #    where the partials cost at most half the reads they save; partial sums in shared memory
 #    where registers would spill; rows of 33-128 vectors of 2-byte elements held a vector a
 #    thread, a row a block.
-HEURISTICS_VERSION = 20
+# 21: a row held in registers whose power-of-two thread count leaves vector slots idle takes
+#    the whole number of warps that leaves the fewest (at most as many elements a thread),
+#    where the register estimate keeps more of its rows resident an SM (a backward's rows
+#    holding dy and x); short partial rows round up to warps, not to a power of two.
+HEURISTICS_VERSION = 21
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
