@@ -925,13 +925,17 @@ def named_cases() -> list[FuzzCase]:
         )
     # Backward passes whose column sums a GPU plan takes in parts (planning.column_partials):
     # enough rows that every row group walks several; the GPU corpus runs them with random
-    # valid params too (any layout the tuner may pick for the fused kernel).
+    # valid params too (any layout the tuner may pick for the fused kernel, any whole number
+    # of warps a row among them).
     from training_fusions import NORM_BACKWARDS
 
     for name, dtype, rows, cols in (
         ("layernorm", DataType.Float, 4500, 1000),
         ("rmsnorm", DataType.BFloat16, 300000, 16),
         ("layernorm", DataType.BFloat16, 70000, 33),
+        # rows of whole warps that are no power of two (160 and 96 threads), in parts
+        ("layernorm", DataType.BFloat16, 4000, 2560),
+        ("rmsnorm", DataType.BFloat16, 6001, 1536),
     ):
         define, make, _ = NORM_BACKWARDS[name]
         fd = FusionDefinition()

@@ -43,11 +43,12 @@ def test_forward_rows_of_any_width(name, dtype, cols, rng):
 @pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16], ids=lambda d: d.value)
 @pytest.mark.parametrize("name", sorted(NORM_BACKWARDS))
 @pytest.mark.parametrize("cols", WIDTHS)
-def test_backward_rows_of_any_width(name, dtype, cols, rng):
+@pytest.mark.parametrize("rows", [4099, 301])  # column sums in parts, and not
+def test_backward_rows_of_any_width(name, dtype, rows, cols, rng):
     torch_or_skip()
     define, make, formula = NORM_BACKWARDS[name]
     fd = build(define, dtype)
-    inputs = make(4099, cols, dtype, rng)
+    inputs = make(rows, cols, dtype, rng)
     want = formula(*inputs)
     got = [to_host(t) for t in fd.execute(to_device(inputs))]
     tol = BACKWARD_TOLERANCE[dtype]
