@@ -22,10 +22,14 @@ from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import scheduler_for
 
 CODEGEN_VERSION = (
-    "19"  # bump when generated code changes: tuned records of another version are not used
+    "20"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
+# 20: a run of plain accumulators over a row held in registers is one pass, combined across
+#     the block with one pair of barriers (layernorm's backward: two sums a row); loads the
+#     row loop does not change (a weight) are held from before it; a kernel taking column
+#     sums in parts is compiled to fit the blocks an SM its row groups count on.
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,12 @@ def generate(
         body = emit_transpose(segment, name, args, params)  # type: ignore[arg-type]
     else:
         body, dynamic_shared = emit_reduction(
-            segment, name, args, params, kind is SchedulerKind.NORMALIZATION
+            segment,
+            name,
+            args,
+            params,
+            kind is SchedulerKind.NORMALIZATION,
+            partial_blocks(segment, device, params),
         )
     grid, block, smem = scheduler.grid(segment, device, params)
     if grid[2] > 65535:
@@ -99,6 +108,18 @@ def generate(
         params,
         workspace,
     )
+
+
+def partial_blocks(segment: Segment, device: DeviceInfo, params: object) -> int:
+    """The blocks an SM a kernel taking column sums in parts is compiled to fit: as many
+    as its row groups (G) put on an SM, and no more than its params' estimate fits (a
+    tuner's layout G was not sized for is not squeezed into G's residency); 0 elsewhere."""
+    if not segment.column_partials:
+        return 0
+    from tunefuse.schedulers.normalization import partial_blocks_resident
+
+    waves = segment.column_groups // params.rows_per_block // device.sm_count  # type: ignore[attr-defined]
+    return max(1, min(waves, partial_blocks_resident(segment, device, params)))  # type: ignore[arg-type]
 
 
 def kind_is_split(segment: Segment, params: object) -> bool:

@@ -391,17 +391,21 @@ class ExprRenderer:
         self.lines.append(f"{self.indent}  {target} = {cast};")
 
 
-def kernel_opening(name: str, args: list[KernelArg], block: int, cluster: int = 1) -> str:
+def kernel_opening(
+    name: str, args: list[KernelArg], block: int, cluster: int = 1, min_blocks: int = 0
+) -> str:
     """The kernel's signature and opening brace; an argument with a constant is declared
     `constexpr` under its name (the parameter, renamed, goes unused). `cluster` > 1: the
     blocks are launched in clusters of that many along x (compiled in, so any launch API
-    launches them so)."""
+    launches them so). `min_blocks` > 1: the compiler fits that many blocks on an SM (its
+    registers a thread at most 65536 / (block x min_blocks))."""
     params = ",\n    ".join(
         f"{a.ctype} {a.name}{'_' if a.constant is not None else ''}" for a in args
     )
     dims = f"__cluster_dims__({cluster}, 1, 1) " if cluster > 1 else ""
+    bounds = f"{block}, {min_blocks}" if min_blocks > 1 else f"{block}"
     lines = [
-        f'extern "C" __global__ void {dims}__launch_bounds__({block}) {name}(\n    {params}) {{'
+        f'extern "C" __global__ void {dims}__launch_bounds__({bounds}) {name}(\n    {params}) {{'
     ]
     lines += [
         f"  constexpr {a.ctype} {a.name} = {a.constant};" for a in args if a.constant is not None

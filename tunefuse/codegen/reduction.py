@@ -348,6 +348,8 @@ class _Emitter:
         self.kept_values = (
             self.values_kept_across_passes() if self.cache and self.cluster == 1 else {}
         )
+        self.hoisted = self.hoisted_loads()
+        self.min_blocks = 0  # set by emit_reduction
 
     def values_kept_across_passes(self) -> dict[Expr, tuple[int, int]]:
         """Costly element values (an exp, a division...) that one accumulator's pass computes
@@ -355,8 +357,11 @@ class _Emitter:
         row in registers, softmax's exp(x - max) is summed by one pass and divided by the sum
         in the output pass: kept, it is computed once an element instead of twice. At most
         MAX_KEPT_VALUES arrays, so that the registers stay a few; Welford passes not."""
+        # An accumulator's pass is its run's (`pass_groups`): the position of the run's first.
+        pass_at = {acc.index: self.accs.index(run[0]) for run in self.pass_groups() for acc in run}
         first: dict[Expr, int] = {}
-        for pos, acc in enumerate(self.accs):
+        for acc in self.accs:
+            pos = pass_at[acc.index]
             if acc.family == "welford":
                 continue
             stack = [acc.operand]
@@ -366,7 +371,7 @@ class _Emitter:
                     first.setdefault(e, pos)
                 stack.extend(_children(e))
         kept: dict[Expr, tuple[int, int]] = {}
-        later = [(pos, acc.operand) for pos, acc in enumerate(self.accs) if acc.family != "welford"]
+        later = [(pass_at[acc.index], acc.operand) for acc in self.accs if acc.family != "welford"]
         later += [(len(self.accs), st.expr) for st in self.s.stores if not st.reduced]
         for pos, root in later:
             stack = [root]
@@ -482,7 +487,7 @@ class _Emitter:
         self,
         body,
         indent: str,
-        fill: bool = False,
+        fill: bool | str = False,
         chunk_open=None,  # noqa: ANN001
         chunk_close=None,
         reads: Sequence[Expr] = (),
@@ -506,18 +511,20 @@ class _Emitter:
             self.w(f"{indent}for (int c = 0; c < {self.ept // step}; ++c) {{")
             begin, end = ("r_begin + ", "r_end") if self.cluster > 1 else ("", "n_red")
             self.w(f"{indent}  const {it} r0 = {begin}({it})c * {tr_n * step} + ({it})tr * {step};")
-            self.w(f"{indent}  if (row_ok && r0 < {end}) {{")
+            row_ok = "" if fill == "hoisted" else "row_ok && "
+            self.w(f"{indent}  if ({row_ok}r0 < {end}) {{")
             inner = indent + "    "
             if fill:
                 self.unravel(self.red, "r0", inner)
-                vector_fill = [k for k in self.cached_loads if k in self.vec_loads]
+                filled = self.filled_loads(fill)
+                vector_fill = [k for k in filled if k in self.vec_loads]
                 for k in vector_fill:
                     self.vector_load(k, f"x{k}", inner)
                     self.w(f"{inner}#pragma unroll")
                     self.w(
                         f"{inner}for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = x{k}.v[v];"
                     )
-                scalar_fill = [k for k in self.cached_loads if k not in self.vec_loads]
+                scalar_fill = [k for k in filled if k not in self.vec_loads]
                 self.lane_copies(scalar_fill, lambda k: f"cl{k}[c * {vec} + v]", inner)
             else:
                 self.chunk(body, inner, cached, set(), reads, chunk_open, chunk_close)
@@ -627,10 +634,6 @@ class _Emitter:
             self.w(
                 f"  tf_at += ({self.p.rows_per_block}LL * n_red * (long long)sizeof({t}) + 15) / 16 * 16;"
             )
-
-    def fill_cache(self, indent: str) -> None:
-        """Loads every row-dependent input of this thread's elements into registers."""
-        self.element_loop(None, indent, fill=True)
 
     def block_reduce(self, acc: _Accumulator, indent: str, declare: bool = True) -> None:
         """acc<i> of every thread of a row combined, the total in every thread of the row.
@@ -744,10 +747,13 @@ class _Emitter:
         self.w(f"{indent}  {a} = {_combine(acc, a, 'other')};")
         self.w(f"{indent}}}")
 
-    def gather_warp_partials(self, acc: _Accumulator, indent: str, lanes: int) -> None:
+    def gather_warp_partials(
+        self, acc: _Accumulator, indent: str, lanes: int, barrier: bool = True
+    ) -> None:
         """Every thread combines the row's warp partials from shared memory itself, in warp
         order: one barrier to publish them and one before the array is written again, where a
-        tree would take a barrier per level."""
+        tree would take a barrier per level (`barrier` False: the caller's, after a run of
+        accumulators gathered together)."""
         a = f"acc{acc.index}"
 
         def cell(w: str) -> str:
@@ -762,15 +768,20 @@ class _Emitter:
         self.w(f"{indent}{a} = {cell('0')};")
         self.w(f"{indent}#pragma unroll")
         self.w(f"{indent}for (int w = 1; w < {lanes}; ++w) {a} = {_combine(acc, a, cell('w'))};")
-        self.w(f"{indent}__syncthreads();")
+        if barrier:
+            self.w(f"{indent}__syncthreads();")
 
     def pass_groups(self) -> list[list[_Accumulator]]:
-        """The accumulators in pass order, those one pass computes together in one list: a
-        row read from memory each pass (not held in registers or shared memory) takes every
-        run of plain accumulators (sum, prod, max, min) whose operands read no reduction in
-        one pass. LayerNorm's dw and db summed the columns of dy in two passes, reading dy
-        twice."""
-        together = not (self.cache or self.shared) and self.cluster == 1 and self.lane_rows == 1
+        """The accumulators in pass order, those one pass computes together in one list:
+        every run of plain accumulators (sum, prod, max, min) whose operands read no
+        reduction. A row read from memory each pass reads it once for them (layernorm's dw
+        and db summed the columns of dy in two passes, reading dy twice); a row held in
+        registers computes what their operands share once and combines them across the
+        block with one pair of barriers (`row_reduce_run`: layernorm's backward has two such
+        sums a row). Not a row staged in shared memory, over a cluster, rows a lane or a
+        vector of outputs a lane held in registers: those keep a pass an accumulator."""
+        held_alone = self.shared or (self.cache and self.along_outputs)
+        together = not held_alone and self.cluster == 1 and self.lane_rows == 1
         runs: list[list[_Accumulator]] = []
         joinable = False
         for acc in self.accs:
@@ -1054,6 +1065,29 @@ class _Emitter:
         self.w(f"  const {it} r_end = ({it})min((long long)r_begin + tf_share, (long long)n_red);")
 
     # -- a row over a cluster of blocks (sm_90) ------------------------------------------
+    def row_reduce_run(self, run: list[_Accumulator], indent: str) -> None:
+        """The accumulators of one pass (`pass_groups`), each the row's total in every
+        thread. Where a row's threads are whole warps of one block, the run's warp partials
+        are published together and gathered after one barrier (one more before the arrays
+        are written again): a pair of barriers for the run, not a pair an accumulator. Each
+        accumulator combines in the order it would alone, so its total is the same bits."""
+        tr_n = self.p.threads_r
+        whole_warps = self.p.inner and tr_n > 32 and self.cluster == 1
+        if len(run) == 1 or not whole_warps or any(a.family == MAX_EXP_SUM for a in run):
+            for acc in run:
+                self.row_reduce(acc, indent)
+            return
+        lanes, rows = tr_n // 32, self.p.rows_per_block
+        for acc in run:
+            self.butterfly(acc, indent, 16, "0xffffffffu")
+            self.publish_fields(
+                acc, "sm", rows * lanes, "(tr & 31) == 0", f"to * {lanes} + (tr >> 5)", indent
+            )
+        self.w(f"{indent}__syncthreads();")
+        for acc in run:
+            self.gather_warp_partials(acc, indent, lanes, barrier=False)
+        self.w(f"{indent}__syncthreads();")
+
     def row_reduce(self, acc: _Accumulator, indent: str) -> None:
         """acc<i> of every thread of the row, the total in every thread: across the block,
         then (a row over a cluster) across the cluster."""
@@ -1285,21 +1319,48 @@ class _Emitter:
         """cl<k>: this row's cached elements of input k (with rows a lane, a reference to
         the row's slice of cl<k>_q, declared once a tile)."""
         for k in self.cached_loads if self.cache else []:
+            if k in self.hoisted:
+                continue  # declared and loaded before the row loop
             t = self.s.loads[k].dtype.cuda
             if self.lane_rows > 1:
                 self.w(f"{indent}{t} (&cl{k})[{self.slots}] = cl{k}_q[q];")
             else:
                 self.w(f"{indent}{t} cl{k}[{self.slots}];")
 
-    def fill_registers(self, indent: str) -> None:
-        if not (self.cache and self.cached_loads):
+    def filled_loads(self, fill: bool | str) -> list[int]:
+        """The cached loads a fill loads: "hoisted" those the row loop does not change
+        (`hoisted_loads`), True the others."""
+        hoisted = fill == "hoisted"
+        return [k for k in self.cached_loads if (k in self.hoisted) is hoisted]
+
+    def hoisted_loads(self) -> set[int]:
+        """Cached loads whose elements are the same in every row (a norm's weight, read by
+        several passes): loaded into registers once, before a block walks its rows, where
+        each row would load them again (a grid-stride loop: column sums in parts, a capped
+        grid)."""
+        if not self.cache or self.lane_rows > 1 or self.along_outputs or self.cluster > 1:
+            return set()
+        return {
+            k
+            for k in self.cached_loads
+            if self.s.loads[k].offset.is_affine
+            and not any(self.s.loads[k].offset.coeff(Var(j, self.s.extents[j])) for j in self.outer)
+        }
+
+    def fill_registers(self, indent: str, fill: bool | str = True) -> None:
+        """Declares (hoisted) and zeroes the cached loads' registers, then loads them: `fill`
+        "hoisted" the row-invariant ones before the row loop, True the others in it."""
+        loads = self.filled_loads(fill) if self.cache else []
+        if not loads:
             return
-        for k in self.cached_loads:
+        for k in loads:
+            if fill == "hoisted":
+                self.w(f"{indent}{self.s.loads[k].dtype.cuda} cl{k}[{self.slots}];")
             self.w(f"{indent}#pragma unroll")
             self.w(
                 f"{indent}for (int e = 0; e < {self.slots}; ++e) cl{k}[e] = {{}};"
             )  # {} not T{}: long long{} does not parse
-        self.fill_cache(indent)
+        self.element_loop(None, indent, fill=fill)
 
     def row_body(self, indent: str) -> None:
         """A row's passes (one per accumulator), its reduced outputs and its full-size ones."""
@@ -1318,8 +1379,8 @@ class _Emitter:
             if self.lane_totals:
                 self.lane_totals_of(run, indent)
                 continue
+            self.row_reduce_run(run, indent)
             for acc in run:
-                self.row_reduce(acc, indent)
                 self.finalize(acc, indent)
         self.phase = len(self.accs)
         full = [(k, st) for k, st in enumerate(s.stores) if not st.reduced]
@@ -1365,7 +1426,7 @@ class _Emitter:
     def emit(self) -> str:
         p, it = self.p, self.itype
         block = p.threads_r * p.rows_per_block
-        self.w(kernel_opening(self.name, self.args, block, self.cluster))
+        self.w(kernel_opening(self.name, self.args, block, self.cluster, self.min_blocks))
         n_out = " * ".join(f"({it})E{j}" for j in self.outer) or f"({it})1"
         n_red = " * ".join(f"({it})E{j}" for j in self.red) or f"({it})1"
         self.w(f"  const {it} n_out = {n_out};")
@@ -1388,6 +1449,8 @@ class _Emitter:
         # A cluster's blocks share their rows: the cluster's index, not the block's, walks them.
         per = f" / {self.cluster}" if self.cluster > 1 else ""
         self.declare_column_partials("  ")
+        if self.hoisted:
+            self.fill_registers("  ", fill="hoisted")
         self.w(
             f"  for ({it} row_base = ({it})(blockIdx.x{per}) * {tile}; row_base < {n_rows}; "
             f"row_base += ({it})(gridDim.x{per}) * {tile}) {{"
@@ -1516,7 +1579,10 @@ def emit_reduction(
     args: list[KernelArg],
     p,
     persistent: bool,  # noqa: ANN001
+    min_blocks: int = 0,
 ) -> tuple[str, int]:
-    """The kernel's source and the dynamic shared memory its launch needs."""
+    """The kernel's source and the dynamic shared memory its launch needs; `min_blocks`
+    the blocks an SM its launch bounds ask for (`kernel_opening`)."""
     emitter = _Emitter(segment, name, args, p, persistent)
+    emitter.min_blocks = min_blocks
     return emitter.emit(), emitter.dynamic_shared_bytes()

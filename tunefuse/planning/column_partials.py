@@ -285,17 +285,7 @@ def _used_loads(stores) -> set[int]:  # noqa: ANN001
 def row_groups(segment: Segment, device: DeviceInfo, params: object) -> int:
     """G: as many row groups as the fused kernel's blocks resident on every SM at once (one
     wave: a block a group of rows, so a second wave would double the time of its rows),
-    times rows_per_block. Residency from the registers a thread takes (its held elements of
-    each input read by several passes, its partial sums unless they are in shared memory,
-    PARTIAL_OTHER_REGISTERS more) and the shared memory the partial sums take there."""
-    threads = params.threads_r * params.rows_per_block  # type: ignore[attr-defined]
-    registers = normalization.partial_registers(segment, params)  # type: ignore[arg-type]
-    shared = normalization.partial_shared_bytes(segment, params)  # type: ignore[arg-type]
-    if shared:
-        registers -= params.elements_per_thread * len(segment.column_partials)  # type: ignore[attr-defined]
-    resident = min(
-        device.regs_per_sm // (threads * min(255, registers)),
-        device.max_threads_per_sm // threads,
-        device.shared_per_sm // shared if shared else device.max_threads_per_sm,
-    )
-    return device.sm_count * max(1, resident) * params.rows_per_block  # type: ignore[attr-defined]
+    times rows_per_block (`normalization.partial_blocks_resident`: from the registers a
+    thread takes and the shared memory partial sums kept there take)."""
+    resident = normalization.partial_blocks_resident(segment, device, params)  # type: ignore[arg-type]
+    return device.sm_count * resident * params.rows_per_block  # type: ignore[attr-defined]

@@ -616,6 +616,28 @@ def partial_registers(segment: Segment, p: Params) -> int:
     return held_registers(segment, p.elements_per_thread)
 
 
+def partial_blocks_resident(segment: Segment, device: DeviceInfo, p: Params) -> int:
+    """Blocks of a kernel taking column sums in parts resident an SM, by the register
+    estimate (`partial_registers`, less the partial sums kept in shared memory) and the
+    shared memory those take: what G counts on (planning.column_partials.row_groups), and
+    what the kernel's launch bounds ask the compiler to fit (codegen), so that G's one wave
+    is one wave: layernorm bf16 [10000, 3000] compiled to 117 registers where 112 were
+    counted on, 2 blocks an SM for 3, and its 396 row groups ran in two waves (1.11x)."""
+    threads = p.threads_r * p.rows_per_block
+    registers = partial_registers(segment, p)
+    shared = partial_shared_bytes(segment, p)
+    if shared:
+        registers -= p.elements_per_thread * len(segment.column_partials)
+    return max(
+        1,
+        min(
+            device.regs_per_sm // (threads * min(255, registers)),
+            device.max_threads_per_sm // threads,
+            device.shared_per_sm // shared if shared else device.max_threads_per_sm,
+        ),
+    )
+
+
 def partials_in_shared(segment: Segment, p: Params) -> bool:
     """A thread's partial sums live in shared memory (its own slots: no barrier, no bank
     conflict) where in registers they would not fit the registers a thread of this block
