@@ -1,0 +1,137 @@
+"""Codegen of rows held in registers (codegen 20), without a GPU: a run of independent sums is
+one pass with one pair of barriers, a load the row loop does not change is held from before
+it, and a kernel taking column sums in parts is compiled to fit the blocks an SM its row
+groups count on. The GPU tests (test_gpu_column_partials, test_gpu_balanced_rows) check the
+values; these check that the kernels are the ones meant."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+from fusion_zoo import ZOO, build, inputs_for
+from test_codegen_compile import ARCHS
+from training_fusions import NORM_BACKWARDS
+
+from tunefuse import DataType
+from tunefuse.codegen import generate, partial_blocks
+from tunefuse.device_info import PROFILES
+from tunefuse.planning.kernel_ir import SchedulerKind
+from tunefuse.planning.plan import make_plan
+from tunefuse.schedulers import normalization
+
+H100 = PROFILES["sm_90"]
+
+
+def _norm_source(fd, inputs, device=H100, params=None):  # noqa: ANN001, ANN202
+    plan = make_plan(fd.fusion, inputs, None, device)
+    seg = next(s for s in plan.segments if s.scheduler is SchedulerKind.NORMALIZATION)
+    p = params or normalization.default_params(seg, device)
+    dtypes = {b.id: b.dtype for b in plan.buffers}
+    return seg, p, generate(seg, p, device, dtypes).source
+
+
+def _backward(name: str, rows: int, cols: int, dtype: DataType):  # noqa: ANN202
+    define, make, _ = NORM_BACKWARDS[name]
+    return build(define, dtype), make(rows, cols, dtype, np.random.default_rng(0))
+
+
+def _row_loop(source: str) -> tuple[str, str]:
+    """(the kernel before its row loop, the row loop)."""
+    body = source[source.index("tf_normalization_") :]
+    at = body.index("for (int row_base")
+    return body[:at], body[at:]
+
+
+@pytest.mark.parametrize(
+    "dtype, cols",
+    [
+        (DataType.BFloat16, 1024),
+        (DataType.BFloat16, 2560),
+        (DataType.Float, 2560),
+        (DataType.Float, 8192),
+    ],
+)
+def test_layernorm_backward_sums_its_two_means_in_one_pass_and_one_pair_of_barriers(cols, dtype):
+    fd, inputs = _backward("layernorm", 8192, cols, dtype)
+    seg, p, source = _norm_source(fd, inputs)
+    assert p.threads_r > 32  # a row of several warps: its sums meet in shared memory
+    _, loop = _row_loop(source)
+    # acc0 and acc1 (mean(g w), mean(g w xhat)) declared together, one loop, two barriers
+    assert re.search(r"float acc0 = 0\.0f;\s*float acc1 = 0\.0f;", loop)
+    assert loop.count("__syncthreads();") == 2
+
+
+def test_a_sum_that_reads_another_keeps_its_own_pass():
+    """layernorm's forward: the variance's operand reads the mean, so two passes."""
+    fd = build(ZOO["layernorm"], DataType.Float)
+    _, p, source = _norm_source(fd, inputs_for(fd, 4096, 4096, np.random.default_rng(0)))
+    assert p.cache_row and p.threads_r > 32
+    _, loop = _row_loop(source)
+    assert loop.count("__syncthreads();") == 4
+
+
+def test_the_weight_is_held_from_before_the_row_loop():
+    fd, inputs = _backward("layernorm", 8192, 2560, DataType.BFloat16)
+    seg, _, source = _norm_source(fd, inputs)
+    before, loop = _row_loop(source)
+    (w,) = [k for k, ld in enumerate(seg.loads) if ld.offset.coeff(_outer_var(seg)) == 0]
+    # the kernel's argument of that load is read before the rows, and never inside them
+    arg = re.search(rf"cl{w}\[c \* 8 \+ v\] = x{w}\.v\[v\]", before)
+    assert arg is not None and f"cl{w}[c * 8 + v] = x{w}" not in loop
+    assert f"cl{w}[" in loop  # read from its registers by the passes
+
+
+def _outer_var(seg):  # noqa: ANN001, ANN202
+    from tunefuse.planning.indexing import Var
+
+    return Var(0, seg.extents[0])
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize(
+    "name, dtype, rows, cols",
+    [
+        ("layernorm", DataType.BFloat16, 10000, 3000),
+        ("layernorm", DataType.BFloat16, 16384, 1536),
+        ("rmsnorm", DataType.BFloat16, 16384, 1024),
+        ("layernorm", DataType.Float, 16384, 1024),
+    ],
+)
+def test_a_fused_kernel_is_compiled_to_fit_the_blocks_its_row_groups_count_on(
+    name, dtype, rows, cols, arch
+):
+    device = PROFILES[arch]
+    fd, inputs = _backward(name, rows, cols, dtype)
+    seg, p, source = _norm_source(fd, inputs, device)
+    assert seg.column_partials
+    per_sm = seg.column_groups // p.rows_per_block // device.sm_count
+    assert per_sm == normalization.partial_blocks_resident(seg, device, p)
+    threads = p.threads_r * p.rows_per_block
+    bounds = re.search(r"__launch_bounds__\((\d+)(?:, (\d+))?\)", source)
+    assert int(bounds.group(1)) == threads
+    assert int(bounds.group(2) or 1) == per_sm == partial_blocks(seg, device, p)
+
+
+def test_tuned_params_are_not_squeezed_into_the_default_layouts_residency():
+    """A tuner's layout of more threads than G was sized for asks only for what its own
+    estimate fits (3 blocks of 256 where G counts on 7 of 128)."""
+    from dataclasses import replace
+
+    fd, inputs = _backward("layernorm", 16384, 1024, DataType.BFloat16)
+    seg, p, _ = _norm_source(fd, inputs)
+    wide = replace(p, threads_r=256, elements_per_thread=8)  # a vector a thread, half idle
+    assert normalization.is_valid(seg, H100, wide) is None
+    fits = normalization.partial_blocks_resident(seg, H100, wide)
+    assert partial_blocks(seg, H100, wide) == min(
+        fits, seg.column_groups // wide.rows_per_block // H100.sm_count
+    )
+    assert partial_blocks(seg, H100, wide) < seg.column_groups // H100.sm_count
+
+
+def test_kernels_without_column_partials_keep_plain_launch_bounds():
+    fd = build(ZOO["softmax"], DataType.BFloat16)
+    seg, p, source = _norm_source(fd, inputs_for(fd, 4096, 2560, np.random.default_rng(0)))
+    assert partial_blocks(seg, H100, p) == 0
+    assert re.search(r"__launch_bounds__\(\d+\)", source)
