@@ -343,7 +343,11 @@ def test_scatter_matches_torch_scatter(dim):
     torch.testing.assert_close(got, torch.scatter(x, dim, index, 1.5), rtol=0, atol=0)
     bad = index.clone()
     bad[3, 5] = x.shape[dim]
-    with pytest.raises(IndexOutOfRangeError):
+    with pytest.raises(
+        IndexOutOfRangeError,
+        match=rf"scatter's index check .*an index in T1 lies outside \[0, extent of dim {dim} "
+        r"of T0\) \(found on the GPU",
+    ):
         fd.execute([x, bad, 1.5])
 
 

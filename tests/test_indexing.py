@@ -265,3 +265,26 @@ def test_printed_and_json_definitions_round_trip(name, rng):
 def test_indexing_kernels_compile(name, dtype, arch, rng):
     fd = build(name, dtype)
     assert compile_plan(fd.plan(case_inputs(name, 8, 64, rng, dtype)), arch)
+
+
+@pytest.mark.parametrize("dim", [0, 1])
+def test_a_scatter_index_out_of_range_names_the_tensor_written(dim):
+    """scatter checks its index with a gather of positions the definition never named: the
+    error names the tensor scattered into (T0) and says it is scatter's check."""
+    from tunefuse import FusionDefinition
+    from tunefuse.ir.dtypes import DataType
+
+    with FusionDefinition() as fd:
+        a = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        i = fd.define_tensor(shape=[-1, -1], dtype=DataType.Int)
+        s = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        fd.add_output(fd.ops.scatter(a, i, s, dim))
+    x = np.zeros((4, 4), np.float32)
+    index = np.array([[0, 5, 1, 2]]) if dim == 0 else np.array([[0], [5], [1], [2]])
+    src = np.ones(index.shape, np.float32)
+    with pytest.raises(
+        IndexOutOfRangeError,
+        match=rf"scatter's index check \(gather \(defining T\d+\)\): an index in T1 lies "
+        rf"outside \[0, extent of dim {dim} of T0\): 5 where the extent is 4",
+    ):
+        reference.run(fd.fusion, [x, index, src])

@@ -108,12 +108,36 @@ def _pad(x: np.ndarray, widths: Sequence[int], value: np.ndarray) -> np.ndarray:
 
 
 def index_error_text(fusion: Fusion, node: Node) -> str:
-    """What an out-of-range index of an indexing node is called, on the host and on the GPU."""
+    """What an out-of-range index of an indexing node is called, on the host and on the GPU.
+    A table of positions along a tensor's dim (an iota of its extent, broadcast: how
+    `scatter` checks its index) is named by that tensor, not by the positions, which the
+    definition never named."""
     table, index = node.inputs
+    what = f"{node.op.value} (defining T{node.outputs[0]})"
+    extent_of = fusion.name(table)
+    positions = _positions_of(fusion, table)
+    if positions is not None:
+        what, extent_of = f"scatter's index check ({what})", fusion.name(positions)
     return (
-        f"{node.op.value} (defining T{node.outputs[0]}): an index in {fusion.name(index)} lies outside "
-        f"[0, extent of dim {node.attrs.dim} of {fusion.name(table)})"
+        f"{what}: an index in {fusion.name(index)} lies outside "
+        f"[0, extent of dim {node.attrs.dim} of {extent_of})"
     )
+
+
+def _positions_of(fusion: Fusion, table: int) -> int | None:
+    """The tensor whose positions 0..n-1 along a dim `table` holds (broadcast_in_dim of an
+    iota whose length is that tensor's size), else None."""
+    producers = {out: n for n in fusion.nodes for out in n.outputs}
+    spread = producers.get(table)
+    if spread is None or spread.op is not OpKind.BROADCAST_IN_DIM:
+        return None
+    iota = producers.get(spread.inputs[0])
+    if iota is None or iota.op is not OpKind.IOTA:
+        return None
+    length = producers.get(iota.inputs[0])
+    if length is None or length.op is not OpKind.SIZE:
+        return None
+    return length.inputs[0]
 
 
 def _indexing(fusion: Fusion, node: Node, table: np.ndarray, index: np.ndarray) -> np.ndarray:
