@@ -161,9 +161,17 @@ def _fewer_idle_slots(
 def rows_resident(segment: Segment, device: DeviceInfo, threads: int, ept: int) -> int:
     """Blocks of one row of `threads` holding `ept` elements each resident an SM, by the
     register estimate (`held_registers`)."""
+    return blocks_fitting(device, threads, held_registers(segment, ept))
+
+
+def blocks_fitting(device: DeviceInfo, threads: int, registers: int, shared: int = 0) -> int:
+    """Blocks of `threads` threads, `registers` a thread and `shared` bytes of shared memory
+    resident an SM: 0 where by the estimate not even one fits (a block of 1024 threads of
+    80 registers: a layout that fits one is then the better)."""
     return min(
-        device.regs_per_sm // (threads * min(255, held_registers(segment, ept))),
+        device.regs_per_sm // (threads * min(255, registers)),
         device.max_threads_per_sm // threads,
+        device.shared_per_sm // shared if shared else device.max_threads_per_sm,
     )
 
 
@@ -623,19 +631,11 @@ def partial_blocks_resident(segment: Segment, device: DeviceInfo, p: Params) -> 
     what the kernel's launch bounds ask the compiler to fit (codegen), so that G's one wave
     is one wave: layernorm bf16 [10000, 3000] compiled to 117 registers where 112 were
     counted on, 2 blocks an SM for 3, and its 396 row groups ran in two waves (1.11x)."""
-    threads = p.threads_r * p.rows_per_block
     registers = partial_registers(segment, p)
     shared = partial_shared_bytes(segment, p)
     if shared:
         registers -= p.elements_per_thread * len(segment.column_partials)
-    return max(
-        1,
-        min(
-            device.regs_per_sm // (threads * min(255, registers)),
-            device.max_threads_per_sm // threads,
-            device.shared_per_sm // shared if shared else device.max_threads_per_sm,
-        ),
-    )
+    return max(1, blocks_fitting(device, p.threads_r * p.rows_per_block, registers, shared))
 
 
 def partials_in_shared(segment: Segment, p: Params) -> bool:
