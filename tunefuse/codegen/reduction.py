@@ -222,9 +222,16 @@ def _partial_name(acc_index: int, field: str | None) -> str:
 
 class _Emitter:
     def __init__(
-        self, segment: Segment, name: str, args: list[KernelArg], p, persistent: bool
-    ) -> None:  # noqa: ANN001
+        self,
+        segment: Segment,
+        name: str,
+        args: list[KernelArg],
+        p,  # noqa: ANN001
+        persistent: bool,
+        min_blocks: int = 0,
+    ) -> None:
         self.s = segment
+        self.min_blocks = min_blocks  # blocks an SM the launch bounds ask for (kernel_opening)
         self.name = name
         self.args = args
         self.p = p
@@ -349,7 +356,6 @@ class _Emitter:
             self.values_kept_across_passes() if self.cache and self.cluster == 1 else {}
         )
         self.hoisted = self.hoisted_loads()
-        self.min_blocks = 0  # set by emit_reduction
 
     def values_kept_across_passes(self) -> dict[Expr, tuple[int, int]]:
         """Costly element values (an exp, a division...) that one accumulator's pass computes
@@ -487,11 +493,12 @@ class _Emitter:
         self,
         body,
         indent: str,
-        fill: bool | str = False,
+        fill: bool = False,
         chunk_open=None,  # noqa: ANN001
         chunk_close=None,
         reads: Sequence[Expr] = (),
         group=None,  # noqa: ANN001 - a _StepGroup
+        hoisted: bool = False,
     ) -> None:  # noqa: ANN001
         """Runs body(indent, cached, in_vector) for each of this thread's elements of the
         current row, in chunks of V consecutive elements: element v of chunk c is
@@ -511,12 +518,12 @@ class _Emitter:
             self.w(f"{indent}for (int c = 0; c < {self.ept // step}; ++c) {{")
             begin, end = ("r_begin + ", "r_end") if self.cluster > 1 else ("", "n_red")
             self.w(f"{indent}  const {it} r0 = {begin}({it})c * {tr_n * step} + ({it})tr * {step};")
-            row_ok = "" if fill == "hoisted" else "row_ok && "
+            row_ok = "" if hoisted else "row_ok && "
             self.w(f"{indent}  if ({row_ok}r0 < {end}) {{")
             inner = indent + "    "
             if fill:
                 self.unravel(self.red, "r0", inner)
-                filled = self.filled_loads(fill)
+                filled = self.filled_loads(hoisted)
                 vector_fill = [k for k in filled if k in self.vec_loads]
                 for k in vector_fill:
                     self.vector_load(k, f"x{k}", inner)
@@ -1327,10 +1334,9 @@ class _Emitter:
             else:
                 self.w(f"{indent}{t} cl{k}[{self.slots}];")
 
-    def filled_loads(self, fill: bool | str) -> list[int]:
-        """The cached loads a fill loads: "hoisted" those the row loop does not change
-        (`hoisted_loads`), True the others."""
-        hoisted = fill == "hoisted"
+    def filled_loads(self, hoisted: bool) -> list[int]:
+        """The cached loads a fill loads: those the row loop does not change
+        (`hoisted_loads`), or the others."""
         return [k for k in self.cached_loads if (k in self.hoisted) is hoisted]
 
     def hoisted_loads(self) -> set[int]:
@@ -1347,20 +1353,21 @@ class _Emitter:
             and not any(self.s.loads[k].offset.coeff(Var(j, self.s.extents[j])) for j in self.outer)
         }
 
-    def fill_registers(self, indent: str, fill: bool | str = True) -> None:
-        """Declares (hoisted) and zeroes the cached loads' registers, then loads them: `fill`
-        "hoisted" the row-invariant ones before the row loop, True the others in it."""
-        loads = self.filled_loads(fill) if self.cache else []
+    def fill_registers(self, indent: str, hoisted: bool = False) -> None:
+        """Declares (hoisted) and zeroes the cached loads' registers, then loads them:
+        `hoisted` the row-invariant ones before the row loop (no row to check), else the
+        others in it."""
+        loads = self.filled_loads(hoisted) if self.cache else []
         if not loads:
             return
         for k in loads:
-            if fill == "hoisted":
+            if hoisted:
                 self.w(f"{indent}{self.s.loads[k].dtype.cuda} cl{k}[{self.slots}];")
             self.w(f"{indent}#pragma unroll")
             self.w(
                 f"{indent}for (int e = 0; e < {self.slots}; ++e) cl{k}[e] = {{}};"
             )  # {} not T{}: long long{} does not parse
-        self.element_loop(None, indent, fill=fill)
+        self.element_loop(None, indent, fill=True, hoisted=hoisted)
 
     def row_body(self, indent: str) -> None:
         """A row's passes (one per accumulator), its reduced outputs and its full-size ones."""
@@ -1450,7 +1457,7 @@ class _Emitter:
         per = f" / {self.cluster}" if self.cluster > 1 else ""
         self.declare_column_partials("  ")
         if self.hoisted:
-            self.fill_registers("  ", fill="hoisted")
+            self.fill_registers("  ", hoisted=True)
         self.w(
             f"  for ({it} row_base = ({it})(blockIdx.x{per}) * {tile}; row_base < {n_rows}; "
             f"row_base += ({it})(gridDim.x{per}) * {tile}) {{"
@@ -1583,6 +1590,5 @@ def emit_reduction(
 ) -> tuple[str, int]:
     """The kernel's source and the dynamic shared memory its launch needs; `min_blocks`
     the blocks an SM its launch bounds ask for (`kernel_opening`)."""
-    emitter = _Emitter(segment, name, args, p, persistent)
-    emitter.min_blocks = min_blocks
+    emitter = _Emitter(segment, name, args, p, persistent, min_blocks)
     return emitter.emit(), emitter.dynamic_shared_bytes()
