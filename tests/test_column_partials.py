@@ -47,6 +47,7 @@ def test_the_column_sums_are_summed_in_parts_and_agree_with_numpy(name, rows, co
     assert column.scheduler is SchedulerKind.REDUCTION and column.extents == (groups, cols)
     # The column kernel reads only the partial sums: dy and x are read once, by the rows.
     partials = {p.buffer for p in norm.column_partials}
+    assert all(0 <= b < len(plan.buffers) for b in partials)  # every sum got its buffer
     assert {ld.buffer for ld in column.loads} == partials
     for b in partials:
         buf = plan.buffers[b]
