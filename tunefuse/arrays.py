@@ -187,12 +187,42 @@ def compute_tensor_descriptor(
     shape: Sequence[int], strides: Sequence[int]
 ) -> tuple[list[bool | None], list[int]]:
     """nvFuser's `compute_tensor_descriptor`: (contiguity, stride_order) for define_tensor, the
-    stride order spelled out also where it is row-major."""
+    stride order spelled out also where it is row-major, and the contiguity listed in that
+    order (outermost dim first), as define_tensor takes it."""
     shape, strides = tuple(int(s) for s in shape), tuple(int(s) for s in strides)
-    order = stride_order_of(shape, strides)
-    return list(contiguity_of(shape, strides)), list(
-        order if order is not None else range(len(shape) - 1, -1, -1)
+    stride_order = nvfuser_stride_order(strides)
+    return list(to_allocation_order(contiguity_of(shape, strides), stride_order)), list(
+        stride_order
     )
+
+
+def nvfuser_stride_order(strides: Sequence[int]) -> tuple[int, ...]:
+    """nvFuser's stride order of a layout: dims by stride, largest outermost, ties in dim
+    order (a size-1 dim's stride counts: it may hint a memory format); a stride-0 dim keeps
+    its row-major rank and the others fill the remaining ranks."""
+    rank = len(strides)
+    fixed = {d: rank - 1 - d for d in range(rank) if strides[d] == 0}
+    free = sorted(set(range(rank)) - set(fixed.values()), reverse=True)
+    moving = sorted((d for d in range(rank) if d not in fixed), key=lambda d: -strides[d])
+    order = dict(fixed)
+    order.update(zip(moving, free))
+    return tuple(order[d] for d in range(rank))
+
+
+def to_allocation_order(per_dim: Sequence, stride_order: Sequence[int]) -> tuple:
+    """`per_dim` (one entry a logical dim) listed from the outermost dim in memory to the
+    innermost: the order of define_tensor's contiguity when a stride_order is given."""
+    rank = len(stride_order)
+    listed = [None] * rank
+    for d, r in enumerate(stride_order):
+        listed[rank - 1 - r] = per_dim[d]
+    return tuple(listed)
+
+
+def from_allocation_order(listed: Sequence, stride_order: Sequence[int]) -> tuple:
+    """The inverse of `to_allocation_order`: entries listed outermost-first, back per dim."""
+    rank = len(stride_order)
+    return tuple(listed[rank - 1 - r] for r in stride_order)
 
 
 def is_broadcast_dim(size: int, stride: int) -> bool:

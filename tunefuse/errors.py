@@ -11,6 +11,16 @@ class DefinitionError(TunefuseError, ValueError):
     """A fusion definition is malformed: bad op arguments, dtypes, dims."""
 
 
+class CompletedDefinitionError(DefinitionError, RuntimeError):
+    """An op added to a definition already complete (after its `with` block, or from an
+    nvFuser `schedule()`); a RuntimeError too, as nvFuser raises one."""
+
+
+class MissingDefinitionError(DefinitionError, NotImplementedError):
+    """A FusionDefinition run with no definition: neither a `with` block nor a `definition()`
+    method filled it (a NotImplementedError too, as nvFuser's)."""
+
+
 class NotBuiltError(DefinitionError, AttributeError):
     """An nvFuser op tunefuse declines on purpose (`fd.ops.cumsum`): the error names it and
     says why; an AttributeError too, so `hasattr(fd.ops, "cumsum")` is False."""
@@ -30,6 +40,10 @@ class InputMismatchError(TunefuseError, ValueError):
 
 class ExecutionError(TunefuseError, RuntimeError):
     """A fusion could not run: no device, compile failure, launch failure."""
+
+
+class NoProfileError(ExecutionError, ValueError):
+    """`fd.profile()` before any `execute(..., profile=True)` (a ValueError too, as nvFuser's)."""
 
 
 class IndexOutOfRangeError(TunefuseError, IndexError):

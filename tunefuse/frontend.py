@@ -17,14 +17,22 @@ from typing import TYPE_CHECKING, Any, Union
 import numpy as np
 
 from tunefuse.arrays import (
+    Device,
     compute_tensor_descriptor,
     contiguity_of,
     describe_array,
+    from_allocation_order,
     stride_order_of,
 )
 from tunefuse.cache import DEFAULT as _DEFAULT_CACHE
 from tunefuse.composite_ops import CompositeOps
-from tunefuse.errors import DefinitionError, ExecutionError, InputMismatchError
+from tunefuse.errors import (
+    CompletedDefinitionError,
+    DefinitionError,
+    ExecutionError,
+    InputMismatchError,
+    NoProfileError,
+)
 from tunefuse.ir.dtypes import DataType, from_any_dtype, python_scalar_dtype
 from tunefuse.ir.elementwise import ELEMENTWISE
 from tunefuse.ir.fusion import Fusion, ScalarType, TensorType
@@ -76,8 +84,19 @@ class Value:
     def __abs__(self) -> Value:
         return self.fd.ops.abs(self)
 
+    def is_tensor(self) -> bool:
+        """nvFuser's `is_tensor()`: a tensor, not a scalar."""
+        return isinstance(self, Tensor)
 
-_OPERATORS = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "truediv", "mod": "remainder"}
+
+_OPERATORS = {
+    "add": "add",
+    "sub": "sub",
+    "mul": "mul",
+    "truediv": "truediv",
+    "mod": "remainder",
+    "pow": "pow",
+}
 
 
 def _make_operator(op: str, reflected: bool):  # noqa: ANN202 - builds a method
@@ -199,6 +218,7 @@ class FusionDefinition:
                 )
             # nvFuser's CPU scalar tensor: a scalar input that takes a 0-dim host tensor (or a number).
             return self._add_scalar_input(dtype)  # type: ignore[return-value]
+        contiguity_in_memory_order = stride_order is not None
         if sizes is not None:
             if shape is not None or symbolic_sizes is not None:
                 raise DefinitionError("define_tensor: give either sizes or shape, not both")
@@ -209,6 +229,7 @@ class FusionDefinition:
             shape = tuple(1 if s == 1 else -1 for s in sizes)
             contiguity = contiguity_of(sizes, strides)
             stride_order = stride_order_of(sizes, strides)
+            contiguity_in_memory_order = False
         if shape is None:
             shape = symbolic_sizes
         if contiguity is None:
@@ -220,6 +241,13 @@ class FusionDefinition:
             contiguity = [contiguity] * len(shape)
         if contiguity is None:
             contiguity = [True] * len(shape)
+        if (
+            contiguity_in_memory_order
+            and len(contiguity) == len(shape)
+            and sorted(stride_order) == list(range(len(shape)))
+        ):
+            # nvFuser lists contiguity in the stride order's (memory) order, outermost first
+            contiguity = from_allocation_order(contiguity, stride_order)
         contiguity = tuple(None if s == 1 else c for s, c in zip(shape, contiguity)) + tuple(
             contiguity[len(shape) :]
         )
@@ -272,6 +300,7 @@ class FusionDefinition:
         entries: list = []
         for k, v in enumerate(values):
             if isinstance(v, Value):
+                v = _integral_extent(self, v)
                 vt = self._builder.values[self._operand_id(v, "define_vector")]
                 if not isinstance(vt, ScalarType) or not vt.dtype.is_integral:
                     raise DefinitionError(
@@ -322,7 +351,18 @@ class FusionDefinition:
         )
 
     def from_pytorch(self, tensor: object, static_sizes: bool = False) -> Tensor:
-        """nvFuser's name for `from_array`."""
+        """nvFuser's `from_pytorch`: `from_array` of a CUDA tensor; a 0-dim CPU tensor is
+        nvFuser's CPU scalar (`is_cpu=True`), and a larger CPU tensor is refused, as nvFuser
+        refuses it (pass it on the GPU, or declare a host array with `from_array`). Other
+        arrays (NumPy, CuPy) go to `from_array`."""
+        info = describe_array(tensor, name="from_pytorch")
+        if info.framework == "torch" and info.device is Device.CPU:
+            if info.shape != ():
+                raise DefinitionError(
+                    f"from_pytorch: a CPU tensor of shape {list(info.shape)}; nvFuser takes CUDA "
+                    "tensors (and 0-dim CPU scalars): move it to the GPU, or use from_array"
+                )
+            return self.define_tensor(shape=[], dtype=info.dtype, is_cpu=True)
         return self.from_array(tensor, static_sizes)
 
     # -- outputs ---------------------------------------------------------------------------
@@ -337,6 +377,8 @@ class FusionDefinition:
         define_tensor's does (stride_order[d]: dim d's rank from the innermost); an output
         made by `fd.ops.stride_order` keeps that op's."""
         self._check_open()
+        if isinstance(alias_input, (list, tuple)):  # legacy add_output(value, stride_order)
+            alias_input, stride_order = None, alias_input
         vid = self._operand_id(value, "add_output")
         if stride_order is None:
             stride_order = self._stride_orders.get(vid)
@@ -479,10 +521,15 @@ class FusionDefinition:
         """The profile of the last `execute(..., profile=True)`: its synchronized wall time
         and the kernels it launched."""
         if self._profile is None:
-            raise ExecutionError(
+            raise NoProfileError(
                 "profile: no execute(..., profile=True) has run on this definition"
             )
         return self._profile
+
+    def debug_output(self) -> str | None:
+        """nvFuser's `debug_output()`: the last `execute(..., capture_debug_output=True)`'s
+        description of what ran, or None where no call captured one."""
+        return self._debug_output
 
     def get_debug_output(self) -> str:
         """What the last `execute(..., capture_debug_output=True)` ran and why (its plan)."""
@@ -495,14 +542,17 @@ class FusionDefinition:
     def __str__(self) -> str:
         if self._fusion is None:
             return "<FusionDefinition being defined>"
-        return self._fusion.to_python()
+        return self._fusion.to_python(self._vector_inputs)
 
     __repr__ = __str__
 
     # -- plumbing for Ops ------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._fusion is not None:
-            raise DefinitionError("the definition is complete; it cannot take more ops")
+            raise CompletedDefinitionError(
+                "the definition is complete; it cannot take more ops "
+                "(nvFuser: Attempting to add to a completed definition!)"
+            )
 
     def _add(self, op: OpKind, inputs: Sequence[int], attrs: object) -> tuple[int, ...]:
         self._check_open()
@@ -567,7 +617,7 @@ def _shape_operands(
     dims: list[Dim] = []
     for entry in shape:
         if isinstance(entry, Value):
-            extra.append(fd._operand_id(entry, op))
+            extra.append(fd._operand_id(_integral_extent(fd, entry), op))
             dims.append(ScalarRef(first + len(extra) - 1))
         else:
             try:
@@ -577,6 +627,23 @@ def _shape_operands(
                     f"{op}: shape entry {entry!r} is not an int or scalar"
                 ) from None
     return extra, tuple(dims)
+
+
+def _integral_extent(fd: FusionDefinition, entry: Value) -> Value:
+    """A shape entry as an integer: a floating scalar computed when the fusion runs
+    (`192 * reciprocal(S0)`) is cast to Int, truncating, as nvFuser casts an extent to its
+    index type; one of constants alone must hold a whole number."""
+    vid = fd._operand_id(entry, "shape")
+    vt = fd._builder.values[vid]
+    if not (isinstance(vt, ScalarType) and vt.dtype.is_floating):
+        return entry
+    folded = fd.ops._folded(vid)
+    if folded is not None and float(folded) != int(folded):
+        raise DefinitionError(
+            f"shape entry {entry!r} is {folded}, not a whole number: an extent must be an "
+            "integer scalar"
+        )
+    return fd.ops.cast(entry, DataType.Int)
 
 
 def _from_end(bound: int, shape: tuple, dim: int, what: str) -> int:
@@ -872,19 +939,42 @@ class Ops(CompositeOps):
         return self._one(OpKind.SLICE, [vid], SliceAttrs(starts, ends, steps))  # type: ignore[return-value]
 
     def _constant_int(self, value: Any, what: str) -> int:
-        """An int, or the value of a constant Int scalar (nvFuser lets slice bounds be Scalars)."""
+        """An int, or the value of an Int scalar computed from constants alone (nvFuser lets
+        slice bounds and pad widths be Scalars)."""
         if isinstance(value, Value):
-            node = self._fd._builder.producer(value.id)
-            if node.op is not OpKind.CONSTANT or not node.attrs.dtype.is_integral:  # type: ignore[attr-defined]
+            folded = self._folded(self._fd._operand_id(value, what))
+            vt = self._fd._builder.values[value.id]
+            if folded is None or not vt.dtype.is_integral:  # type: ignore[union-attr]
                 raise DefinitionError(
                     f"{what}: {value!r} must be a constant integer; bounds known only when the "
                     "fusion runs are not supported"
                 )
-            return int(node.attrs.value)  # type: ignore[attr-defined]
+            return int(folded)
         try:
             return int(value)
         except (TypeError, ValueError):
             raise DefinitionError(f"{what}: {value!r} is not an int") from None
+
+    def _folded(self, vid: int) -> object | None:
+        """The value of scalar `vid` where it is computed from constants alone (evaluated as
+        the reference evaluates it), else None."""
+        from tunefuse import reference
+
+        builder = self._fd._builder
+        node = builder.producer(vid)
+        if node.op is OpKind.CONSTANT:
+            return node.attrs.value  # type: ignore[attr-defined]
+        if not (node.op in ELEMENTWISE or node.op is OpKind.CAST) or not all(
+            isinstance(builder.values[v], ScalarType) for v in node.inputs
+        ):
+            return None
+        env = {}
+        for v in node.inputs:
+            operand = self._folded(v)
+            if operand is None:
+                return None
+            env[v] = np.asarray(operand)
+        return reference.eval_node(builder, node, env)[0].item()  # type: ignore[arg-type]
 
     # copies
     def pad(self, arg: Value, pad_widths: Sequence[int], value: Operand | None = None) -> Tensor:
@@ -895,7 +985,8 @@ class Ops(CompositeOps):
             if value is not None
             else self._fd._constant(0, dtype).id
         )
-        return self._one(OpKind.PAD, [vid, fill], PadAttrs(tuple(int(w) for w in pad_widths)))  # type: ignore[return-value]
+        widths = tuple(self._constant_int(w, "pad width") for w in pad_widths)
+        return self._one(OpKind.PAD, [vid, fill], PadAttrs(widths))  # type: ignore[return-value]
 
     def cat(
         self, tensors: Sequence[Value], dim: int = 0, manual_padding: bool | int = False
@@ -961,8 +1052,11 @@ class Ops(CompositeOps):
     # data-dependent reads (indices are checked: an out-of-range one raises IndexOutOfRangeError)
     def index_select(self, arg: Value, index: Value, dim: int) -> Tensor:
         """torch.index_select (numpy's `take` for an N-d index): the index's dims replace
-        `dim` of `arg`, each element read from `arg` at that index."""
+        `dim` of `arg`, each element read from `arg` at that index. A 0-dim index keeps
+        `dim` with extent 1, as torch's and nvFuser's do."""
         vid, ix = self._tensor(arg, "index_select"), self._tensor(index, "index_select")
+        if self._rank(ix) == 0:
+            ix = self._tensor(self.unsqueeze(index, 0), "index_select")
         norm = normalize_dim("index_select", dim, self._rank(vid))
         return self._one(OpKind.INDEX_SELECT, [vid, ix], DimAttrs(norm))  # type: ignore[return-value]
 
@@ -1107,6 +1201,8 @@ def _make_reduction(op: OpKind):  # noqa: ANN202 - builds a method
         axes: Any = None,
         dim: Any = None,
     ) -> Tensor:
+        if isinstance(dims, DataType) and dtype is None:  # nvFuser's prod(t, dtype): every dim
+            dims, dtype = None, dims
         return Tensor(
             self._fd, self._reduce(op, arg, _dims_given(dims, axes, dim), keepdim, dtype=dtype)[0]
         )

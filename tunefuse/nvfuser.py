@@ -20,10 +20,11 @@ from typing import Any
 
 from tunefuse import version
 from tunefuse.arrays import compute_contiguity, compute_tensor_descriptor
-from tunefuse.errors import DefinitionError
+from tunefuse.errors import DefinitionError, MissingDefinitionError
 from tunefuse.frontend import FusionDefinition as _FusionDefinition
 from tunefuse.frontend import Tensor
 from tunefuse.ir.dtypes import DataType
+from tunefuse.ir.fusion import numbered
 
 __all__ = [
     "DataType",
@@ -53,14 +54,65 @@ class Fusion:
 
 
 class FusionDefinition(_FusionDefinition):
-    def __init__(self, fusion: Fusion | None = None) -> None:
+    """The legacy frontend's FusionDefinition: filled by a `with` block, by a subclass's
+    `definition()` (run at the first `execute`), or, given a fusion id (`fd.id()` of an
+    earlier definition in this process), that definition again.
+
+    A subclass's `schedule()` runs after its definition is complete (an op added there is an
+    error, as in nvFuser); tunefuse schedules every kernel itself, so a user schedule's
+    transforms are not applied."""
+
+    def __init__(self, fusion: Fusion | int | None = None) -> None:
         super().__init__()
-        self._container = fusion
+        self._container: Fusion | None = None
+        self._in_block = False
+        if isinstance(fusion, int) and not isinstance(fusion, bool):
+            try:
+                self._fusion = numbered(fusion)
+            except KeyError:
+                raise DefinitionError(
+                    f"FusionDefinition({fusion}): no definition has that id in this process"
+                ) from None
+        else:
+            self._container = fusion
+
+    def __enter__(self) -> FusionDefinition:
+        super().__enter__()
+        self._in_block = True
+        return self
 
     def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        self._in_block = False
         super().__exit__(exc_type, exc, tb)
         if exc_type is None and self._container is not None:
             self._container.definition = self
+
+    def definition(self) -> None:
+        """Override to define the fusion (nvFuser's subclass style); run at first use."""
+        raise MissingDefinitionError(
+            "this FusionDefinition has no definition: fill it in a `with` block, or subclass "
+            "it and override definition()"
+        )
+
+    def schedule(self) -> None:
+        """nvFuser's user schedule hook: run after the definition; tunefuse applies none."""
+
+    def _defined(self) -> None:
+        if self._fusion is not None or self._in_block:
+            return
+        with self:
+            self.definition()
+        if type(self).schedule is not FusionDefinition.schedule:
+            self.schedule()
+
+    @property
+    def fusion(self) -> Any:
+        self._defined()
+        return super().fusion
+
+    def execute(self, inputs: Sequence[object], *args: Any, **options: Any) -> list:
+        self._defined()
+        return super().execute(inputs, *args, **options)
 
     def permute(self, arg: Tensor, dims: Sequence[int]) -> Tensor:
         """Legacy `fd.permute(t, dims)`."""

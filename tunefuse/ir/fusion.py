@@ -9,6 +9,7 @@ from its JSON has exactly the same ids.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Union
@@ -71,7 +72,15 @@ class OutputSpec:
 
 
 _NUMBERS: dict[str, int] = {}
+_NUMBERED: dict[int, Fusion] = {}  # number -> the first definition given it
 _NUMBERS_LOCK = threading.Lock()
+
+
+def numbered(number: int) -> Fusion:
+    """The definition this process gave `number` (nvFuser's `FusionDefinition(fusion_id)`);
+    KeyError where none has it."""
+    with _NUMBERS_LOCK:
+        return _NUMBERED[number]
 
 
 @dataclass(frozen=True)
@@ -132,10 +141,14 @@ class Fusion:
         fusion id, as `fd.id()` and the printed `nvfuser_fusion_id<N>`): equal definitions
         share it."""
         with _NUMBERS_LOCK:
-            return _NUMBERS.setdefault(self.fusion_id, len(_NUMBERS))
+            number = _NUMBERS.setdefault(self.fusion_id, len(_NUMBERS))
+            _NUMBERED.setdefault(number, self)
+            return number
 
-    def to_python(self) -> str:
-        return fusion_to_python(self, self.number)
+    def to_python(self, vectors: Mapping[int, int] | None = None) -> str:
+        """`fusion_to_python` under this definition's number (`vectors`: its define_vector
+        inputs, input position -> length)."""
+        return fusion_to_python(self, self.number, vectors)
 
     def __str__(self) -> str:
         return self.to_python()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
+from tunefuse.arrays import to_allocation_order
 from tunefuse.ir.dtypes import DataType
 from tunefuse.ir.ops import GroupOp, OpKind, ScalarRef
 
@@ -40,8 +42,13 @@ def node_to_python(fusion: Fusion, node: Node) -> str:
     a = node.attrs
     op = node.op
     if op is OpKind.DEFINE_TENSOR:
+        contiguity = (
+            a.contiguity
+            if a.stride_order is None
+            else to_allocation_order(a.contiguity, a.stride_order)
+        )
         call = (
-            f"fd.define_tensor(shape={python_literal(a.shape)}, contiguity={python_literal(a.contiguity)}, "
+            f"fd.define_tensor(shape={python_literal(a.shape)}, contiguity={python_literal(contiguity)}, "
             f"dtype={a.dtype!r}, stride_order={python_literal(a.stride_order)})"
         )
     elif op is OpKind.DEFINE_SCALAR:
@@ -109,21 +116,43 @@ def node_to_python(fusion: Fusion, node: Node) -> str:
     return f"{lhs} = {call}"
 
 
-def fusion_to_python(fusion: Fusion, number: int = 0) -> str:
+def fusion_to_python(
+    fusion: Fusion, number: int = 0, vectors: Mapping[int, int] | None = None
+) -> str:
     """The definition as a script, in nvFuser's printed form: its second line defines
     `nvfuser_fusion_id<number>` (the name nvFuser's tooling finds there), `nvfuser_fusion`
-    names it too (the direct frontend's name), and the script ends by defining `fd`."""
+    names it too (the direct frontend's name), and the script ends by defining `fd`.
+    `vectors` (input position -> n): the scalar inputs a `define_vector(n)` made, printed as
+    that call so the script takes the same inputs (a list at that position)."""
     name = f"nvfuser_fusion_id{number}"
     lines = [
         "from tunefuse import FusionDefinition, DataType",
         f"def {name}(fd : FusionDefinition) -> None :",
     ]
-    # A draw from the process's stream is made by the uniform/normal that reads it.
-    lines += [
-        "    " + node_to_python(fusion, node)
-        for node in fusion.nodes
-        if node.op is not OpKind.RNG_STATE
-    ]
+    pending = dict(vectors or {})
+    position = 0  # inputs defined so far
+    skip = 0  # scalar inputs of a define_vector already printed
+    for node in fusion.nodes:
+        if node.op is OpKind.RNG_STATE:
+            continue  # a draw from the process's stream is made by the op that reads it
+        if node.op.is_input:
+            while pending.get(position) == 0:
+                lines.append("    fd.define_vector(0)")
+                del pending[position]
+            n = pending.pop(position, None)
+            position += 1
+            if skip:
+                skip -= 1
+                continue
+            if n:
+                names = ", ".join(
+                    fusion.name(v) for v in fusion.inputs[position - 1 : position - 1 + n]
+                )
+                lines.append(f"    {names}, = fd.define_vector({n})")
+                skip = n - 1
+                continue
+        lines.append("    " + node_to_python(fusion, node))
+    lines += ["    fd.define_vector(0)" for n in pending.values() if n == 0]
     for out in fusion.outputs:
         alias = (
             f", alias_input={fusion.name(out.alias_input)}" if out.alias_input is not None else ""

@@ -9,6 +9,7 @@ runtime's stream-ordered pool for CuPy and tunefuse arrays.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -228,12 +229,16 @@ class CupyArrays(OwnArrays):
 
 def arrays_kind(inputs: Sequence[object]) -> type[OwnArrays]:
     """The framework a call's outputs are returned in: torch if any input is a torch tensor,
-    else CuPy if any is a CuPy array, else tunefuse's own."""
+    else CuPy if any is a CuPy array, else tunefuse's own. A call with no array input at all
+    (scalars, or nothing: `iota`, `full`, random draws) returns torch tensors where the
+    process has imported torch, as nvFuser does, and tunefuse's own arrays where it has not."""
     kinds = {framework_of(x) for x in inputs}
     if "torch" in kinds:
         return TorchArrays
     if "cupy" in kinds:
         return CupyArrays
+    if kinds <= {"unknown"} and "torch" in sys.modules:
+        return TorchArrays
     return OwnArrays
 
 

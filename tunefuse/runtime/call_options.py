@@ -32,6 +32,17 @@ class FusionProfile:
     device: int
     wall_us: float
     kernels: tuple[KernelProfile, ...]
+    fusion_id: int = -1  # the definition's number in this process (nvFuser's fusion id)
+
+    @property
+    def segments(self) -> int:
+        """nvFuser's name: how many kernels the call launched."""
+        return len(self.kernels)
+
+    @property
+    def kernel_profiles(self) -> tuple[KernelProfile, ...]:
+        """nvFuser's name for `kernels`."""
+        return self.kernels
 
 
 _MAKE_INPUT = '''def make_input(shape, strides, dtype):

@@ -468,7 +468,7 @@ def execute(
     exe = executor.plans[executor._last_key]  # type: ignore[index]
     if profile:
         fd._profile = call_options.FusionProfile(
-            device_index, wall_us, call_options.kernels_of(exe)
+            device_index, wall_us, call_options.kernels_of(exe), executor.fusion.number
         )
     if capture_debug_output:
         fd._debug_output = call_options.debug_text(exe)
