@@ -73,10 +73,26 @@ def _compute(value: object, dtype: DataType) -> np.ndarray:
 def uniform(
     position: np.ndarray, seed: int, offset: int, low: object, high: object, dtype: DataType
 ) -> np.ndarray:
-    """low + (high - low) * u, u in [0, 1), computed in the dtype's compute type."""
+    """low + (high - low) * u, u in [0, 1), computed in the dtype's compute type and rounded
+    to the dtype; a value that rounds to `high` or above there is the largest one below it,
+    so the draws lie in [low, high) of the dtype."""
     u = _unit(philox(position, seed, offset), 0, dtype.compute is DataType.Double)
     lo, hi = _compute(low, dtype), _compute(high, dtype)
-    return (lo + (hi - lo) * _compute(u, dtype)).astype(dtype.numpy)
+    return below((lo + (hi - lo) * _compute(u, dtype)).astype(dtype.numpy), hi, dtype)
+
+
+def below(values: np.ndarray, high: object, dtype: DataType) -> np.ndarray:
+    """`values` where they are below `high` rounded to the dtype, else the dtype's largest
+    value below it (the kernels' tf_below)."""
+    hi = np.asarray(high).astype(dtype.numpy)
+    if hi.dtype.itemsize == 2:  # half, bfloat16: one step down the sign-magnitude bits
+        bits = int(hi.view(np.uint16))
+        step = 0x8001 if bits & 0x7FFF == 0 else bits + 1 if bits & 0x8000 else bits - 1
+        largest_below = np.asarray(step, dtype=np.uint16).view(hi.dtype)
+    else:
+        largest_below = np.nextafter(hi, hi.dtype.type(-np.inf))
+    keep = values.astype(np.float64) < hi.astype(np.float64)
+    return np.where(keep, values, largest_below).astype(dtype.numpy)
 
 
 def normal(

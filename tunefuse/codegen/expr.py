@@ -318,10 +318,12 @@ class ExprRenderer:
             position, seed, offset, a, b = (self.value(x) for x in e.operands)
             compute = e.operand_dtype
             draw = f"tf_{e.op.value}<{compute.cuda}>({position}, {seed}, {offset}, {a}, {b})"
-            self.emit(
-                f"const {e.dtype.cuda} {name} = "
-                + (f"{draw};" if e.dtype is compute else f"tf_cast<{e.dtype.cuda}>({draw});")
-            )
+            if e.dtype is not compute:
+                draw = f"tf_cast<{e.dtype.cuda}>({draw})"
+            if e.op is OpKind.UNIFORM:  # [a, b) in the output's type
+                hi = b if e.dtype is compute else f"tf_cast<{e.dtype.cuda}>({b})"
+                draw = f"tf_below<{e.dtype.cuda}>({draw}, {hi})"
+            self.emit(f"const {e.dtype.cuda} {name} = {draw};")
             return name
         from tunefuse.ir.elementwise import ELEMENTWISE
 

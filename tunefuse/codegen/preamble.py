@@ -257,6 +257,26 @@ template <> __device__ __forceinline__ double tf_uniform(long long p, long long 
   const TfPhilox r = tf_philox(p, seed, offset);
   return __dadd_rn(a, __dmul_rn(b - a, tf_unit53(r.x, r.y)));
 }
+// uniform's [lo, hi) holds in the output's type: a draw that rounds to hi (or above) there is
+// the largest value below hi instead (tunefuse/philox.py: below).
+__device__ __forceinline__ unsigned short tf_prev16(unsigned short u) {
+  return (u & 0x7fffu) == 0 ? (unsigned short)0x8001u : (u & 0x8000u) ? (unsigned short)(u + 1u) : (unsigned short)(u - 1u);
+}
+template <typename T> __device__ T tf_below(T r, T hi);
+template <> __device__ __forceinline__ float tf_below(float r, float hi) {
+  return r < hi ? r : nextafterf(hi, __int_as_float(0xff800000));
+}
+template <> __device__ __forceinline__ double tf_below(double r, double hi) {
+  return r < hi ? r : nextafter(hi, __longlong_as_double(0xfff0000000000000ULL));
+}
+template <> __device__ __forceinline__ tf_half tf_below(tf_half r, tf_half hi) {
+  if (tf_cast<float>(r) < tf_cast<float>(hi)) return r;
+  tf_half p; p.x = tf_prev16(hi.x); return p;
+}
+template <> __device__ __forceinline__ tf_bf16 tf_below(tf_bf16 r, tf_bf16 hi) {
+  if (tf_cast<float>(r) < tf_cast<float>(hi)) return r;
+  tf_bf16 p; p.x = tf_prev16(hi.x); return p;
+}
 template <typename T> __device__ T tf_normal(long long p, long long seed, long long offset, T mean, T std);
 template <> __device__ __forceinline__ float tf_normal(long long p, long long seed, long long offset, float mean, float std) {
   const TfPhilox r = tf_philox(p, seed, offset);

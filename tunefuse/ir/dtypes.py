@@ -214,6 +214,9 @@ def from_any_dtype(dtype: object) -> DataType:
     name = str(dtype)
     if name in _TORCH_NAMES:
         return _TORCH_NAMES[name]
+    if "complex" in name:  # torch.complex64, numpy's complex128, ...
+        shown = name if name.startswith("torch.") else np.dtype(dtype).name  # type: ignore[call-overload]
+        raise DefinitionError(f"the dtype {shown} is not supported by tunefuse: {_COMPLEX}")
     return from_numpy_dtype(dtype)  # type: ignore[arg-type]
 
 
@@ -225,6 +228,10 @@ def python_scalar_dtype(value: object) -> DataType:
         return DataType.Int
     if isinstance(value, (float, np.floating)):
         return DataType.Double
+    if isinstance(value, (complex, np.complexfloating)):
+        raise DefinitionError(
+            f"the complex scalar {value!r} is not supported by tunefuse: {_COMPLEX}"
+        )
     raise DefinitionError(f"unsupported scalar {value!r} of type {type(value).__name__}")
 
 
