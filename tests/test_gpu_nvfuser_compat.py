@@ -412,3 +412,103 @@ def test_a_manually_padded_cat_runs_as_the_reference(rng):
     a, b = torch.randn(33, 3, device="cuda"), torch.randn(33, 5, device="cuda")
     (got,) = fd.execute([a, b])
     np.testing.assert_array_equal(to_host(got), torch.cat([a, b], 1).cpu().numpy())
+
+
+# -- spellings and semantics nvFuser's frontend tests use ------------------------------------
+
+
+def _unseeded_uniform(seeded: bool):
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        lo, hi = fd.define_scalar(0.3, DataType.Float), fd.define_scalar(1.7, DataType.Float)
+        extra = {}
+        if seeded:
+            extra = dict(
+                rng_seed=fd.define_scalar(DataType.Int), rng_offset=fd.define_scalar(DataType.Int)
+            )
+        fd.add_output(fd.ops.mul(t, fd.ops.uniform(lo, hi, shape=[5, 9], **extra)))
+    return fd
+
+
+def test_unseeded_draws_follow_torchs_generator():
+    """torch.manual_seed(s) makes the draws reproducible, and the k-th draw after it is the
+    draw given rng_seed=s, rng_offset=k (nvFuser's test_deterministic_random)."""
+    torch = torch_or_skip()
+    x = torch.randn(5, 9, device="cuda")
+    stochastic, seeded = _unseeded_uniform(False), _unseeded_uniform(True)
+    for seed in (0, 12345, 2**62 + 7):
+        torch.manual_seed(seed)
+        draws = [stochastic.execute([x])[0] for _ in range(4)]
+        for k, got in enumerate(draws):
+            torch.testing.assert_close(got, seeded.execute([x, seed, k])[0], rtol=0, atol=0)
+        assert not torch.equal(draws[0], draws[1])
+    torch.manual_seed(3)
+    first = stochastic.execute([x])[0]
+    torch.manual_seed(3)
+    torch.testing.assert_close(stochastic.execute([x])[0], first, rtol=0, atol=0)
+
+
+def test_a_call_without_arrays_returns_torch_tensors():
+    torch = torch_or_skip()
+    with FusionDefinition() as fd:
+        s = fd.define_scalar(DataType.Double)
+        fd.add_output(fd.ops.mul(fd.ops.full([2, 3], fd.define_scalar(1.0), DataType.Float), s))
+        fd.add_output(fd.ops.iota(fd.define_scalar(4), dtype=DataType.Int))
+    full, iota = fd.execute([2.5])
+    assert isinstance(full, torch.Tensor) and full.is_cuda
+    torch.testing.assert_close(full, torch.full((2, 3), 2.5, device="cuda"))
+    torch.testing.assert_close(iota, torch.arange(4, device="cuda"))
+
+
+def test_from_pytorch_takes_cuda_tensors_and_cpu_scalars():
+    torch = torch_or_skip()
+    x, scale = torch.randn(4, 5, device="cuda"), torch.tensor(3.0)
+    with FusionDefinition() as fd:
+        with pytest.raises(ValueError, match="a CPU tensor of shape \\[4, 5\\]"):
+            fd.from_pytorch(x.cpu())
+        fd.add_output(fd.ops.mul(fd.from_pytorch(x), fd.from_pytorch(scale)))
+    torch.testing.assert_close(fd.execute([x, scale])[0], x * 3)
+
+
+@pytest.mark.parametrize("dtype", [DataType.Half, DataType.BFloat16])
+def test_uniform_in_a_narrow_dtype_stays_below_hi(dtype):
+    """nvFuser's test_uniform_range: half and bfloat16 draws of [0, 1) reach the largest
+    value below 1 and never 1 itself, the kernel's draws equal to the reference's."""
+    torch_or_skip()
+    with FusionDefinition() as fd:
+        lo, hi = fd.define_scalar(0.0), fd.define_scalar(1.0)
+        seed, offset = fd.define_scalar(DataType.Int), fd.define_scalar(DataType.Int)
+        fd.add_output(
+            fd.ops.uniform(lo, hi, shape=[1 << 22], rng_seed=seed, rng_offset=offset, dtype=dtype)
+        )
+    (got,) = fd.execute([11, 0])
+    top = 0.99951171875 if dtype is DataType.Half else 0.99609375
+    assert got.max().item() == top and got.min().item() >= 0.0
+    np.testing.assert_array_equal(to_host(got), reference.run(fd.fusion, [11, 0])[0])
+
+
+def test_index_select_of_a_0_dim_index_matches_torch():
+    torch = torch_or_skip()
+    x, i = torch.randn(8, 16, device="cuda"), torch.tensor(2, device="cuda")
+    for dim in (0, 1):
+        with FusionDefinition() as fd:
+            fd.add_output(fd.ops.index_select(fd.from_pytorch(x), fd.from_pytorch(i), dim))
+        torch.testing.assert_close(fd.execute([x, i])[0], torch.index_select(x, dim, i))
+
+
+def test_contiguity_in_stride_order_binds_a_column_major_input_written_in_place():
+    """nvFuser's test_inplace_update_on_non_contiguous_inputs: [2, 2] with strides (1, 3),
+    declared contiguity [False, True] in stride order [0, 1]."""
+    torch = torch_or_skip()
+    x = torch.randn(5, device="cuda").as_strided((2, 2), (1, 3))
+    expected = x.relu()
+    with FusionDefinition() as fd:
+        t = fd.define_tensor(
+            shape=[2, 2], contiguity=[False, True], dtype=DataType.Float, stride_order=[0, 1]
+        )
+        r = fd.ops.set(fd.ops.where(fd.ops.gt(t, 0.0), t, 0.0))
+        fd.add_output(r, t)
+        fd.add_output(r)
+    (out,) = fd.execute([x])
+    torch.testing.assert_close(x, expected, rtol=0, atol=0)
+    torch.testing.assert_close(out, expected, rtol=0, atol=0)
