@@ -235,3 +235,30 @@ def test_uniform_draws_stay_below_hi_in_their_dtype(dtype, lo, hi):
     if dtype is not DataType.Float:
         assert draws.max() == float(largest_below)  # reached: many draws round up to hi
     assert ml_dtypes  # bfloat16's numpy type comes from ml-dtypes
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "strides", "message"),
+    [
+        ([-1, -2], [5, 5], [7, 7], "start_indices must be greater-than-or-equal-to 0"),
+        ([3, 4], [1, 2], [1, 1], "end_indices must be greater-than-or-equal-to start_indices"),
+        ([0, 0], [5, 5], [5, 5], "All slice operation strides must be of size 1"),
+        ([0, 0, 0], [4, 4, 4], [1, 1, 1], "Number of tensor dimensions does not match"),
+        ([0, 0, 0], [4, 4], [1, 1], "start_indices and strides don't match"),
+        ([0, 0], [4, 4, 4], [1, 1], "indexing attribute dimensions don't match"),
+    ],
+)
+def test_the_legacy_slice_refuses_what_legacy_nvfuser_refuses(start, end, strides, message):
+    """The legacy frontend takes bounds as given (no counting from the end, unit strides)
+    and refuses the rest in nvFuser's words, as RuntimeErrors; the direct frontend
+    normalizes a negative bound instead."""
+    x = np.zeros((10, 10), np.float32)
+    with legacy.FusionDefinition() as fd:
+        t = fd.from_array(x)
+        with pytest.raises(RuntimeError, match=message):
+            fd.ops.slice(t, start, end, strides)
+        fd.add_output(fd.ops.slice(t, [2, 2], [4, 4]))
+    np.testing.assert_array_equal(reference.run(fd.fusion, [x])[0], x[2:4, 2:4])
+    with FusionDefinition() as direct:
+        direct.add_output(direct.ops.slice(direct.from_array(x, True), [-2, 0], [10, 10]))
+    assert direct.fusion.nodes[-1].attrs.start_indices == (8, 0)

@@ -16,6 +16,11 @@ class CompletedDefinitionError(DefinitionError, RuntimeError):
     nvFuser `schedule()`); a RuntimeError too, as nvFuser raises one."""
 
 
+class LegacyRuleError(DefinitionError, RuntimeError):
+    """A definition nvFuser's legacy frontend refuses (its slice bounds rules), refused in its
+    words, as a RuntimeError too (nvFuser's kind)."""
+
+
 class MissingDefinitionError(DefinitionError, NotImplementedError):
     """A FusionDefinition run with no definition: neither a `with` block nor a `definition()`
     method filled it (a NotImplementedError too, as nvFuser's)."""

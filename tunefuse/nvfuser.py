@@ -20,9 +20,9 @@ from typing import Any
 
 from tunefuse import version
 from tunefuse.arrays import compute_contiguity, compute_tensor_descriptor
-from tunefuse.errors import DefinitionError, MissingDefinitionError
+from tunefuse.errors import DefinitionError, LegacyRuleError, MissingDefinitionError
 from tunefuse.frontend import FusionDefinition as _FusionDefinition
-from tunefuse.frontend import Tensor
+from tunefuse.frontend import Ops, Tensor
 from tunefuse.ir.dtypes import DataType
 from tunefuse.ir.fusion import numbered
 
@@ -53,6 +53,59 @@ class Fusion:
         return str(self.definition) if self.definition is not None else "<empty Fusion>"
 
 
+class LegacyOps(Ops):
+    """The legacy frontend's ops: as the direct frontend's, but for `slice`, whose bounds the
+    legacy frontend takes as given (no negative bound counting from the end, unit strides)
+    and checks in its own words."""
+
+    def slice(
+        self,
+        arg: Tensor,
+        start_indices: Sequence[Any],
+        end_indices: Sequence[Any],
+        strides: Sequence[Any] | None = None,
+    ) -> Tensor:
+        rank = self._rank(self._tensor(arg, "slice"))
+        if strides is None:
+            strides = [1] * len(start_indices)
+        if len(start_indices) != len(strides):
+            raise LegacyRuleError(
+                "Slice start_indices and strides don't match! "
+                f"Start Indices: {list(start_indices)} Strides: {list(strides)}"
+            )
+        if len(start_indices) != len(end_indices):
+            raise LegacyRuleError(
+                "Slice indexing attribute dimensions don't match! "
+                f"Start Indices: {list(start_indices)} End Indices: {list(end_indices)}"
+            )
+        if rank != len(start_indices):
+            raise LegacyRuleError(
+                "Number of tensor dimensions does not match slice dimensions! "
+                f"Tensor-dims: {rank} Slice-dims: {len(start_indices)}"
+            )
+        for start, end, stride in zip(start_indices, end_indices, strides):
+            start, end = (
+                self._constant_int(start, "slice start"),
+                self._constant_int(end, "slice end"),
+            )
+            if start < 0:
+                raise LegacyRuleError(
+                    "Slice operation start_indices must be greater-than-or-equal-to 0. "
+                    f"Start Indices: {list(start_indices)}"
+                )
+            if end < start:
+                raise LegacyRuleError(
+                    "Slice operation end_indices must be greater-than-or-equal-to start_indices. "
+                    f"Start Indices: {list(start_indices)} End Indices: {list(end_indices)}"
+                )
+            if self._constant_int(stride, "slice stride") != 1:
+                raise LegacyRuleError(
+                    "nvFuser Limitation: All slice operation strides must be of size 1. "
+                    f"Strides: {list(strides)}"
+                )
+        return super().slice(arg, start_indices, end_indices, strides)
+
+
 class FusionDefinition(_FusionDefinition):
     """The legacy frontend's FusionDefinition: filled by a `with` block, by a subclass's
     `definition()` (run at the first `execute`), or, given a fusion id (`fd.id()` of an
@@ -64,6 +117,7 @@ class FusionDefinition(_FusionDefinition):
 
     def __init__(self, fusion: Fusion | int | None = None) -> None:
         super().__init__()
+        self.ops = LegacyOps(self)
         self._container: Fusion | None = None
         self._in_block = False
         if isinstance(fusion, int) and not isinstance(fusion, bool):
