@@ -73,6 +73,7 @@ def main() -> None:
     ap.add_argument("--tag", default="tunefuse")
     ap.add_argument("--only", default=None)
     ap.add_argument("--shapes", nargs="+", default=None, help="ROWSxCOLS instead of SHAPES")
+    ap.add_argument("--dtypes", nargs="+", default=["float", "bfloat16"])
     args = ap.parse_args()
     shapes = [tuple(map(int, s.split("x"))) for s in args.shapes] if args.shapes else SHAPES
     bw = copy_bandwidth()
@@ -84,7 +85,7 @@ def main() -> None:
         if args.only and name != args.only:
             continue
         for rows, cols in shapes:
-            for dt in (F, DataType.BFloat16):
+            for dt in (d for d in (F, DataType.BFloat16) if d.value in args.dtypes):
                 ins = inputs(name, rows, cols, dt)
                 with FusionDefinition() as fd:
                     define(fd, dt)

@@ -116,7 +116,7 @@ def test_a_fused_kernel_is_compiled_to_fit_the_blocks_its_row_groups_count_on(
 
 def test_tuned_params_are_not_squeezed_into_the_default_layouts_residency():
     """A tuner's layout of more threads than G was sized for asks only for what its own
-    estimate fits (3 blocks of 256 where G counts on 7 of 128)."""
+    estimate fits (3 blocks of 256 where G counts on 6 of 128)."""
     from dataclasses import replace
 
     fd, inputs = _backward("layernorm", 16384, 1024, DataType.BFloat16)
@@ -135,3 +135,49 @@ def test_kernels_without_column_partials_keep_plain_launch_bounds():
     seg, p, source = _norm_source(fd, inputs_for(fd, 4096, 2560, np.random.default_rng(0)))
     assert partial_blocks(seg, H100, p) == 0
     assert re.search(r"__launch_bounds__\(\d+\)", source)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize(
+    "name, dtype, cols, ahead",
+    [
+        ("layernorm", DataType.BFloat16, 1024, True),  # a vector of dy and of x a thread
+        ("rmsnorm", DataType.BFloat16, 768, True),
+        ("layernorm", DataType.Float, 16, True),  # 4 fp32 elements: one vector too
+        ("layernorm", DataType.Float, 33, False),  # odd rows: no vector to read ahead
+        ("layernorm", DataType.BFloat16, 2560, False),  # 16 elements: two vectors in flight
+        ("rmsnorm", DataType.Float, 1024, False),
+    ],
+)
+def test_a_share_of_one_vector_is_read_a_row_ahead(name, dtype, cols, ahead, arch):
+    """A kernel taking column sums in parts whose thread holds one vector of each row input
+    loads the next row's (and its mean and rstd) before it reduces this one; the register
+    estimate G is sized by counts those raw words; it compiles for every arch."""
+    from tunefuse.compiler import compile_kernel
+
+    fd, inputs = _backward(name, 300000 if cols < 64 else 16384, cols, dtype)
+    seg, p, source = _norm_source(fd, inputs, PROFILES[arch])
+    assert seg.column_partials
+    loop_head, loop = _row_loop(source)
+    ahead_loads = normalization.prefetched_row_loads(seg, p.elements_per_thread)
+    assert bool(ahead_loads) == ahead
+    assert ("nx" in loop_head and "const int tf_next" in loop) == ahead
+    if ahead:
+        words = sum(
+            -(-p.elements_per_thread * seg.loads[k].dtype.itemsize // 4) for k in ahead_loads
+        )
+        scalars = normalization.prefetched_row_scalars(seg, p.elements_per_thread)
+        assert len(scalars) == (2 if name == "layernorm" else 1)  # mean, rstd / rstd
+        assert "rs%d" % scalars[0] in loop
+        assert normalization.partial_registers(seg, p) == normalization.held_registers(
+            seg, p.elements_per_thread
+        )
+        without = len(normalization.held_row_inputs(seg)) + len(seg.column_partials)
+        assert normalization.partial_registers(seg, p) == (
+            p.elements_per_thread * without
+            + words
+            + 2 * len(scalars)
+            + normalization.PARTIAL_OTHER_REGISTERS
+        )
+    name_ = source[source.index("tf_normalization_") :].split("(")[0]
+    compile_kernel(source, name_, arch)

@@ -38,6 +38,8 @@ from tunefuse.schedulers.normalization import (
     partial_shared_bytes,
     partial_shared_offsets,
     partials_in_shared,
+    prefetched_row_loads,
+    prefetched_row_scalars,
 )
 from tunefuse.schedulers.phases import phases_reading, segment_groups
 from tunefuse.schedulers.reduction import lane_elements
@@ -356,6 +358,20 @@ class _Emitter:
             self.values_kept_across_passes() if self.cache and self.cluster == 1 else {}
         )
         self.hoisted = self.hoisted_loads()
+        # A kernel taking column sums in parts reads its next row's share ahead (nx<k>), where
+        # it is one vector an input (schedulers.normalization.prefetched_row_loads).
+        ahead = prefetched_row_loads(segment, self.ept) if self.cache else []
+        filled = self.filled_loads(False) if self.cache else []
+        self.prefetch = (
+            ahead
+            if ahead and sorted(ahead) == sorted(filled) and set(ahead) <= self.vec_loads
+            else []
+        )
+        self.prefetch_scalars = (
+            [k for k in prefetched_row_scalars(segment, self.ept) if k not in self.guarded]
+            if self.prefetch
+            else []
+        )
 
     def values_kept_across_passes(self) -> dict[Expr, tuple[int, int]]:
         """Costly element values (an exp, a division...) that one accumulator's pass computes
@@ -436,6 +452,8 @@ class _Emitter:
         def load(k: int) -> str:
             if element_cached and k in self.cached_loads:
                 return f"cl{k}[c * {self.vec} + v]"
+            if k in self.prefetch_scalars:
+                return f"rs{k}"
             if in_vector and vector_loaded and k in self.vec_loads:
                 return f"vl{k}.v[v]"
             if in_vector and self.shared and k in self.cached_loads:
@@ -1334,6 +1352,54 @@ class _Emitter:
             else:
                 self.w(f"{indent}{t} cl{k}[{self.slots}];")
 
+    def prefetch_row(self, indent: str) -> None:
+        """nx<k>: this lane's share of the row `row_opening` opened, raw vectors (zero past
+        the row's end or past the last row), for the trip that computes it."""
+        it, step = self.itype, self.step
+        for k in self.prefetch_scalars:
+            self.w(f"{indent}if (row_ok) nxs{k} = {self.load_inline(k)};")
+        self.w(f"{indent}#pragma unroll")
+        self.w(f"{indent}for (int c = 0; c < {self.ept // step}; ++c) {{")
+        self.w(
+            f"{indent}  const {it} r0 = ({it})c * {self.p.threads_r * step} + ({it})tr * {step};"
+        )
+        self.w(f"{indent}  if (row_ok && r0 < n_red) {{")
+        self.unravel(self.red, "r0", indent + "    ")
+        for k in self.prefetch:
+            ld = self.s.loads[k]
+            vt = f"TfVec<{ld.dtype.cuda}, {self.vec}>"
+            text = load_text(ld.buffer, self.offset(k), k in self.streamed, vt)
+            self.w(f"{indent}    nx{k}[c] = {text};")
+        self.w(f"{indent}  }} else {{")
+        for k in self.prefetch:
+            self.w(f"{indent}    nx{k}[c] = {{}};")
+        self.w(f"{indent}  }}")
+        self.w(f"{indent}}}")
+
+    def take_prefetched(self, indent: str, tile: int) -> None:
+        """This trip's row from nx<k> into its registers (cl<k>), then the next trip's row
+        read into nx<k>, in flight while this one is reduced (its own scope: the next
+        row's indices shadow this row's)."""
+        it, vec = self.itype, self.vec
+        for k in self.prefetch_scalars:
+            self.w(f"{indent}const {self.s.loads[k].dtype.cuda} rs{k} = nxs{k};")
+        self.w(f"{indent}#pragma unroll")
+        self.w(f"{indent}for (int c = 0; c < {self.ept // self.step}; ++c) {{")
+        for k in self.prefetch:
+            self.w(f"{indent}  #pragma unroll")
+            self.w(
+                f"{indent}  for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = nx{k}[c].v[v];"
+            )
+        self.w(f"{indent}}}")
+        self.w(f"{indent}{{")
+        self.w(f"{indent}  const {it} tf_next = row_base + ({it})(gridDim.x) * {tile};")
+        self.w(f"{indent}  {{")
+        self.w(f"{indent}    const {it} row_base = tf_next;")
+        self.row_opening(indent + "    ")
+        self.prefetch_row(indent + "    ")
+        self.w(f"{indent}  }}")
+        self.w(f"{indent}}}")
+
     def filled_loads(self, hoisted: bool) -> list[int]:
         """The cached loads a fill loads: those the row loop does not change
         (`hoisted_loads`), or the others."""
@@ -1458,6 +1524,18 @@ class _Emitter:
         self.declare_column_partials("  ")
         if self.hoisted:
             self.fill_registers("  ", hoisted=True)
+        if self.prefetch:
+            # The first row's share, read before the loop; each trip reads the next one's.
+            for k in self.prefetch:
+                vt = f"TfVec<{self.s.loads[k].dtype.cuda}, {self.vec}>"
+                self.w(f"  {vt} nx{k}[{self.ept // self.step}];")
+            for k in self.prefetch_scalars:
+                self.w(f"  {self.s.loads[k].dtype.cuda} nxs{k} = {{}};")
+            self.w("  {")
+            self.w(f"    const {self.itype} row_base = ({self.itype})(blockIdx.x) * {tile};")
+            self.row_opening("    ")
+            self.prefetch_row("    ")
+            self.w("  }")
         self.w(
             f"  for ({it} row_base = ({it})(blockIdx.x{per}) * {tile}; row_base < {n_rows}; "
             f"row_base += ({it})(gridDim.x{per}) * {tile}) {{"
@@ -1483,7 +1561,10 @@ class _Emitter:
             return "\n".join(self.lines)
         self.row_opening("    ")
         self.registers("    ")
-        self.fill_registers("    ")
+        if self.prefetch:
+            self.take_prefetched("    ", tile)
+        else:
+            self.fill_registers("    ")
         if self.split > 1:
             self.split_body()
         elif self.along_outputs and not self.lane_totals:

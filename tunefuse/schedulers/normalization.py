@@ -611,12 +611,73 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
 PARTIAL_OTHER_REGISTERS = 32
 
 
+# A thread's share of a row input of at most this many bytes (one vector) is read a row
+# ahead by a kernel taking column sums in parts (`prefetched_row_loads`).
+PREFETCH_SHARE_BYTES = 16
+
+
+def prefetched_row_loads(segment: Segment, ept: int) -> list[int]:
+    """The loads a kernel taking column sums in parts reads a row ahead: its grid-stride loop
+    loads row g + G's elements (raw, into registers of their own) before it computes row g,
+    so their latency overlaps row g's reductions and barriers. Those are the inputs it holds
+    that move from row to row (not a weight every row reads), where a thread's share of each
+    is at most PREFETCH_SHARE_BYTES: one load a row, which nothing else of that row has in
+    flight (a longer share's vectors are in flight together already, and would double
+    registers a block needs). [] where any held input's share is longer."""
+    last = len(segment.extents) - 1
+    if (
+        not segment.column_partials
+        or last not in segment.reduce_dims
+        or reduction.reduced_vector(segment) == 1
+    ):
+        return []  # read a vector at a time only (codegen: its vector loads)
+    passes = phases_reading(segment, online=False)
+    outer = [j for j in range(len(segment.extents)) if j not in segment.reduce_dims]
+    moving = [
+        k
+        for k, ld in enumerate(segment.loads)
+        if moves_along_row(segment, ld)
+        and passes.get(k, 0) > 1
+        and (
+            not ld.offset.is_affine
+            or any(ld.offset.coeff(Var(j, segment.extents[j])) for j in outer)
+        )
+    ]
+    if any(
+        not segment.loads[k].offset.is_affine
+        or segment.loads[k].offset.coeff(Var(last, segment.extents[last])) != 1
+        or ept * segment.loads[k].dtype.itemsize > PREFETCH_SHARE_BYTES
+        for k in moving
+    ):
+        return []
+    return moving
+
+
+def prefetched_row_scalars(segment: Segment, ept: int) -> list[int]:
+    """The loads of one element a row (a norm's saved mean and rstd) that a kernel reading
+    its rows ahead (`prefetched_row_loads`) reads ahead too: the first pass needs them."""
+    if not prefetched_row_loads(segment, ept):
+        return []
+    outer = [j for j in range(len(segment.extents)) if j not in segment.reduce_dims]
+    return [
+        k
+        for k, ld in enumerate(segment.loads)
+        if ld.offset.is_affine
+        and not moves_along_row(segment, ld)
+        and any(ld.offset.coeff(Var(j, segment.extents[j])) for j in outer)
+    ]
+
+
 def held_registers(segment: Segment, ept: int) -> int:
     """Registers a thread holding `ept` elements of its row share (and its columns' partial
     sums) in registers takes: an estimate, each held element of each input several passes
-    read, each partial sum, PARTIAL_OTHER_REGISTERS more."""
+    read, each partial sum, the raw words of the next row's share where it is read a row
+    ahead (`prefetched_row_loads`), PARTIAL_OTHER_REGISTERS more."""
     held = len(held_row_inputs(segment)) + len(segment.column_partials)
-    return ept * held + PARTIAL_OTHER_REGISTERS
+    ahead = sum(
+        -(-ept * segment.loads[k].dtype.itemsize // 4) for k in prefetched_row_loads(segment, ept)
+    ) + 2 * len(prefetched_row_scalars(segment, ept))
+    return ept * held + ahead + PARTIAL_OTHER_REGISTERS
 
 
 def partial_registers(segment: Segment, p: Params) -> int:
