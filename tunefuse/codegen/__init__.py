@@ -22,7 +22,7 @@ from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import scheduler_for
 
 CODEGEN_VERSION = (
-    "20"  # bump when generated code changes: tuned records of another version are not used
+    "21"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -30,6 +30,9 @@ CODEGEN_VERSION = (
 #     the block with one pair of barriers (layernorm's backward: two sums a row); loads the
 #     row loop does not change (a weight) are held from before it; a kernel taking column
 #     sums in parts is compiled to fit the blocks an SM its row groups count on.
+# 21: a kernel taking column sums in parts whose thread holds one vector of each row input
+#     reads the next row's share (and its per-row scalars) before it reduces this one;
+#     uniform's draws stay below hi in the output's dtype (tf_below).
 
 
 @dataclass(frozen=True)

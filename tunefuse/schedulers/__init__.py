@@ -101,7 +101,9 @@ class Scheduler(Protocol):
 #    the whole number of warps that leaves the fewest (at most as many elements a thread),
 #    where the register estimate keeps more of its rows resident an SM (a backward's rows
 #    holding dy and x); short partial rows round up to warps, not to a power of two.
-HEURISTICS_VERSION = 21
+# 22: the register estimate of a kernel taking column sums in parts counts the raw words of
+#    the next row it reads ahead (codegen 21): G of such rows (a vector a thread) smaller.
+HEURISTICS_VERSION = 22
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
