@@ -3,23 +3,8 @@
 import re
 
 import torch
+from _arch import is_pre_ampere, is_pre_hopper, is_pre_volta  # noqa: F401
 from nvfuser import DataType, FusionDefinition  # noqa: F401
-
-
-def _major():
-    return torch.cuda.get_device_properties(torch.cuda.current_device()).major
-
-
-def is_pre_volta():
-    return _major() < 7
-
-
-def is_pre_ampere():
-    return _major() < 8
-
-
-def is_pre_hopper():
-    return _major() < 9
 
 
 def check_captured_python_definition(reference_outputs, fd, inputs, device=None):

@@ -1,27 +1,8 @@
 """Harness helpers as nvFuser's tests/python/direct_utils (own code, same checks)."""
 
 import torch
+from _arch import is_pre_ampere, is_pre_blackwell, is_pre_hopper, is_pre_volta  # noqa: F401
 from nvfuser_direct import DataType, FusionDefinition  # noqa: F401
-
-
-def _major():
-    return torch.cuda.get_device_properties(torch.cuda.current_device()).major
-
-
-def is_pre_volta():
-    return _major() < 7
-
-
-def is_pre_ampere():
-    return _major() < 8
-
-
-def is_pre_hopper():
-    return _major() < 9
-
-
-def is_pre_blackwell():
-    return _major() < 10
 
 
 def verify_stride_order(output_strides, stride_order):
