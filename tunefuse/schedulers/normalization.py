@@ -632,16 +632,12 @@ def prefetched_row_loads(segment: Segment, ept: int) -> list[int]:
     ):
         return []  # read a vector at a time only (codegen: its vector loads)
     passes = phases_reading(segment, online=False)
-    outer = [j for j in range(len(segment.extents)) if j not in segment.reduce_dims]
     moving = [
         k
         for k, ld in enumerate(segment.loads)
         if moves_along_row(segment, ld)
         and passes.get(k, 0) > 1
-        and (
-            not ld.offset.is_affine
-            or any(ld.offset.coeff(Var(j, segment.extents[j])) for j in outer)
-        )
+        and _moves_between_rows(segment, ld)
     ]
     if any(
         not segment.loads[k].offset.is_affine
@@ -656,15 +652,26 @@ def prefetched_row_loads(segment: Segment, ept: int) -> list[int]:
 def prefetched_row_scalars(segment: Segment, ept: int) -> list[int]:
     """The loads of one element a row (a norm's saved mean and rstd) that a kernel reading
     its rows ahead (`prefetched_row_loads`) reads ahead too: the first pass needs them."""
-    if not prefetched_row_loads(segment, ept):
-        return []
-    outer = [j for j in range(len(segment.extents)) if j not in segment.reduce_dims]
+    return _row_scalar_loads(segment) if prefetched_row_loads(segment, ept) else []
+
+
+def _moves_between_rows(segment: Segment, ld) -> bool:  # noqa: ANN001 - a segment's load
+    """A load whose element changes from row to row (not a weight every row reads)."""
+    return not ld.offset.is_affine or any(
+        ld.offset.coeff(Var(j, segment.extents[j]))
+        for j in range(len(segment.extents))
+        if j not in segment.reduce_dims
+    )
+
+
+def _row_scalar_loads(segment: Segment) -> list[int]:
+    """Loads of one element a row: affine, moving between rows, not along them."""
     return [
         k
         for k, ld in enumerate(segment.loads)
         if ld.offset.is_affine
         and not moves_along_row(segment, ld)
-        and any(ld.offset.coeff(Var(j, segment.extents[j])) for j in outer)
+        and _moves_between_rows(segment, ld)
     ]
 
 
@@ -674,9 +681,9 @@ def held_registers(segment: Segment, ept: int) -> int:
     read, each partial sum, the raw words of the next row's share where it is read a row
     ahead (`prefetched_row_loads`), PARTIAL_OTHER_REGISTERS more."""
     held = len(held_row_inputs(segment)) + len(segment.column_partials)
-    ahead = sum(
-        -(-ept * segment.loads[k].dtype.itemsize // 4) for k in prefetched_row_loads(segment, ept)
-    ) + 2 * len(prefetched_row_scalars(segment, ept))
+    vectors = prefetched_row_loads(segment, ept)
+    scalars = _row_scalar_loads(segment) if vectors else []
+    ahead = sum(-(-ept * segment.loads[k].dtype.itemsize // 4) for k in vectors) + 2 * len(scalars)
     return ept * held + ahead + PARTIAL_OTHER_REGISTERS
 
 
