@@ -178,3 +178,38 @@ def test_strided_rows_a_vector_of_outputs_a_lane_agree_with_the_reference(
     got, launched = run_with_reduction_params(fd, inputs, kind="normalization", **changes)
     assert any(k.params["vector"] == vector for k in launched)
     assert_agrees(fd, inputs, got, computed(dtype))
+
+
+@pytest.mark.parametrize(
+    "define,dtype,shape",
+    [
+        (column_layernorm, DataType.BFloat16, (32768, 4096)),  # 256 MB re-read at a time
+        (middle_softmax, DataType.Float, (64, 16384, 64)),
+    ],
+)
+def test_strided_rows_re_read_from_beyond_the_l2_run_a_kernel_a_pass(define, dtype, shape, rng):
+    """Rows whose resident blocks would re-read more than the L2 holds: the plan runs a kernel
+    a pass (a split strided Welford or max-and-sum, then the normalizing pointwise kernel),
+    and agrees with the reference."""
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    inputs = [rng.standard_normal(shape, dtype=np.float32).astype(dtype.numpy)]
+    if define is column_layernorm:
+        inputs.append(rng.standard_normal(shape[1], dtype=np.float32).astype(dtype.numpy))
+    from tunefuse.runtime.device import runtime
+
+    segments = fd.plan(inputs, device=runtime(0).info).segments
+    assert all(s.scheduler is not SchedulerKind.NORMALIZATION for s in segments)
+    got = [to_host(g) for g in fd.execute(to_device(inputs))]
+    assert_agrees(fd, inputs, got, computed(dtype))
+
+
+def test_long_bf16_columns_summed_four_a_lane_split_agree_with_the_reference(rng):
+    """bf16 sums over dim 0 of [32768, 4096]: 4 outputs a lane, split 8 ways by default."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
+        fd.add_output(fd.ops.sum(x, dims=[0]))
+    inputs = [rng.standard_normal((32768, 4096), dtype=np.float32).astype(DataType.BFloat16.numpy)]
+    got, launched = run_with_reduction_params(fd, inputs)
+    assert [(k.params["vector"], k.params["split"]) for k in launched] == [(4, 8)]
+    assert_agrees(fd, inputs, got, DataType.BFloat16)

@@ -86,9 +86,7 @@ def test_the_measured_points():
         ((2048, 12, 1024), 2, 64, 6, 1, 4),
         ((16, 3, 1048576), 1, 128, 3, 1, 4),
         ((16, 3, 1048575), 1, 256, 3, 4, 1),  # an odd extent: no vector, 4 rows a lane
-        ((4, 4096, 8192), 32, 32, 0, 1, 1),  # 1024 blocks of 32: 1024 threads each
         ((16, 300, 65536), 16, 64, 0, 1, 1),  # many outputs: 64 a block
-        ((64, 16384, 64), 32, 32, 0, 1, 1),  # 128 blocks of 32: 1024 threads each
         ((1024, 1024, 64), 32, 32, 0, 1, 1),
     ]:
         p = params(shape)
@@ -111,9 +109,58 @@ def test_the_measured_points():
         norm_segment((1024, 2048, 64), DataType.BFloat16, H100), H100
     )
     assert not reread.cache_row and reread.threads_r == 32  # held by 128 threads before
-    long_rows = norm_segment((2, 9000, 4096), DataType.Float, H100)  # 256 blocks of 32
+    long_rows = norm_segment((2, 900, 4096), DataType.Float, H100)  # 256 blocks of 32
     assert not normalization.default_params(long_rows, H100).cache_row  # re-read
+    # 9000 rows of those: 295 MB re-read by the resident blocks, past the L2
+    assert norm_segment((2, 9000, 4096), DataType.Float, H100) is None
     assert norm_segment((2, 9000, 16), DataType.Float, H100) is None  # 1 block: a kernel a pass
+
+
+def test_strided_rows_re_read_from_beyond_the_l2_run_a_kernel_a_pass():
+    """A strided row re-read by its block comes back from L2 only while the rows the
+    resident blocks re-read fit in it; past that, a kernel a pass (measured: softmax over the
+    middle dim fp32 [64, 16384, 64] 315.0 -> 285.6 us, bf16 [64, 32768, 64] 434 -> 405, fp32
+    [4, 4096, 8192] in 1024 blocks re-reading 132 MB). Where they fit (bf16 [1024, 2048, 64]:
+    33 MB; 329 us one kernel, 372 split), and for contiguous rows, one kernel."""
+    for shape, dtype in [
+        ((64, 16384, 64), DataType.Float),
+        ((64, 32768, 64), DataType.BFloat16),
+        ((4, 4096, 8192), DataType.Float),
+        ((256, 4096, 64), DataType.Float),
+    ]:
+        assert norm_segment(shape, dtype, H100) is None, shape
+    for shape, dtype in [((1024, 2048, 64), DataType.BFloat16), ((1024, 1024, 64), DataType.Float)]:
+        seg = norm_segment(shape, dtype, H100)
+        p = normalization.default_params(seg, H100)
+        blocks = -(-reduction.sizes(seg)[0] // p.rows_per_block)
+        resident = normalization.rereads_resident_bytes(seg, H100, p, blocks)
+        assert not p.cache_row and resident <= H100.l2_bytes, shape
+        assert normalization.split_reason(seg, H100) is None
+
+
+@given(
+    n=st.integers(1, 64),
+    c_log=st.integers(9, 16),
+    l_log=st.integers(5, 14),
+    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_re_read_strided_row_stays_one_kernel_only_where_its_re_reads_fit_the_l2(
+    n, c_log, l_log, dtype, device
+):
+    """Over a surface of strided softmaxes: every one-kernel plan that re-reads its rows
+    keeps the rows its resident blocks re-read within the L2, and its SMs balanced."""
+    seg = norm_segment((n, 1 << c_log, 1 << l_log), dtype, device)
+    if seg is None:
+        return
+    p = normalization.default_params(seg, device)
+    if p.cache_row or p.shared_row:
+        return
+    n_out, _ = reduction.sizes(seg)
+    blocks = -(-n_out // p.rows_per_block)
+    assert normalization.rereads_resident_bytes(seg, device, p, blocks) <= device.l2_bytes
+    assert normalization.sm_balance(blocks, device) >= normalization.MIN_SM_BALANCE
 
 
 def test_rows_along_the_innermost_dim_keep_their_layout():

@@ -147,14 +147,15 @@ def test_an_output_without_reductions_rides_with_the_reduction_of_its_shape():
     """Outputs sum(x, 1) [N], y = x * x [N, M] and sum(y, 0) [M]: y has no reduction of its
     own, so it is not split from the column sums (that would write y and read it back); the
     row sums take a kernel, y and its column sums another. (8192 columns: 1000 would leave
-    the re-read columns too few blocks, and the scheduler runs them a kernel a pass.)"""
+    the re-read columns too few blocks; 1024 rows: 4096 would re-read 134 MB at a time,
+    past the L2; the scheduler runs either a kernel a pass.)"""
     with FusionDefinition() as fd:
         x = fd.define_tensor([-1, -1], dtype=DataType.Float)
         fd.add_output(fd.ops.sum(x, [1]))
         y = fd.ops.mul(x, x)
         fd.add_output(y)
         fd.add_output(fd.ops.sum(y, [0]))
-    inputs = _planning_inputs([((4096, 8192), np.float32)])
+    inputs = _planning_inputs([((1024, 8192), np.float32)])
     _, kernels = _kernels(fd, inputs)
     assert sorted(len(s.stores) for s, _ in kernels) == [1, 2]
 

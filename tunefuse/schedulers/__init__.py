@@ -103,7 +103,10 @@ class Scheduler(Protocol):
 #    holding dy and x); short partial rows round up to warps, not to a power of two.
 # 22: the register estimate of a kernel taking column sums in parts counts the raw words of
 #    the next row it reads ahead (codegen 21): G of such rows (a vector a thread) smaller.
-HEURISTICS_VERSION = 22
+# 23: a normalization of strided rows that its resident blocks re-read from beyond the L2
+#    runs as a kernel a pass; strided reductions of 2-byte outputs one a lane that fill the
+#    GPU unsplit take 4 a lane, split, where each share still loops long enough.
+HEURISTICS_VERSION = 23
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -529,6 +529,34 @@ def keeps_two_passes(segment: Segment) -> bool:
 MIN_SM_BALANCE = 0.8
 
 
+# A row read again by each pass of the one block that owns it comes back from L2 only while
+# the rows that the resident blocks read again fit in it; past that every pass reads memory,
+# as the kernels of a split plan do, but with a block a tile of rows (strided rows of 4096
+# outputs: 128 blocks of 1024 threads, one an SM, 2-byte loads). H100, the one kernel against
+# a kernel a pass (xmicro force_split, rounds alternated; resident re-read bytes in
+# brackets): layernorm over dim 0 bf16 [32768, 4096] 409.4 -> 312.8 us (256 MB), fp32
+# [16384, 4096] 308.0 -> 284.8 (256 MB), softmax over the middle dim bf16 [64, 32768, 64]
+# 429.5 -> 394.5 (256 MB), fp32 [64, 16384, 64] 315.0 -> 286.2 (256 MB); where they fit, the
+# one kernel keeps its L2 hits: bf16 [512, 262144] 252.8 against 310.7 split (16 MB), fp32
+# [1024, 65536] 283.2 / 288.1 (33 MB), softmax bf16 [1024, 2048, 64] 329.3 / 372.3 (33 MB);
+# bf16 [2048, 65536] (33 MB) 345.4 / 316.8 is the one split win they leave. Strided rows
+# only: a contiguous row re-read by its block reads full vectors with every thread, and a
+# kernel a pass gained nothing there (benchmarks/surface/whole_2026-11-25/split_rules_ab.jsonl,
+# nine cells of rows of 131072-524288: 0.97-1.06 of the one kernel, softmax bf16 [1024,
+# 131072] 282.6 -> 298.0 us). One strided cell lost: softmax over the middle dim bf16 [256,
+# 8192, 64] 334 -> 367 us (torch.compile 360).
+
+
+def rereads_resident_bytes(segment: Segment, device: DeviceInfo, p: Params, blocks: int) -> int:
+    """The bytes of rows the resident blocks of a re-reading normalization read again: each
+    block's rows (`rows_per_block` of them) of every input a later pass reads again, for as
+    many blocks as are resident at once (by threads; `blocks` where fewer)."""
+    _, n_red = reduction.sizes(segment)
+    per_sm = max(1, device.max_threads_per_sm // reduction.block_threads(p.as_reduction()))
+    row_bytes = n_red * sum(ld.dtype.itemsize for ld in held_row_inputs(segment))
+    return min(blocks, per_sm * device.sm_count) * p.rows_per_block * row_bytes
+
+
 def split_reason(segment: Segment, device: DeviceInfo) -> str | None:
     """Why this normalization runs better as a kernel for each pass over its rows (its
     reductions, then a pointwise kernel reading their results), or None. A row neither
@@ -544,6 +572,14 @@ def split_reason(segment: Segment, device: DeviceInfo) -> str | None:
         return None
     n_out, n_red = reduction.sizes(segment)
     blocks = -(-n_out // p.rows_per_block)  # strided rows: a block of several
+    resident = rereads_resident_bytes(segment, device, p, blocks)
+    if not p.inner and resident > device.l2_bytes:
+        return (
+            f"rows of {n_red} do not fit a block (each pass reads them again) and the rows its "
+            f"resident blocks read again ({resident >> 20} MB) do not fit the "
+            f"{device.l2_bytes >> 20} MB L2: each pass reads memory either way, a kernel a "
+            "pass does it across the GPU"
+        )
     balance = sm_balance(blocks, device)
     if balance >= MIN_SM_BALANCE:
         return None

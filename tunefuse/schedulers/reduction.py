@@ -450,6 +450,18 @@ OUTER_THREAD_ELEMENTS = 16  # a strided thread's loop: two trips of 8 loads in f
 UNSPLIT_BYTES = 4
 SPLIT_BYTES = 64
 SPLIT_BLOCKS_PER_SM = 8
+# Where one narrow output a lane fills the GPU unsplit (a block an SM of 1024 threads of one
+# 2-byte load each) but a wider lane would not, the wider lane split still pays where its
+# rows are long enough that each share keeps VECTOR_TRIPS trips at the split _outer_split
+# gives (at most SPLIT_BLOCKS_PER_SM blocks an SM: 8 shares): H100, bf16 4096 outputs of
+# 32768 rows (ab.py, one output a lane unsplit against 4 a lane split 4 / 8, 2 a lane split
+# 4): column sums 117.0 -> 106.4 / 107.2 / 105.8 us, over the middle dim [64, 32768, 64]
+# 120.0 -> 106.7 / 108.4 / 108.4, var_mean0 119.6 -> 112.6 / 119.0 / 109.8 (2 a lane
+# split 2: 107.4). Shorter rows keep one a lane unsplit: a split of 16 MB or less loses its
+# workspace round trip (bf16 [2048, 4096] 12.2 us unsplit, 16.8 split 2). A block row must
+# lie within one run of contiguous outputs: over the middle dim of bf16 [48, 32768, 80] rows
+# of 64 outputs straddle the runs of 80, and the split lost (141.3 -> 149.9 us).
+SPLIT_VECTOR_TRIPS = SPLIT_BLOCKS_PER_SM * VECTOR_TRIPS
 
 
 def _split_bytes(segment: Segment) -> int:
@@ -526,6 +538,14 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
         most = row_tiles(segment, p) * _split_by_work(segment, p)
         if not unsplit and splittable and _in_flight(segment, p, most) >= target:
             return p
+        if (
+            unsplit
+            and narrow
+            and splittable
+            and trips >= SPLIT_VECTOR_TRIPS
+            and segment.extents[-1] % (p.rows_per_block * p.vector) == 0
+        ):
+            return p  # split by _outer_split: each share still loops VECTOR_TRIPS trips
         vector //= 2
     return _outer_layout(segment, many, device) if many > 1 else narrowest
 
