@@ -48,6 +48,9 @@ CASES = [
     # vectors of outputs fit: bf16 rows of 45 with a weight, of 40 over 96 outputs
     (column_layernorm, DataType.BFloat16, (45, 1024)),
     (middle_softmax, DataType.BFloat16, (3, 40, 96)),
+    # fp32 rows of 257-1024 held 4 outputs a lane (16-byte lanes), odd and even lengths
+    (middle_softmax, DataType.Float, (4, 700, 4096)),
+    (column_layernorm, DataType.Float, (1024, 20000)),
 ]
 
 
@@ -103,6 +106,8 @@ def test_strided_rows_a_lane_agree_with_the_reference(case, rows_per_lane, rng):
     p = normalization.default_params(norms[0], PROFILES["sm_90"])
     if not p.cache_row or p.elements_per_thread * rows_per_lane > 64:
         pytest.skip("re-read rows, or too many elements a lane")
+    if p.vector > 1:
+        pytest.skip("a lane of a vector of outputs (rows a lane are lanes of one output)")
     got, launched = run_with_reduction_params(
         fd, inputs, kind="normalization", rows_per_lane=rows_per_lane
     )
@@ -213,3 +218,13 @@ def test_long_bf16_columns_summed_four_a_lane_split_agree_with_the_reference(rng
     got, launched = run_with_reduction_params(fd, inputs)
     assert [(k.params["vector"], k.params["split"]) for k in launched] == [(4, 8)]
     assert_agrees(fd, inputs, got, DataType.BFloat16)
+
+
+@pytest.mark.parametrize("case", [11, 12])
+def test_long_fp32_strided_rows_are_held_four_outputs_a_lane(case, rng):
+    """fp32 strided rows of 257-1024 whose held blocks fill the GPU: 4 outputs a lane in
+    registers by default, and they agree with the reference."""
+    fd, dtype, inputs = case_fusion(case, rng)
+    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    assert [(k.params["cache_row"], k.params["vector"]) for k in launched] == [(True, 4)]
+    assert_agrees(fd, inputs, got, computed(dtype))

@@ -45,6 +45,17 @@ def test_strided_rows_take_outputs_along_x(n, c_log, c_odd, l_log, dtype, device
     assert not p.inner
     n_out, n_red = reduction.sizes(seg)
     assert p.threads_r * p.rows_per_block <= device.max_threads_per_block
+    if p.vector > 1 and p.threads_r > normalization.STRIDED_HELD_THREADS:
+        # rows of 257-1024 with 16-byte lanes, held where their blocks fill half the GPU
+        assert p.vector * dtype.itemsize == 16 and p.cache_row
+        assert p.threads_r <= normalization.STRIDED_WIDE_HELD_THREADS
+        assert p.threads_r * p.rows_per_block <= normalization.STRIDED_WIDE_BLOCK
+        assert normalization.STRIDED_ELEMENTS >= p.elements_per_thread
+        assert p.threads_r * p.elements_per_thread >= n_red
+        blocks = -(-n_out // (p.rows_per_block * p.vector))
+        resident = device.sm_count * device.max_threads_per_sm
+        assert 2 * blocks * p.threads_r * p.rows_per_block >= resident
+        return
     if p.vector > 1:  # short rows: a vector of outputs a lane, 8 elements of each at most
         assert p.vector <= normalization.STRIDED_VECTOR
         assert reduction.output_vector(seg) % p.vector == 0
@@ -86,8 +97,8 @@ def test_the_measured_points():
         ((2048, 12, 1024), 2, 64, 6, 1, 4),
         ((16, 3, 1048576), 1, 128, 3, 1, 4),
         ((16, 3, 1048575), 1, 256, 3, 4, 1),  # an odd extent: no vector, 4 rows a lane
-        ((16, 300, 65536), 16, 64, 0, 1, 1),  # many outputs: 64 a block
-        ((1024, 1024, 64), 32, 32, 0, 1, 1),
+        ((16, 300, 65536), 32, 8, 10, 1, 4),  # 16-byte lanes: held, 4 outputs a lane
+        ((1024, 1024, 64), 64, 4, 16, 1, 4),  # 16-byte lanes: held, 4 outputs a lane
     ]:
         p = params(shape)
         got = (p.threads_r, p.rows_per_block, p.elements_per_thread if p.cache_row else 0)
@@ -129,7 +140,10 @@ def test_strided_rows_re_read_from_beyond_the_l2_run_a_kernel_a_pass():
         ((256, 4096, 64), DataType.Float),
     ]:
         assert norm_segment(shape, dtype, H100) is None, shape
-    for shape, dtype in [((1024, 2048, 64), DataType.BFloat16), ((1024, 1024, 64), DataType.Float)]:
+    for shape, dtype in [
+        ((1024, 2048, 64), DataType.BFloat16),
+        ((1024, 1024, 64), DataType.BFloat16),
+    ]:
         seg = norm_segment(shape, dtype, H100)
         p = normalization.default_params(seg, H100)
         blocks = -(-reduction.sizes(seg)[0] // p.rows_per_block)

@@ -105,7 +105,9 @@ class Scheduler(Protocol):
 #    the next row it reads ahead (codegen 21): G of such rows (a vector a thread) smaller.
 # 23: a normalization of strided rows that its resident blocks re-read from beyond the L2
 #    runs as a kernel a pass; strided reductions of 2-byte outputs one a lane that fill the
-#    GPU unsplit take 4 a lane, split, where each share still loops long enough.
+#    GPU unsplit take 4 a lane, split, where each share still loops long enough; strided
+#    rows of 257-1024 whose lanes load 16 bytes (4 fp32 outputs) are held in registers
+#    where their blocks fill half the GPU.
 HEURISTICS_VERSION = 23
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

@@ -310,6 +310,18 @@ REREAD_WIDE_BLOCKS = 16
 STRIDED_VECTOR = 4
 STRIDED_VECTOR_ELEMENTS = 8
 STRIDED_VECTOR_THREADS = 128
+# Longer strided rows (up to STRIDED_WIDE_HELD_THREADS threads of STRIDED_ELEMENTS) whose
+# lanes load 16 bytes (4 fp32 outputs) are held too, in blocks of STRIDED_WIDE_BLOCK threads:
+# H100 (ab.py, re-read default -> held, 4 outputs a lane, 16 elements a thread): layernorm
+# over dim 0 fp32 [512, 131072] 273.8 -> 205.8 us, [1024, 65536] 283.2 -> 222.0
+# (torch.compile 229), [1024, 16384] 73.2 -> 63.2, [768, 40000] 120.0 -> 111.4; softmax over
+# the middle dim fp32 [1024, 1024, 64] 273.5 -> 253.8. Lanes of 8 bytes (bf16) lost held:
+# [512, 262144] 256.3 -> 270.2, [2048, 65536] 344.0 -> 544.0; they stay re-read. So do rows
+# whose held blocks would leave more than half the GPU's threads idle: 256 blocks of 256
+# threads lost (softmax over the middle dim fp32 [64, 1024, 64] 18.4 -> 25.9 us, layernorm
+# over dim 0 fp32 [1024, 4096] 18.4 -> 19.1).
+STRIDED_WIDE_HELD_THREADS = 64
+STRIDED_WIDE_BLOCK = 256
 
 
 def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
@@ -331,6 +343,12 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
         ept = vectors_of_share(n_red, threads, 1)
         lanes = _strided_rows_a_lane(segment, device, outputs, ept)
         return Params(threads, outputs, False, 0, True, ept, 1, 1, evict_first, rows_per_lane=lanes)
+    if threads <= STRIDED_WIDE_HELD_THREADS and vector * reduction.widest_load(segment) == 16:
+        lanes = min(STRIDED_WIDE_BLOCK // threads, pow2_at_least(-(-n_out // vector)))
+        blocks = -(-n_out // (lanes * vector))
+        if 2 * blocks * threads * lanes >= device.sm_count * device.max_threads_per_sm:
+            ept = vectors_of_share(n_red, threads, 1)
+            return Params(threads, lanes, False, 0, True, ept, vector, 1, evict_first)
     wide = -(-n_out // STRIDED_BLOCK_ROWS) < REREAD_WIDE_BLOCKS * device.sm_count
     threads, outputs = (32, STRIDED_BLOCK_ROWS) if wide else (16, 2 * STRIDED_BLOCK_ROWS)
     outputs = min(outputs, pow2_at_least(n_out))
