@@ -551,8 +551,8 @@ MIN_SM_BALANCE = 0.8
 # the rows that the resident blocks read again fit in it; past that every pass reads memory,
 # as the kernels of a split plan do, but with a block a tile of rows (strided rows of 4096
 # outputs: 128 blocks of 1024 threads, one an SM, 2-byte loads). H100, the one kernel against
-# a kernel a pass (xmicro force_split, rounds alternated; resident re-read bytes in
-# brackets): layernorm over dim 0 bf16 [32768, 4096] 409.4 -> 312.8 us (256 MB), fp32
+# a kernel a pass (benchmarks/surface/whole_2026-11-25/force_split.py.txt, rounds alternated;
+# resident re-read bytes in brackets): layernorm over dim 0 bf16 [32768, 4096] 409.4 -> 312.8 us (256 MB), fp32
 # [16384, 4096] 308.0 -> 284.8 (256 MB), softmax over the middle dim bf16 [64, 32768, 64]
 # 429.5 -> 394.5 (256 MB), fp32 [64, 16384, 64] 315.0 -> 286.2 (256 MB); where they fit, the
 # one kernel keeps its L2 hits: bf16 [512, 262144] 252.8 against 310.7 split (16 MB), fp32

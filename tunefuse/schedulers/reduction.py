@@ -514,7 +514,9 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
     many tiles; bf16 [2, 2**26] column sums 148.6 us with lanes of 8, 277.1 with one output a
     lane), and the widest (up to LANE_VECTOR_BYTES) that costs no parallelism: where one
     output a lane fills the GPU unsplit, one of elements under 4 bytes that still does with
-    VECTOR_TRIPS trips a thread; where it needs a split, one whose split reaches
+    VECTOR_TRIPS trips a thread, or one of such elements whose split keeps
+    SPLIT_VECTOR_TRIPS trips in all (VECTOR_TRIPS a share) and whose block rows lie within
+    the outputs' innermost run; where it needs a split, one whose split reaches
     `_split_bytes` in flight."""
     n_out, n_red = sizes(segment)
     many = output_vector(segment)
