@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import torch  # noqa: E402
 from ab import case  # noqa: E402
-from run import copy_bandwidth, moved_bytes, timed, torch_of  # noqa: E402
+from run import copy_bandwidth, moved_bytes, timed  # noqa: E402
 from surface import _torch_fn  # noqa: E402
 
 from tunefuse import Cache, DataType, tune  # noqa: E402
@@ -89,9 +89,7 @@ def measure(label: str, name: str, dtype_name: str, shape, trials: int, rounds: 
         ]
         tuned = Executor(fd.fusion, cache=cache)
         calls = {"default": lambda: default.run(inputs), "tuned": lambda: tuned.run(inputs)}
-        compiled = torch.compile(
-            torch_of(name) if name in ("softmax", "logsumexp") else _torch_fn(name)
-        )
+        compiled = torch.compile(_torch_fn(name))  # the surface's peer: run.torch_of for norms
         calls["torch.compile"] = lambda: compiled(*inputs)
         liger = liger_of(name)
         if liger is not None:
