@@ -8,7 +8,7 @@ CASE is a tests/fusion_zoo.py case (SHAPE rows x cols) or a surface pattern not 
 (row, col, var_mean0, middle: SHAPE as benchmarks/surface.py lays it out, e.g. var_mean0
 bfloat16 32768x4096, middle float 64x1024x64); each name=value changes the default
 params (ints and True/False). Prints the params, the static instruction count of each kernel
-of the plan and its most frequent opcodes. Static: a loop body counts once, so compare
+of the plan, its registers and its most frequent opcodes. Static: a loop body counts once, so compare
 variants of one kernel, not kernels of different structure.
 
 Needs NVIDIA's disassembler, which PyPI ships (not a dependency of tunefuse):
@@ -71,6 +71,17 @@ def opcodes(cubin: bytes, tool: str) -> list[str]:
     return [m.split(".")[0] for m in OPCODE.findall(run.stdout)]
 
 
+def resources(cubin: bytes, tool: str) -> str:
+    """The registers, shared memory and stack of the cubin's kernel, as cuobjdump reports
+    them (registers a thread decide how many blocks an SM holds)."""
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(cubin)
+        f.flush()
+        run = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True)
+    found = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+)", run.stdout)
+    return f"{found[1]} registers, stack {found[2]}, shared {found[3]}" if found else "?"
+
+
 def parse_value(text: str) -> object:
     if text in ("True", "False"):
         return text == "True"
@@ -117,10 +128,11 @@ def main() -> None:
         if why is not None:
             raise SystemExit(f"{seg.name}: {params} is not valid here ({why})")
         src = generate(seg, params, device, dtypes)
-        ops = opcodes(compile_kernel(src.source, src.name, arch).cubin, tool)
+        cubin = compile_kernel(src.source, src.name, arch).cubin
+        ops = opcodes(cubin, tool)
         common = collections.Counter(ops).most_common(12)
         print(f"{seg.name} ({seg.scheduler.value}) {params}")
-        print(f"  {len(ops)} instructions; " + ", ".join(f"{op} {n}" for op, n in common))
+        print(f"  {resources(cubin, tool)}; {len(ops)} instructions; " + ", ".join(f"{op} {n}" for op, n in common))
         if "--print" in sys.argv[1:]:
             print(src.source.split("end of preamble", 1)[1])
 

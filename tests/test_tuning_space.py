@@ -219,32 +219,6 @@ def test_static_shape_declares_the_index_arguments_as_constants():
         assert why is not None and "static_shape" in why
 
 
-def test_the_tuner_tries_the_default_with_each_flag_flipped():
-    """After the default (and the nearest tuned params), the tuner enqueues the default with
-    evict_first, then static_shape, flipped: small, case-by-case effects a random search may
-    never isolate. A transpose with nothing to tile flips its pointwise kernel's flags."""
-    from tunefuse.tuning.tuner import flag_neighbours
-
-    for name, rows, cols in (
-        ("softmax", 256, 512),
-        ("transpose2d", 256, 512),
-        ("bias_gelu", 256, 512),
-    ):
-        fd = build(ZOO[name], DataType.Float)
-        (seg,) = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0))).segments
-        sched = scheduler_for(seg.scheduler)
-        default = sched.default_params(seg, H100)
-        got = flag_neighbours(seg, H100, default, sched.search_space(seg, H100))
-        flat = [params_to_dict(p) for p in got]
-        base = params_to_dict(default)
-        assert len(got) == 2, name
-        assert (
-            flat[0]["evict_first"] is not base["evict_first"]
-            and flat[0]["static_shape"] is base["static_shape"]
-        )
-        assert flat[1]["static_shape"] is True and flat[1]["evict_first"] is base["evict_first"]
-
-
 def test_every_scheduler_is_a_scheduler():
     """Each scheduler module has what the pipeline asks of it (tunefuse.schedulers.Scheduler)."""
     from tunefuse.planning.kernel_ir import SchedulerKind

@@ -14,10 +14,14 @@ from tunefuse.schedulers import normalization, pointwise, reduction, transpose
 @runtime_checkable
 class Scheduler(Protocol):
     """What the pipeline asks of a scheduler (each is a module of this package): its frozen
-    `Params`, the default heuristic, the validity check that refuses what cannot run, the
-    Optuna search space around the default, and the launch geometry."""
+    `Params`, the pairs its tuner trades (`TRADES`), the default heuristic, the validity
+    check that refuses what cannot run, the Optuna search space around the default, and the
+    launch geometry."""
 
     Params: type
+    # Pairs of parameters whose product a block's size or a row's share keeps: the tuner's
+    # local search steps one up and the other down (`tuning.neighbours`).
+    TRADES: tuple[tuple[str, str], ...]
 
     def default_params(self, segment: Segment, device: DeviceInfo) -> Any: ...
 

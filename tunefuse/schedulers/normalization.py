@@ -846,6 +846,11 @@ def thread_choices(segment: Segment, device: DeviceInfo) -> list[int]:
     return sorted(choices)
 
 
+# A block's threads are threads_r x rows_per_block, a held row threads_r x
+# elements_per_thread: the tuner's local search reshapes either.
+TRADES = (("threads_r", "rows_per_block"), ("threads_r", "elements_per_thread"))
+
+
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 

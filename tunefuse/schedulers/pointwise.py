@@ -233,6 +233,10 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     return rows_error(segment, p) or flags_error(p)
 
 
+# A thread's elements are vector x unroll: the tuner's local search trades one for the other.
+TRADES = (("vector", "unroll"),)
+
+
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 

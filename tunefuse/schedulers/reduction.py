@@ -644,6 +644,10 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     )
 
 
+# A block's threads are threads_r x rows_per_block: the tuner's local search reshapes it.
+TRADES = (("threads_r", "rows_per_block"),)
+
+
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
@@ -663,13 +667,20 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
     return holding_default(space, default_params(segment, device))
 
 
+# A share of a split row is at least this many elements: a contiguous row's threads read it
+# in vectors, a strided one's a lane an element (a column of 512 rows still splits 16 ways).
+MIN_SHARE_CONTIGUOUS = 512
+MIN_SHARE_STRIDED = 32
+
+
 def split_choices(segment: Segment, device: DeviceInfo) -> list[int]:
     """1, and powers of two up to what fills the GPU several times over with one output tile
-    (only where the reductions can be split)."""
+    and leaves each share MIN_SHARE_* elements (only where the reductions can be split)."""
     if not independent_reductions(segment) or any(not st.reduced for st in segment.stores):
         return [1]
     n_out, n_red = sizes(segment)
-    top = min(16 * device.sm_count, max(1, n_red // 512), MAX_SPLIT)
+    share = MIN_SHARE_CONTIGUOUS if reduced_is_contiguous(segment) else MIN_SHARE_STRIDED
+    top = min(16 * device.sm_count, max(1, n_red // share), MAX_SPLIT)
     return [1] + [s for s in (2**k for k in range(1, 17)) if s <= top]
 
 

@@ -176,6 +176,11 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     return flags_error(p)
 
 
+# A tile's shape has no product to keep; a transpose run as a pointwise kernel trades as
+# one does.
+TRADES = (("pointwise.vector", "pointwise.unroll"),)
+
+
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
     """Tile shapes; or, when there is nothing to tile (reads and writes share their
     innermost dim), the space of the pointwise kernel that runs instead, as "pointwise.*"."""

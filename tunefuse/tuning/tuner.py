@@ -4,7 +4,10 @@
     print(report)
 
 Trial 0 is the default heuristic, trial 1 the nearest tuned shape's params (warm start),
-then the default with each code-generation flag flipped (`flag_neighbours`).
+then the default's neighbours (`tuning.neighbours`: each flag flipped, each parameter a step
+either way, blocks of the same size shaped otherwise), and the neighbours of every trial
+that beats the best so far: a local search, which the TPE sampler then continues. The
+neighbours' trials do not count towards `patience`.
 Candidates are compiled ahead in a process pool, run and checked in a crash-isolated
 worker (against the default's output, and once against the NumPy reference), timed with
 CUDA events. The best few are measured again, interleaved, before one is stored with its
@@ -80,25 +83,6 @@ def _compile(job: tuple[str, str, str]) -> tuple[str, bytes | None, str]:
         return name, None, e.log[:2000]
 
 
-def flag_neighbours(segment: Any, device: Any, default: Any, space: dict) -> list:
-    """The default params with one code-generation flag (schedulers.common.FLAGS) flipped (a
-    transpose with nothing to tile: its pointwise kernel's), each valid and in the search
-    space. Their effect is small and case by case (1-2% either way, benchmarks/ab.py): a
-    random search may never sample the default with only one of them flipped, so these
-    points are enqueued after the default and the nearest tuned params."""
-    from tunefuse.schedulers import scheduler_for, value_of, with_values
-    from tunefuse.schedulers.common import FLAGS
-
-    sched = scheduler_for(segment.scheduler)
-    out = []
-    for name in space:
-        if name.rsplit(".", 1)[-1] in FLAGS:
-            flipped = with_values(default, {name: not value_of(default, name)})
-            if sched.is_valid(segment, device, flipped) is None:
-                out.append(flipped)
-    return out
-
-
 def study_name(segment: Any, env: Any) -> str:
     """The Optuna study of one kernel, shape and env (a resumed tuning finds it again). The
     heuristics' version is part of it: a search space holds the default's values
@@ -167,6 +151,7 @@ def tune(
         value_of,
         with_values,
     )
+    from tunefuse.tuning.neighbours import neighbours
     from tunefuse.tuning.worker import Worker, WorkerDied
 
     fusion = fd.fusion if isinstance(fd, FusionDefinition) else fd
@@ -229,8 +214,15 @@ def tune(
                 )
                 if near_params is not None and sched.is_valid(seg, rt.info, near_params) is None:
                     study.enqueue_trial(fixed(near_params), skip_if_exists=True)
-                for neighbour in flag_neighbours(seg, rt.info, default, space):
-                    study.enqueue_trial(fixed(neighbour), skip_if_exists=True)
+                local: set[str] = set()  # the enqueued neighbours' params, as fixed() spells them
+
+                def enqueue_neighbours(p: Any) -> None:
+                    for neighbour in neighbours(seg, rt.info, p, space, sched.TRADES):
+                        point = fixed(neighbour)
+                        local.add(repr(sorted(point.items())))
+                        study.enqueue_trial(point, skip_if_exists=True)
+
+                enqueue_neighbours(default)
                 task = (
                     bar.add_task(f"{seg.name} {seg.scheduler.value}", total=trials) if bar else None
                 )
@@ -319,7 +311,8 @@ def tune(
                         measured[src.name] = (us, params, {"cubin": cubin, **answer})
                         if us < best * 0.99:
                             best, since_best = us, 0
-                        else:
+                            enqueue_neighbours(params)
+                        elif repr(sorted(trial.params.items())) not in local:
                             since_best += 1
                         if bar:
                             bar.update(
