@@ -45,6 +45,13 @@ def test_strided_rows_take_outputs_along_x(n, c_log, c_odd, l_log, dtype, device
     assert not p.inner
     n_out, n_red = reduction.sizes(seg)
     assert p.threads_r * p.rows_per_block <= device.max_threads_per_block
+    if p.vector > 1 and not p.cache_row:
+        # re-read rows of 2-byte elements: 4-byte lanes, 32 x 32 threads, a block an SM
+        assert p.vector * dtype.itemsize <= normalization.REREAD_LANE_BYTES
+        assert reduction.output_vector(seg) % p.vector == 0
+        assert (p.threads_r, p.rows_per_block, p.unroll) == (32, 32, 4)
+        assert -(-n_out // normalization.outputs_a_block(seg, p)) >= device.sm_count
+        return
     if p.vector > 1 and p.threads_r > normalization.STRIDED_HELD_THREADS:
         # rows of 257-1024 with 16-byte lanes, held where their blocks fill half the GPU
         assert p.vector * dtype.itemsize == 16 and p.cache_row
@@ -132,7 +139,8 @@ def test_strided_rows_re_read_from_beyond_the_l2_run_a_kernel_a_pass():
     resident blocks re-read fit in it; past that, a kernel a pass (measured: softmax over the
     middle dim fp32 [64, 16384, 64] 315.0 -> 285.6 us, bf16 [64, 32768, 64] 434 -> 405, fp32
     [4, 4096, 8192] in 1024 blocks re-reading 132 MB). Where they fit (bf16 [1024, 2048, 64]:
-    33 MB; 329 us one kernel, 372 split), and for contiguous rows, one kernel."""
+    33 MB; 329 us one kernel, 372 split), and for contiguous rows, one kernel; bf16 rows of
+    two outputs a lane keep one kernel past the L2 (the next test)."""
     for shape, dtype in [
         ((64, 16384, 64), DataType.Float),
         ((64, 32768, 64), DataType.BFloat16),
@@ -141,15 +149,34 @@ def test_strided_rows_re_read_from_beyond_the_l2_run_a_kernel_a_pass():
     ]:
         assert norm_segment(shape, dtype, H100) is None, shape
     for shape, dtype in [
-        ((1024, 2048, 64), DataType.BFloat16),
-        ((1024, 1024, 64), DataType.BFloat16),
+        ((64, 1024, 64), DataType.Float),
+        ((64, 2048, 64), DataType.BFloat16),
     ]:
         seg = norm_segment(shape, dtype, H100)
         p = normalization.default_params(seg, H100)
-        blocks = -(-reduction.sizes(seg)[0] // p.rows_per_block)
+        blocks = -(-reduction.sizes(seg)[0] // normalization.outputs_a_block(seg, p))
         resident = normalization.rereads_resident_bytes(seg, H100, p, blocks)
-        assert not p.cache_row and resident <= H100.l2_bytes, shape
+        assert not p.cache_row and p.vector == 1 and resident <= H100.l2_bytes, shape
         assert normalization.split_reason(seg, H100) is None
+
+
+def test_re_read_bf16_rows_take_two_outputs_a_lane_and_keep_one_kernel_past_the_l2():
+    """Re-read strided rows of bf16 take 2 outputs a lane (4-byte lanes) where 64 outputs a
+    block give every SM a block, and keep their one kernel though their re-reads pass the L2
+    (H100: softmax over the middle dim bf16 [256, 8192, 64] 367.7 us split, 300.8 one kernel
+    2 a lane, torch.compile 358.9; [1024, 2048, 64] 329.4 -> 299.6; layernorm over dim 0
+    [2048, 65536] 343.7 -> 295.7). Where 64 a block leave SMs without one ([64, 2048, 64]:
+    64 blocks, 27.5 -> 35.7 us) one a lane stays."""
+    for shape in [(256, 8192, 64), (1024, 2048, 64), (512, 4096, 64), (8192, 300, 64)]:
+        seg = norm_segment(shape, DataType.BFloat16, H100)
+        assert seg is not None, shape  # one kernel
+        p = normalization.default_params(seg, H100)
+        assert not p.cache_row and (p.vector, p.threads_r, p.rows_per_block) == (2, 32, 32), shape
+    few = normalization.default_params(norm_segment((64, 2048, 64), DataType.BFloat16, H100), H100)
+    assert few.vector == 1
+    # one output a lane past the L2 still runs a kernel a pass; fp32 lanes are 4 bytes already
+    assert norm_segment((64, 32768, 64), DataType.BFloat16, H100) is None
+    assert norm_segment((64, 16384, 64), DataType.Float, H100) is None
 
 
 @given(
@@ -164,7 +191,8 @@ def test_a_re_read_strided_row_stays_one_kernel_only_where_its_re_reads_fit_the_
     n, c_log, l_log, dtype, device
 ):
     """Over a surface of strided softmaxes: every one-kernel plan that re-reads its rows
-    keeps the rows its resident blocks re-read within the L2, and its SMs balanced."""
+    one output a lane keeps the rows its resident blocks re-read within the L2, and every
+    one its SMs balanced."""
     seg = norm_segment((n, 1 << c_log, 1 << l_log), dtype, device)
     if seg is None:
         return
@@ -172,8 +200,9 @@ def test_a_re_read_strided_row_stays_one_kernel_only_where_its_re_reads_fit_the_
     if p.cache_row or p.shared_row:
         return
     n_out, _ = reduction.sizes(seg)
-    blocks = -(-n_out // p.rows_per_block)
-    assert normalization.rereads_resident_bytes(seg, device, p, blocks) <= device.l2_bytes
+    blocks = -(-n_out // normalization.outputs_a_block(seg, p))
+    if p.vector == 1:  # lanes of a vector keep one kernel past the L2
+        assert normalization.rereads_resident_bytes(seg, device, p, blocks) <= device.l2_bytes
     assert normalization.sm_balance(blocks, device) >= normalization.MIN_SM_BALANCE
 
 

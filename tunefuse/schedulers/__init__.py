@@ -112,7 +112,10 @@ class Scheduler(Protocol):
 #    GPU unsplit take 4 a lane, split, where each share still loops long enough; strided
 #    rows of 257-1024 whose lanes load 16 bytes (4 fp32 outputs) are held in registers
 #    where their blocks fill half the GPU.
-HEURISTICS_VERSION = 23
+# 24: re-read strided rows of 2-byte elements take 2 outputs a lane (4-byte lanes, 64
+#    outputs a block of 32 x 32 threads) where such blocks give every SM one, and keep one
+#    kernel past the L2 (the kernel-a-pass split applies to one output a lane).
+HEURISTICS_VERSION = 24
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -322,6 +322,20 @@ STRIDED_VECTOR_THREADS = 128
 # over dim 0 fp32 [1024, 4096] 18.4 -> 19.1).
 STRIDED_WIDE_HELD_THREADS = 64
 STRIDED_WIDE_BLOCK = 256
+# Re-read rows of elements under 4 bytes take a vector of outputs a lane up to
+# REREAD_LANE_BYTES (2 of bf16), 32 lanes a block row (128 bytes) and 32 threads a row, where
+# such blocks still give every SM one: one 2-byte load a reduced element kept too few bytes in
+# flight (unroll 4: 8 bytes a thread). H100, bf16 (ab.py, default -> 2 a lane, torch.compile;
+# xmicro sweep of 13 cells, 9 off the surface's grid): layernorm over dim 0 [512, 262144]
+# 256.0 -> 248.3 us (207.0), [1024, 131072] 314.1 -> 287.8 (235.9), [768, 100000] 170.0 ->
+# 167.0 (176.8), [1536, 65536] 248.4 -> 222.4 (220.3), [2048, 65536] 343.7 -> 295.7 (296.5),
+# [3000, 40000] 320.6 -> 281.1 (316.3), [512, 16384] 20.3 -> 16.2 (19.0); softmax over the
+# middle dim [1024, 2048, 64] 329.4 -> 299.6 (307.5), [4096, 512, 64] 265.7 -> 255.2 (301.7),
+# [2048, 1024, 64] 323.1 -> 291.8 (300.9), [512, 2048, 128] 333.0 -> 303.5 (318.0), [8192,
+# 300, 64] 348.7 -> 334.8 (392.2). 16 lanes of 2 a block (512 threads) lost 1-17%, 16
+# threads a row lost up to 24%, 8-byte lanes lost up to 25%. Where 64 outputs a block leave
+# SMs without a block, one a lane stays: [64, 2048, 64] (64 blocks) 27.5 -> 35.7.
+REREAD_LANE_BYTES = 4
 
 
 def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
@@ -349,6 +363,14 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
         if 2 * blocks * threads * lanes >= device.sm_count * device.max_threads_per_sm:
             ept = vectors_of_share(n_red, threads, 1)
             return Params(threads, lanes, False, 0, True, ept, vector, 1, evict_first)
+    lane = 1
+    while (
+        2 * lane <= reduction.output_vector(segment)
+        and 2 * lane * reduction.widest_load(segment) <= REREAD_LANE_BYTES
+    ):
+        lane *= 2
+    if lane > 1 and -(-n_out // (STRIDED_BLOCK_ROWS * lane)) >= device.sm_count:
+        return Params(32, STRIDED_BLOCK_ROWS, False, 0, False, 1, lane, 4, evict_first)
     wide = -(-n_out // STRIDED_BLOCK_ROWS) < REREAD_WIDE_BLOCKS * device.sm_count
     threads, outputs = (32, STRIDED_BLOCK_ROWS) if wide else (16, 2 * STRIDED_BLOCK_ROWS)
     outputs = min(outputs, pow2_at_least(n_out))
@@ -563,16 +585,31 @@ MIN_SM_BALANCE = 0.8
 # nine cells of rows of 131072-524288: 0.97-1.06 of the one kernel, softmax bf16 [1024,
 # 131072] 282.6 -> 298.0 us). One strided cell lost: softmax over the middle dim bf16 [256,
 # 8192, 64] 334 -> 367 us (torch.compile 360).
+# Lanes of a vector of outputs (REREAD_LANE_BYTES: 2 of bf16) keep their one kernel past the
+# L2: their loads keep enough in flight that the re-read from memory costs less than a kernel
+# a pass. H100, one kernel (2 a lane) against a kernel a pass, torch.compile (xmicro/split_vs,
+# rounds alternated; resident bytes in brackets): layernorm over dim 0 bf16 [2048, 65536]
+# 295.7 / 315.5 (296.4; 66 MB), [3000, 40000] 280.8 / 289.4 (317.2; 96 MB), [2560, 50000]
+# 306.4 / 310.2 (324.2; 82 MB), [4096, 32768] 295.4 / 301.3 (321.1; 132 MB), [8192, 16384]
+# 289.3 / 297.6 (316.4; 256 MB); softmax over the middle dim bf16 [512, 4096, 64] 300.1 /
+# 387.2 (327.3; 132 MB), [256, 8192, 64] 300.8 / 367.7 (358.9; 256 MB).
 
 
 def rereads_resident_bytes(segment: Segment, device: DeviceInfo, p: Params, blocks: int) -> int:
     """The bytes of rows the resident blocks of a re-reading normalization read again: each
-    block's rows (`rows_per_block` of them) of every input a later pass reads again, for as
+    block's rows (`outputs_a_block`) of every input a later pass reads again, for as
     many blocks as are resident at once (by threads; `blocks` where fewer)."""
     _, n_red = reduction.sizes(segment)
     per_sm = max(1, device.max_threads_per_sm // reduction.block_threads(p.as_reduction()))
     row_bytes = n_red * sum(ld.dtype.itemsize for ld in held_row_inputs(segment))
-    return min(blocks, per_sm * device.sm_count) * p.rows_per_block * row_bytes
+    return min(blocks, per_sm * device.sm_count) * outputs_a_block(segment, p) * row_bytes
+
+
+def outputs_a_block(segment: Segment, p: Params) -> int:
+    """Rows (outputs) a block reduces: rows_per_block lanes of rows_per_lane rows, each a
+    vector of outputs where the vector runs along them."""
+    along = 1 if reduction.vectors_along_reduction(segment) else p.vector
+    return p.rows_per_block * p.rows_per_lane * along
 
 
 def split_reason(segment: Segment, device: DeviceInfo) -> str | None:
@@ -589,9 +626,9 @@ def split_reason(segment: Segment, device: DeviceInfo) -> str | None:
     if p.cache_row or p.shared_row:
         return None
     n_out, n_red = reduction.sizes(segment)
-    blocks = -(-n_out // p.rows_per_block)  # strided rows: a block of several
+    blocks = -(-n_out // outputs_a_block(segment, p))  # strided rows: a block of several
     resident = rereads_resident_bytes(segment, device, p, blocks)
-    if not p.inner and resident > device.l2_bytes:
+    if not p.inner and p.vector == 1 and resident > device.l2_bytes:
         return (
             f"rows of {n_red} do not fit a block (each pass reads them again) and the rows its "
             f"resident blocks read again ({resident >> 20} MB) do not fit the "
