@@ -22,7 +22,7 @@ from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import scheduler_for
 
 CODEGEN_VERSION = (
-    "21"  # bump when generated code changes: tuned records of another version are not used
+    "22"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -33,6 +33,8 @@ CODEGEN_VERSION = (
 # 21: a kernel taking column sums in parts whose thread holds one vector of each row input
 #     reads the next row's share (and its per-row scalars) before it reduces this one;
 #     uniform's draws stay below hi in the output's dtype (tf_below).
+# 22: a normalization that re-reads its rows from memory loads them evict-first in its output
+#     pass and stores its full-size outputs evict-first (tf_st_stream).
 
 
 @dataclass(frozen=True)

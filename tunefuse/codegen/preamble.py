@@ -395,6 +395,19 @@ template <typename T> __device__ __forceinline__ T tf_ld_stream(const T* p) {
   else if constexpr (sizeof(T) == 2) return tf_ld_stream_as<T, unsigned short>(p);
   else return tf_ld_stream_as<T, unsigned char>(p);
 }
+// Data written once and not read again by the kernel is stored evict-first (st.global.cs).
+template <typename T, typename U> __device__ __forceinline__ void tf_st_stream_as(T* p, T v) {
+  union { U u; T t; } bits;
+  bits.t = v;
+  __stcs(reinterpret_cast<U*>(p), bits.u);
+}
+template <typename T> __device__ __forceinline__ void tf_st_stream(T* p, T v) {
+  if constexpr (sizeof(T) == 16) tf_st_stream_as<T, uint4>(p, v);
+  else if constexpr (sizeof(T) == 8) tf_st_stream_as<T, uint2>(p, v);
+  else if constexpr (sizeof(T) == 4) tf_st_stream_as<T, unsigned int>(p, v);
+  else if constexpr (sizeof(T) == 2) tf_st_stream_as<T, unsigned short>(p, v);
+  else tf_st_stream_as<T, unsigned char>(p, v);
+}
 // A row split over a thread-block cluster (sm_90): the cluster's blocks wait for one another
 // (arrive with release, wait with acquire: what a block wrote to its shared memory before is
 // visible to the others after), and a block reads another's shared memory through the
