@@ -33,8 +33,9 @@ CODEGEN_VERSION = (
 # 21: a kernel taking column sums in parts whose thread holds one vector of each row input
 #     reads the next row's share (and its per-row scalars) before it reduces this one;
 #     uniform's draws stay below hi in the output's dtype (tf_below).
-# 22: a normalization that re-reads its rows from memory loads them evict-first in its output
-#     pass and stores its full-size outputs evict-first (tf_st_stream).
+# 22: a normalization that re-reads its rows from memory, with evict_first, loads them
+#     evict-first in its output pass and stores its full-size outputs evict-first
+#     (tf_st_stream).
 
 
 @dataclass(frozen=True)

@@ -328,17 +328,11 @@ class _Emitter:
         self.counter = [0]
         passes = phases_reading(segment, self.online)
         # A normalization whose rows neither registers nor shared memory hold reads them from
-        # memory again each pass, hoping for L2 hits; its output pass, the rows' last read, and
-        # its full-size stores go evict-first, so that neither pushes out of L2 the rows other
-        # blocks have yet to read again (Inductor's re-reading reductions do the same). H100,
-        # bf16 (default -> evict-first, xmicro stream sweep): layernorm over dim 0 [512,
-        # 262144] 249.1 -> 229.0 us, [1024, 131072] 287.8 -> 243.5; softmax over the middle dim
-        # [4096, 512, 64] 255.6 -> 242.5; softmax [1024, 131072] 282.8 -> 273.8; within 1.2%
-        # either way on [2048, 65536], [1024, 2048, 64] and layernorm [256, 524288]. The loads
-        # alone lost up to 13% ([2048, 65536] 334.0), the stores alone gained up to 3%; held
-        # rows re-read nothing, and their stores evict-first lost (fp32 [1024, 65536] 220.2
-        # -> 223.5), so they keep the default policy.
-        self.rereads = persistent and not self.cache and not self.shared
+        # memory again each pass, hoping for L2 hits. With evict_first (where the scheduler
+        # finds the re-reads fit the L2: `schedulers.normalization.protects_rereads`), its
+        # output pass, the rows' last read, and its full-size stores are evict-first, so that
+        # neither pushes out of L2 the rows other blocks have yet to read again.
+        self.rereads = persistent and not self.cache and not self.shared and p.evict_first
         self.streamed = {
             k
             for k in range(len(segment.loads))

@@ -114,7 +114,9 @@ class Scheduler(Protocol):
 #    where their blocks fill half the GPU.
 # 24: re-read strided rows of 2-byte elements take 2 outputs a lane (4-byte lanes, 64
 #    outputs a block of 32 x 32 threads) where such blocks give every SM one, and keep one
-#    kernel past the L2 (the kernel-a-pass split applies to one output a lane).
+#    kernel past the L2 (the kernel-a-pass split applies to one output a lane); re-reading
+#    normalizations take evict_first (codegen 22: their output pass and stores evict-first)
+#    where their re-reads fit the L2 and their input does not.
 HEURISTICS_VERSION = 24
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

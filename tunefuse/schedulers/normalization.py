@@ -183,6 +183,38 @@ def shared_row_fits(segment: Segment, device: DeviceInfo, rows_per_block: int) -
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
+    """The layout (`_layout`); a layout that re-reads its rows from memory loads and stores
+    evict-first in its output pass where that keeps its re-reads in L2 (`protects_rereads`)."""
+    p = _layout(segment, device)
+    if p.cache_row or p.shared_row:
+        return p
+    return replace(p, evict_first=protects_rereads(segment, device, p))
+
+
+# A kernel that re-reads its rows hopes for L2 hits; with `evict_first` its output pass (the
+# rows' last read) and its full-size stores are evict-first (`codegen.reduction`, rereads), so
+# that neither pushes out of L2 the rows other blocks have yet to read again (Inductor's
+# re-reading reductions load their first pass evict-last, their last evict-first). It pays
+# only where the rows the resident blocks re-read fit the L2 and the input does not: H100
+# (evict-first off -> on, xmicro stream sweep, bf16): layernorm over dim 0 [512, 262144] 249.1
+# -> 229.0 us (17 MB re-read), [1024, 131072] 287.8 -> 243.5 (35 MB); softmax over the middle
+# dim [4096, 512, 64] 255.6 -> 242.5 (17 MB). Past the L2 it lost: [8192, 16384] 291.1 ->
+# 324.8 (256 MB), softmax over the middle dim [256, 8192, 64] 304.3 -> 331.7 (256 MB),
+# [2048, 65536] 295.7 -> 299.2 (66 MB); so did inputs the L2 holds whole: [2048, 4096] 25.1
+# -> 28.5 (16 MB), softmax over the middle dim [64, 2048, 64] 27.6 -> 29.4. Contiguous rows
+# re-read by a block each (one row of 131072-524288 a block: 69-138 MB re-read) moved within
+# 3% either way, and keep the default policy by the same rule.
+def protects_rereads(segment: Segment, device: DeviceInfo, p: Params) -> bool:
+    """Whether the rows that the resident blocks of re-reading `p` read again fit the L2
+    while the rows of all blocks do not."""
+    n_out, n_red = reduction.sizes(segment)
+    row_bytes = n_red * sum(ld.dtype.itemsize for ld in held_row_inputs(segment))
+    blocks = -(-n_out // outputs_a_block(segment, p))
+    resident = rereads_resident_bytes(segment, device, p, blocks)
+    return resident <= device.l2_bytes < n_out * row_bytes
+
+
+def _layout(segment: Segment, device: DeviceInfo) -> Params:
     """The row in registers (one read of memory), 16-byte vectors, enough threads that each
     holds at most 32 elements; rows too long for that are staged in shared memory, held over
     a cluster of blocks (sm_90, `_row_over_cluster`) or re-read through L1/L2.
