@@ -132,7 +132,10 @@ def main() -> None:
         ops = opcodes(cubin, tool)
         common = collections.Counter(ops).most_common(12)
         print(f"{seg.name} ({seg.scheduler.value}) {params}")
-        print(f"  {resources(cubin, tool)}; {len(ops)} instructions; " + ", ".join(f"{op} {n}" for op, n in common))
+        print(
+            f"  {resources(cubin, tool)}; {len(ops)} instructions; "
+            + ", ".join(f"{op} {n}" for op, n in common)
+        )
         if "--print" in sys.argv[1:]:
             print(src.source.split("end of preamble", 1)[1])
 
