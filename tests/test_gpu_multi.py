@@ -61,6 +61,58 @@ def test_cupy_and_host_inputs_on_device_1(torch, rng):
     np.testing.assert_allclose(cupy.asnumpy(out), want, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize(
+    "name,rows,cols,kind",
+    [
+        ("softmax", 264, 50257, "shared_row"),  # a 201 KB row staged: opts in past 48 KB
+        ("softmax", 64, 65536, "cluster"),  # a row held over a thread-block cluster
+        ("row_sum", 4, 1000000, "split"),  # a split reduction and its zeroed workspace
+    ],
+)
+def test_kernels_with_launch_attributes_run_on_device_1(torch, name, rows, cols, kind, rng):
+    """A kernel's launch attributes (dynamic shared memory past 48 KB, a cluster) are set
+    for device 1's context, and a split's workspace is made there: each runs on cuda:1."""
+    from tunefuse.device_info import H100
+    from tunefuse.schedulers import scheduler_for
+
+    fd = build(ZOO[name], DataType.Float)
+    host = inputs_for(fd, rows, cols, rng)
+    (seg,) = fd.plan(host, device=H100).segments
+    p = scheduler_for(seg.scheduler).default_params(seg, H100)
+    chosen = getattr(p, kind)  # the shape still takes the kernel this test is about
+    assert chosen if kind == "shared_row" else chosen > 1, p
+    inputs = [torch.from_numpy(x).to("cuda:1") for x in host]
+    for _ in range(2):
+        (out,) = fd.execute(inputs)
+        assert out.device == torch.device("cuda:1")
+        np.testing.assert_allclose(
+            out.cpu().numpy(), reference.run(fd.fusion, host)[0], rtol=1e-4, atol=1e-4
+        )
+
+
+def test_draws_and_scalar_outputs_stay_on_device_1(torch):
+    """An unseeded draw on device-1 inputs takes its seed from the process stream and
+    writes on cuda:1; a fusion whose only output is a full reduction returns it there."""
+    import tunefuse
+
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        u = fd.ops.uniform(0.0, 1.0, x.shape(), dtype=DataType.Float)
+        fd.add_output(fd.ops.add(x, u))
+    x = torch.zeros(64, 1000, device="cuda:1")
+    tunefuse.manual_seed(7)
+    (first,) = fd.execute([x])
+    tunefuse.manual_seed(7)
+    (again,) = fd.execute([x])
+    assert first.device == torch.device("cuda:1")
+    assert torch.equal(first, again) and 0 <= first.min().item() and first.max().item() < 1
+    with FusionDefinition() as total:
+        y = total.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        total.add_output(total.ops.sum(y, dims=[0, 1]))
+    (out,) = total.execute([torch.ones(300, 70, device="cuda:1")])
+    assert out.device == torch.device("cuda:1") and out.item() == 300 * 70
+
+
 def test_arrays_on_two_devices_are_refused_by_name(torch, rng):
     fd = build(ZOO["bias_gelu"], DataType.Float)
     x, b = inputs_for(fd, 8, 16, rng)
