@@ -13,9 +13,10 @@ from tunefuse.schedulers import params_to_dict, scheduler_for, value_of
 from tunefuse.tuning.neighbours import _step, neighbours
 
 
-def changed(a, b) -> dict:  # noqa: ANN001
-    """The search-space names whose values differ between params a and b."""
-    return {k for k in params_to_dict(a) if params_to_dict(a)[k] != params_to_dict(b)[k]}
+def changed(a, b) -> set:  # noqa: ANN001
+    """The fields whose values differ between params a and b."""
+    da, db = params_to_dict(a), params_to_dict(b)
+    return {k for k in da if da[k] != db[k]}
 
 
 def middle_sum_segment(outer: int, reduced: int, inner: int):  # noqa: ANN201

@@ -196,14 +196,14 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
 # that neither pushes out of L2 the rows other blocks have yet to read again (Inductor's
 # re-reading reductions load their first pass evict-last, their last evict-first). It pays
 # only where the rows the resident blocks re-read fit the L2 and the input does not: H100
-# (evict-first off -> on, xmicro stream sweep, bf16): layernorm over dim 0 [512, 262144] 249.1
-# -> 229.0 us (17 MB re-read), [1024, 131072] 287.8 -> 243.5 (35 MB); softmax over the middle
-# dim [4096, 512, 64] 255.6 -> 242.5 (17 MB). Past the L2 it lost: [8192, 16384] 291.1 ->
-# 324.8 (256 MB), softmax over the middle dim [256, 8192, 64] 304.3 -> 331.7 (256 MB),
-# [2048, 65536] 295.7 -> 299.2 (66 MB); so did inputs the L2 holds whole: [2048, 4096] 25.1
-# -> 28.5 (16 MB), softmax over the middle dim [64, 2048, 64] 27.6 -> 29.4. Contiguous rows
-# re-read by a block each (one row of 131072-524288 a block: 69-138 MB re-read) moved within
-# 3% either way, and keep the default policy by the same rule.
+# (evict-first off -> on, bf16; benchmarks/surface/reread_2026-11-26/evict_first_sweep.jsonl):
+# layernorm over dim 0 [512, 262144] 249.1 -> 229.0 us (17 MB re-read), [1024, 131072] 287.8
+# -> 243.5 (35 MB); softmax over the middle dim [4096, 512, 64] 255.6 -> 242.5 (17 MB). Past
+# the L2 it lost: [8192, 16384] 291.1 -> 324.8 (256 MB), softmax over the middle dim [256,
+# 8192, 64] 304.3 -> 331.7 (256 MB), [2048, 65536] 295.7 -> 299.2 (66 MB); so did inputs the
+# L2 holds whole: [2048, 4096] 25.1 -> 28.5 (16 MB), softmax over the middle dim [64, 2048,
+# 64] 27.6 -> 29.4. Contiguous rows re-read by a block each (one row of 131072-524288 a block:
+# 69-138 MB re-read) moved within 3% either way, and keep the default policy by the same rule.
 def protects_rereads(segment: Segment, device: DeviceInfo, p: Params) -> bool:
     """Whether the rows that the resident blocks of re-reading `p` read again fit the L2
     while the rows of all blocks do not."""
@@ -358,15 +358,16 @@ STRIDED_WIDE_BLOCK = 256
 # REREAD_LANE_BYTES (2 of bf16), 32 lanes a block row (128 bytes) and 32 threads a row, where
 # such blocks still give every SM one: one 2-byte load a reduced element kept too few bytes in
 # flight (unroll 4: 8 bytes a thread). H100, bf16 (ab.py, default -> 2 a lane, torch.compile;
-# xmicro sweep of 13 cells, 9 off the surface's grid): layernorm over dim 0 [512, 262144]
-# 256.0 -> 248.3 us (207.0), [1024, 131072] 314.1 -> 287.8 (235.9), [768, 100000] 170.0 ->
-# 167.0 (176.8), [1536, 65536] 248.4 -> 222.4 (220.3), [2048, 65536] 343.7 -> 295.7 (296.5),
-# [3000, 40000] 320.6 -> 281.1 (316.3), [512, 16384] 20.3 -> 16.2 (19.0); softmax over the
-# middle dim [1024, 2048, 64] 329.4 -> 299.6 (307.5), [4096, 512, 64] 265.7 -> 255.2 (301.7),
-# [2048, 1024, 64] 323.1 -> 291.8 (300.9), [512, 2048, 128] 333.0 -> 303.5 (318.0), [8192,
-# 300, 64] 348.7 -> 334.8 (392.2). 16 lanes of 2 a block (512 threads) lost 1-17%, 16
-# threads a row lost up to 24%, 8-byte lanes lost up to 25%. Where 64 outputs a block leave
-# SMs without a block, one a lane stays: [64, 2048, 64] (64 blocks) 27.5 -> 35.7.
+# 13 cells, 9 off the surface's grid: surface/reread_2026-11-26/reread_lane_variants.log):
+# layernorm over dim 0 [512, 262144] 256.0 -> 248.3 us (207.0), [1024, 131072] 314.1 -> 287.8
+# (235.9), [768, 100000] 170.0 -> 167.0 (176.8), [1536, 65536] 248.4 -> 222.4 (220.3), [2048,
+# 65536] 343.7 -> 295.7 (296.5), [3000, 40000] 320.6 -> 281.1 (316.3), [512, 16384] 20.3 ->
+# 16.2 (19.0); softmax over the middle dim [1024, 2048, 64] 329.4 -> 299.6 (307.5), [4096,
+# 512, 64] 265.7 -> 255.2 (301.7), [2048, 1024, 64] 323.1 -> 291.8 (300.9), [512, 2048, 128]
+# 333.0 -> 303.5 (318.0), [8192, 300, 64] 348.7 -> 334.8 (392.2). 16 lanes of 2 a block (512
+# threads) lost 1-17%, 16 threads a row lost up to 24%, 8-byte lanes lost up to 25%. Where 64
+# outputs a block leave SMs without a block, one a lane stays: [64, 2048, 64] (64 blocks) 27.5
+# -> 35.7.
 REREAD_LANE_BYTES = 4
 
 
@@ -619,12 +620,13 @@ MIN_SM_BALANCE = 0.8
 # 8192, 64] 334 -> 367 us (torch.compile 360).
 # Lanes of a vector of outputs (REREAD_LANE_BYTES: 2 of bf16) keep their one kernel past the
 # L2: their loads keep enough in flight that the re-read from memory costs less than a kernel
-# a pass. H100, one kernel (2 a lane) against a kernel a pass, torch.compile (xmicro/split_vs,
-# rounds alternated; resident bytes in brackets): layernorm over dim 0 bf16 [2048, 65536]
-# 295.7 / 315.5 (296.4; 66 MB), [3000, 40000] 280.8 / 289.4 (317.2; 96 MB), [2560, 50000]
-# 306.4 / 310.2 (324.2; 82 MB), [4096, 32768] 295.4 / 301.3 (321.1; 132 MB), [8192, 16384]
-# 289.3 / 297.6 (316.4; 256 MB); softmax over the middle dim bf16 [512, 4096, 64] 300.1 /
-# 387.2 (327.3; 132 MB), [256, 8192, 64] 300.8 / 367.7 (358.9; 256 MB).
+# a pass. H100, one kernel (2 a lane) against a kernel a pass, torch.compile (surface/
+# reread_2026-11-26/one_kernel_vs_split.log, rounds alternated; resident bytes in brackets):
+# layernorm over dim 0 bf16 [2048, 65536] 295.7 / 315.5 (296.4; 66 MB), [3000, 40000] 280.8 /
+# 289.4 (317.2; 96 MB), [2560, 50000] 306.4 / 310.2 (324.2; 82 MB), [4096, 32768] 295.4 /
+# 301.3 (321.1; 132 MB), [8192, 16384] 289.3 / 297.6 (316.4; 256 MB); softmax over the middle
+# dim bf16 [512, 4096, 64] 300.1 / 387.2 (327.3; 132 MB), [256, 8192, 64] 300.8 / 367.7
+# (358.9; 256 MB).
 
 
 def rereads_resident_bytes(segment: Segment, device: DeviceInfo, p: Params, blocks: int) -> int:
