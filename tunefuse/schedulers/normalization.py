@@ -207,11 +207,10 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
 def protects_rereads(segment: Segment, device: DeviceInfo, p: Params) -> bool:
     """Whether the rows that the resident blocks of re-reading `p` read again fit the L2
     while the rows of all blocks do not."""
-    n_out, n_red = reduction.sizes(segment)
-    row_bytes = n_red * sum(ld.dtype.itemsize for ld in held_row_inputs(segment))
+    n_out, _ = reduction.sizes(segment)
     blocks = -(-n_out // outputs_a_block(segment, p))
     resident = rereads_resident_bytes(segment, device, p, blocks)
-    return resident <= device.l2_bytes < n_out * row_bytes
+    return resident <= device.l2_bytes < n_out * reread_row_bytes(segment)
 
 
 def _layout(segment: Segment, device: DeviceInfo) -> Params:
@@ -633,10 +632,15 @@ def rereads_resident_bytes(segment: Segment, device: DeviceInfo, p: Params, bloc
     """The bytes of rows the resident blocks of a re-reading normalization read again: each
     block's rows (`outputs_a_block`) of every input a later pass reads again, for as
     many blocks as are resident at once (by threads; `blocks` where fewer)."""
-    _, n_red = reduction.sizes(segment)
     per_sm = max(1, device.max_threads_per_sm // reduction.block_threads(p.as_reduction()))
-    row_bytes = n_red * sum(ld.dtype.itemsize for ld in held_row_inputs(segment))
-    return min(blocks, per_sm * device.sm_count) * outputs_a_block(segment, p) * row_bytes
+    resident = min(blocks, per_sm * device.sm_count) * outputs_a_block(segment, p)
+    return resident * reread_row_bytes(segment)
+
+
+def reread_row_bytes(segment: Segment) -> int:
+    """The bytes of one row of every input a later pass reads again."""
+    _, n_red = reduction.sizes(segment)
+    return n_red * sum(ld.dtype.itemsize for ld in held_row_inputs(segment))
 
 
 def outputs_a_block(segment: Segment, p: Params) -> int:

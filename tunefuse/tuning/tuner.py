@@ -214,12 +214,15 @@ def tune(
                 )
                 if near_params is not None and sched.is_valid(seg, rt.info, near_params) is None:
                     study.enqueue_trial(fixed(near_params), skip_if_exists=True)
-                local: set[str] = set()  # the enqueued neighbours' params, as fixed() spells them
+                local: set[str] = set()  # the enqueued neighbours, by point_key
+
+                def point_key(values: dict) -> str:
+                    return repr(sorted(values.items()))
 
                 def enqueue_neighbours(p: Any) -> None:
                     for neighbour in neighbours(seg, rt.info, p, space, sched.TRADES):
                         point = fixed(neighbour)
-                        local.add(repr(sorted(point.items())))
+                        local.add(point_key(point))
                         study.enqueue_trial(point, skip_if_exists=True)
 
                 enqueue_neighbours(default)
@@ -312,7 +315,7 @@ def tune(
                         if us < best * 0.99:
                             best, since_best = us, 0
                             enqueue_neighbours(params)
-                        elif repr(sorted(trial.params.items())) not in local:
+                        elif point_key(trial.params) not in local:
                             since_best += 1
                         if bar:
                             bar.update(
