@@ -370,3 +370,23 @@ def test_strided_rows_with_a_vector_of_outputs_compile(arch):
             compiled += 1
             assert "_v[v]" in ks.source  # totals kept a lane
     assert compiled >= 10
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_reduction_compiled_to_fit_its_blocks_says_so_in_its_launch_bounds(arch):
+    """min_blocks > 1 is the launch bounds' second argument (the compiler then caps a
+    thread's registers so that many blocks fit an SM); 0 leaves the bound at the block."""
+    from test_reduction_defaults import column_sum_segment
+
+    device = PROFILES[arch]
+    seg = column_sum_segment(512, 262144, DataType.BFloat16)
+    p = reduction.default_params(seg, device)
+    dtypes = {ld.buffer: ld.dtype for ld in seg.loads} | {st.buffer: st.dtype for st in seg.stores}
+    threads = reduction.block_threads(p)
+    for blocks, bounds in (
+        (4, f"__launch_bounds__({threads}, 4)"),
+        (0, f"__launch_bounds__({threads})"),
+    ):
+        ks = generate(seg, dataclasses.replace(p, min_blocks=blocks), device, dtypes)
+        assert bounds in ks.source
+        compile_kernel(ks.source, ks.name, arch)

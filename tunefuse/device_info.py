@@ -13,6 +13,7 @@ class DeviceInfo:
     sm_count: int
     max_threads_per_block: int = 1024
     max_threads_per_sm: int = 2048
+    max_blocks_per_sm: int = 32
     regs_per_sm: int = 65536
     shared_per_block: int = 48 * 1024
     shared_optin_per_block: int = 227 * 1024  # what a kernel may ask for beyond 48 KB (opt-in)

@@ -98,7 +98,9 @@ def generate(
             args,
             params,
             kind is SchedulerKind.NORMALIZATION,
-            partial_blocks(segment, device, params),
+            partial_blocks(segment, device, params)
+            if kind is SchedulerKind.NORMALIZATION
+            else params.min_blocks,  # type: ignore[attr-defined]
         )
     grid, block, smem = scheduler.grid(segment, device, params)
     if grid[2] > 65535:

@@ -117,7 +117,11 @@ class Scheduler(Protocol):
 #    kernel past the L2 (the kernel-a-pass split applies to one output a lane); re-reading
 #    normalizations take evict_first (codegen 22: their output pass and stores evict-first)
 #    where their re-reads fit the L2 and their input does not.
-HEURISTICS_VERSION = 24
+# 25: a reduction whose grid is one wave only with every block its threads allow on each
+#    SM is compiled to fit them (`min_blocks`, the launch bounds' second argument): 33-40
+#    registers a thread had held 3 blocks of 512 threads an SM, not 4, and run a third of a
+#    second wave.
+HEURISTICS_VERSION = 25
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -56,6 +56,10 @@ class Params:
     # rows_per_block apart, and loads all of them into registers before reducing any, so that
     # rows of a few bytes still give each lane enough loads in flight.
     rows_per_lane: int = 1
+    # Blocks an SM the kernel is compiled to fit: its launch bounds cap a thread's registers
+    # at 65536 / (block threads x this), so that the residency the grid and the split were
+    # sized for (`resident_blocks`) holds. 0: the compiler's choice.
+    min_blocks: int = 0
 
 
 def max_vector(segment: Segment) -> int:
@@ -156,9 +160,41 @@ def sizes(segment: Segment) -> tuple[int, int]:
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
-    """The layout (below), then a split of the reduced extent where its rows cannot fill the GPU."""
+    """The layout (below), then a split of the reduced extent where its rows cannot fill the
+    GPU; compiled to fit the blocks an SM that a one-wave grid needs (`one_wave_blocks`)."""
     p = _layout_defaults(segment, device)
-    return replace(p, split=default_split(segment, device, p))
+    p = replace(p, split=default_split(segment, device, p))
+    return replace(p, min_blocks=one_wave_blocks(segment, device, p))
+
+
+def resident_blocks(p: Params, device: DeviceInfo) -> int:
+    """The blocks of `p` an SM's threads hold (at most the device's blocks an SM): the
+    residency the grid and the split are sized for."""
+    return max(1, min(device.max_threads_per_sm // block_threads(p), device.max_blocks_per_sm))
+
+
+# Most reductions take 33-40 registers a thread, so blocks of 512 threads fit 3 an SM, not
+# the 4 their threads allow, and a grid sized as one wave of 4 (the split's whole waves,
+# `_outer_split`) runs a third of a second wave. Compiled to fit 4 (launch bounds: 32
+# registers), H200, old code against new alternated twice (benchmarks/README.md, "Grids of
+# one wave"): bf16 sums over the middle dim [64, 32768, 64] 84.1 -> 79.7 us (torch.compile
+# 79.3), [4096, 512, 64] 80.1 -> 75.4; column sums [512, 262144] 78.6 -> 74.7, [2**23, 16]
+# 85.6 -> 80.9; fp32 [2**22, 16] 82.4 -> 78.3; softmax over the middle dim bf16 [64, 32768,
+# 64] (its partials kernel) 384.2 -> 353.2. Elsewhere the cap only spills: grids under a
+# wave lose up to 25% (bf16 columns [32, 262144]: all 256 blocks were resident anyway), and
+# grids of several waves up to 13% (bf16 [2**20, 2, 64]: 4224 blocks, a partial last wave
+# among 5 costs less than the spills). Welford accumulators do not fit 32 registers
+# (var_mean0 fp32 [262144, 256] spilled: 77.8 -> 82.4).
+def one_wave_blocks(segment: Segment, device: DeviceInfo, p: Params) -> int:
+    """`resident_blocks` where the grid runs in one wave only if every SM holds that many
+    (one fewer an SM would not hold it) and the accumulators are not a Welford's; else 0
+    (the compiler's choice of registers)."""
+    if has_welford(segment):
+        return 0
+    r = resident_blocks(p, device)
+    (gx, gy, gz), _, _ = grid(segment, device, p)
+    blocks = gx * gy * gz
+    return r if (r - 1) * device.sm_count < blocks <= r * device.sm_count else 0
 
 
 # A split is worth its workspace round trip only with enough work per thread: at least this
@@ -499,7 +535,7 @@ def _outer_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
     if _fills_unsplit(segment, device, p) or split_error(segment, replace(p, split=2)):
         return 1
     resident = device.sm_count * device.max_threads_per_sm
-    wave = device.sm_count * max(1, device.max_threads_per_sm // block_threads(p))
+    wave = device.sm_count * resident_blocks(p, device)
     target = -(-_split_bytes(segment) * resident // _in_flight(segment, p, 1))
     blocks = min(target, SPLIT_BLOCKS_PER_SM * device.sm_count)
     if blocks > wave:
@@ -637,6 +673,14 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return f"unroll {p.unroll} (1, 2, 4 or 8)"
     if p.blocks_per_sm < 0:
         return f"blocks_per_sm {p.blocks_per_sm} (0: no cap, else at least 1)"
+    if not 0 <= p.min_blocks <= device.max_blocks_per_sm or (
+        block_threads(p) * p.min_blocks > device.max_threads_per_sm
+    ):
+        return (
+            f"min_blocks {p.min_blocks}: {p.min_blocks} blocks of {block_threads(p)} threads "
+            f"do not fit an SM ({device.max_threads_per_sm} threads, "
+            f"{device.max_blocks_per_sm} blocks)"
+        )
     return (
         split_error(segment, p)
         or lanes_error(segment, p, lane_elements(segment, p))
@@ -662,6 +706,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         "split": optuna.distributions.CategoricalDistribution(split_choices(segment, device)),
         "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
+        "min_blocks": optuna.distributions.CategoricalDistribution([0, 1, 2, 4, 8]),
         **flag_space(),
     }
     return holding_default(space, default_params(segment, device))
