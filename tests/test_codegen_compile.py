@@ -390,3 +390,23 @@ def test_a_reduction_compiled_to_fit_its_blocks_says_so_in_its_launch_bounds(arc
         ks = generate(seg, dataclasses.replace(p, min_blocks=blocks), device, dtypes)
         assert bounds in ks.source
         compile_kernel(ks.source, ks.name, arch)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_normalization_compiled_to_fit_its_blocks_says_so_in_its_launch_bounds(arch):
+    """A normalization's min_blocks (the tuner's to choose; the defaults leave it 0) is its
+    launch bounds' second argument; blocks that cannot fit an SM are refused by name."""
+    from tunefuse.schedulers import normalization
+
+    device = PROFILES[arch]
+    fd = build(ZOO["softmax"], DataType.Float)
+    (seg,) = fd.plan([np.zeros((1024, 4096), np.float32)], device=device).segments
+    p = normalization.default_params(seg, device)
+    assert p.min_blocks == 0
+    threads = reduction.block_threads(p.as_reduction())
+    dtypes = {ld.buffer: ld.dtype for ld in seg.loads} | {st.buffer: st.dtype for st in seg.stores}
+    ks = generate(seg, dataclasses.replace(p, min_blocks=8), device, dtypes)
+    assert f"__launch_bounds__({threads}, 8)" in ks.source
+    compile_kernel(ks.source, ks.name, arch)
+    too_many = dataclasses.replace(p, min_blocks=device.max_threads_per_sm // threads + 1)
+    assert "min_blocks" in normalization.is_valid(seg, device, too_many)

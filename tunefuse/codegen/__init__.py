@@ -98,9 +98,7 @@ def generate(
             args,
             params,
             kind is SchedulerKind.NORMALIZATION,
-            partial_blocks(segment, device, params)
-            if kind is SchedulerKind.NORMALIZATION
-            else params.min_blocks,  # type: ignore[attr-defined]
+            params.min_blocks or partial_blocks(segment, device, params),  # type: ignore[attr-defined]
         )
     grid, block, smem = scheduler.grid(segment, device, params)
     if grid[2] > 65535:

@@ -46,6 +46,13 @@ class Params:
     shared_row: bool = False  # without cache_row: inputs read by several phases staged in smem
     rows_per_lane: int = 1  # with cache_row: rows a lane, all loaded before any is reduced
     cluster: int = 1  # with cache_row (sm_90): blocks a row, each holding its share in registers
+    # Blocks an SM the kernel is compiled to fit (`reduction.Params`): the tuner's to choose.
+    # The defaults leave it 0: held rows need their registers. H200, ab.py min_blocks=N:
+    # strided softmax rows fp32 [1024, 64, 64] gained (17.7 -> 16.0 us with 8, 64 registers
+    # for 80), bf16 [1024, 128, 64] 20.6 -> 19.6; contiguous rows lost (softmax fp32 [1024,
+    # 4096] 11.0 -> 12.0, column layernorm [4, 2**20] 13.4 -> 14.6, layernorm bf16 [4096,
+    # 2048] 13.1 -> 30.9 with 16, rmsnorm bf16 [65536, 2048] 132.7 -> 344.9: spills).
+    min_blocks: int = 0
 
     def as_reduction(self) -> reduction.Params:
         """The reduction layout these params share with the reduction scheduler."""
@@ -59,6 +66,7 @@ class Params:
             self.evict_first,
             self.static_shape,
             rows_per_lane=self.rows_per_lane,
+            min_blocks=self.min_blocks,
         )
 
 
@@ -944,6 +952,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         "shared_row": optuna.distributions.CategoricalDistribution([False, True]),
         "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
+        "min_blocks": optuna.distributions.CategoricalDistribution([0, 1, 2, 4, 8, 16]),
         "cluster": optuna.distributions.CategoricalDistribution(
             [1, 2, 4, MAX_CLUSTER] if supports_clusters(device) else [1]
         ),

@@ -706,7 +706,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         "split": optuna.distributions.CategoricalDistribution(split_choices(segment, device)),
         "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
-        "min_blocks": optuna.distributions.CategoricalDistribution([0, 1, 2, 4, 8]),
+        "min_blocks": optuna.distributions.CategoricalDistribution([0, 1, 2, 4, 8, 16]),
         **flag_space(),
     }
     return holding_default(space, default_params(segment, device))
