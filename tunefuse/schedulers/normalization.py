@@ -47,11 +47,12 @@ class Params:
     rows_per_lane: int = 1  # with cache_row: rows a lane, all loaded before any is reduced
     cluster: int = 1  # with cache_row (sm_90): blocks a row, each holding its share in registers
     # Blocks an SM the kernel is compiled to fit (`reduction.Params`): the tuner's to choose.
-    # The defaults leave it 0: held rows need their registers. H200, ab.py min_blocks=N:
-    # strided softmax rows fp32 [1024, 64, 64] gained (17.7 -> 16.0 us with 8, 64 registers
-    # for 80), bf16 [1024, 128, 64] 20.6 -> 19.6; contiguous rows lost (softmax fp32 [1024,
-    # 4096] 11.0 -> 12.0, column layernorm [4, 2**20] 13.4 -> 14.6, layernorm bf16 [4096,
-    # 2048] 13.1 -> 30.9 with 16, rmsnorm bf16 [65536, 2048] 132.7 -> 344.9: spills).
+    # The defaults leave it 0: held rows need their registers. Compiled to fit as many blocks
+    # as 64 registers a thread allow, 34 strided cells of the surface (H100, ab.py
+    # min_blocks=N, `one_wave_2026-11-26/normalization_min_blocks_h100.log`): one gained
+    # (softmax over the middle dim fp32 [1024, 64, 64] 20.3 -> 18.8 us), 14 lost 2-82%
+    # (fp32 [1024, 1024, 64] 254 -> 462). Contiguous rows lost too (H200: softmax fp32 [1024,
+    # 4096] 11.0 -> 12.0, layernorm bf16 [4096, 2048] 13.1 -> 30.9 with 16 blocks).
     min_blocks: int = 0
 
     def as_reduction(self) -> reduction.Params:

@@ -184,7 +184,11 @@ def resident_blocks(p: Params, device: DeviceInfo) -> int:
 # wave lose up to 25% (bf16 columns [32, 262144]: all 256 blocks were resident anyway), and
 # grids of several waves up to 13% (bf16 [2**20, 2, 64]: 4224 blocks, a partial last wave
 # among 5 costs less than the spills). Welford accumulators do not fit 32 registers
-# (var_mean0 fp32 [262144, 256] spilled: 77.8 -> 82.4).
+# (var_mean0 fp32 [262144, 256] spilled: 77.8 -> 82.4). On an H100, whose memory the 3
+# blocks an SM keep busier, 26 of the moved cells: geomean 0.981, softmax over the middle
+# dim bf16 [64, 32768, 64] 403.1 -> 373.6, column sums bf16 [2**23, 16] 114.5 -> 109.9; the
+# sums over the middle dim [64, 32768, 64] unmoved (108.4 -> 108.2), [16384, 128, 64] 3%
+# slower (106.2 -> 109.4). Logs: `benchmarks/surface/one_wave_2026-11-26/`.
 def one_wave_blocks(segment: Segment, device: DeviceInfo, p: Params) -> int:
     """`resident_blocks` where the grid runs in one wave only if every SM holds that many
     (one fewer an SM would not hold it) and the accumulators are not a Welford's; else 0
