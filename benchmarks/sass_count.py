@@ -71,15 +71,21 @@ def opcodes(cubin: bytes, tool: str) -> list[str]:
     return [m.split(".")[0] for m in OPCODE.findall(run.stdout)]
 
 
-def resources(cubin: bytes, tool: str) -> str:
-    """The registers, shared memory and stack of the cubin's kernel, as cuobjdump reports
-    them (registers a thread decide how many blocks an SM holds)."""
+def resource_usage(cubin: bytes, tool: str) -> tuple[int, int, int] | None:
+    """(registers a thread, stack bytes, static shared bytes) of the cubin's kernel, as
+    cuobjdump reports them; None where it reports none. Registers decide how many blocks an
+    SM holds; a stack is registers spilled (or a local array)."""
     with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
         f.write(cubin)
         f.flush()
         run = subprocess.run([tool, "-res-usage", f.name], capture_output=True, text=True)
     found = re.search(r"REG:(\d+) STACK:(\d+) SHARED:(\d+)", run.stdout)
-    return f"{found[1]} registers, stack {found[2]}, shared {found[3]}" if found else "?"
+    return (int(found[1]), int(found[2]), int(found[3])) if found else None
+
+
+def resources(cubin: bytes, tool: str) -> str:
+    usage = resource_usage(cubin, tool)
+    return f"{usage[0]} registers, stack {usage[1]}, shared {usage[2]}" if usage else "?"
 
 
 def parse_value(text: str) -> object:

@@ -1,0 +1,91 @@
+"""Residency without a GPU: for each surface cell's default kernels, the blocks an SM their
+threads allow (what the schedulers size grids and splits for) against what their compiled
+registers allow, and the waves of the grid either way. A kernel whose registers hold fewer
+blocks than its threads runs more waves than its grid was sized for; a grid of one wave that
+becomes 1.3 (a partial second wave) is the costly case (`reduction.one_wave_blocks`).
+
+    python3 benchmarks/occupancy.py [--patterns row col var_mean0 middle] [--mbytes 16 256]
+        [--dtypes float bfloat16] [--arch sm_90] [--limited]
+
+Prints a line a kernel: pattern, dtype, MB, shape, scheduler, registers, spilled bytes
+(stack), block threads, grid blocks, blocks an SM by threads / by registers, waves by threads
+-> by registers, and min_blocks (the launch bounds' blocks an SM). --limited prints only the
+kernels whose registers hold fewer blocks than their threads. Needs cuobjdump and nvdisasm
+from PyPI, as benchmarks/sass_count.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from patterns import pattern_fusion, planning_inputs, shapes  # noqa: E402
+from sass_count import cuobjdump, resource_usage  # noqa: E402
+
+from tunefuse import DataType  # noqa: E402
+from tunefuse.codegen import generate  # noqa: E402
+from tunefuse.compiler import compile_kernel  # noqa: E402
+from tunefuse.device_info import PROFILES, DeviceInfo  # noqa: E402
+from tunefuse.schedulers import scheduler_for  # noqa: E402
+
+REGISTER_UNIT = 256  # registers are allocated a warp at a time in units of 256
+
+
+def blocks_by_registers(device: DeviceInfo, threads: int, registers: int) -> int:
+    """Blocks of `threads` threads of `registers` registers each an SM's registers hold."""
+    warps = -(-threads // device.warp_size)
+    per_warp = -(-registers * device.warp_size // REGISTER_UNIT) * REGISTER_UNIT
+    return device.regs_per_sm // (per_warp * warps)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--patterns", nargs="+", default=["row", "col", "var_mean0", "middle"])
+    parser.add_argument("--mbytes", nargs="+", type=int, default=[16, 256])
+    parser.add_argument("--dtypes", nargs="+", default=["float", "bfloat16"])
+    parser.add_argument("--arch", default="sm_90", choices=sorted(PROFILES))
+    parser.add_argument("--limited", action="store_true")
+    args = parser.parse_args()
+    tool = cuobjdump()
+    device = PROFILES[args.arch]
+    for pattern in args.patterns:
+        for dtype_name in args.dtypes:
+            dtype = DataType.parse(dtype_name)
+            for mbytes in args.mbytes:
+                for shape in shapes(pattern, mbytes * 2**20 // dtype.itemsize, 4):
+                    fd = pattern_fusion(pattern, dtype)
+                    plan = fd.plan(planning_inputs(fd, shape, dtype), device=device)
+                    dtypes = {b.id: b.dtype for b in plan.buffers}
+                    for seg in plan.segments:
+                        params = scheduler_for(seg.scheduler).default_params(seg, device)
+                        src = generate(seg, params, device, dtypes)
+                        cubin = compile_kernel(src.source, src.name, args.arch).cubin
+                        registers, stack, _ = resource_usage(cubin, tool) or (0, 0, 0)
+                        threads = src.block[0] * src.block[1] * src.block[2]
+                        blocks = src.grid[0] * src.grid[1] * src.grid[2]
+                        by_threads = min(
+                            device.max_threads_per_sm // threads, device.max_blocks_per_sm
+                        )
+                        by_regs = min(by_threads, blocks_by_registers(device, threads, registers))
+                        if args.limited and by_regs >= by_threads:
+                            continue
+                        waves = blocks / (device.sm_count * by_threads)
+                        waves_regs = blocks / (device.sm_count * max(1, by_regs))
+                        print(
+                            f"{pattern} {dtype_name} {mbytes} {'x'.join(map(str, shape))} "
+                            f"{seg.scheduler.value} registers {registers} stack {stack} "
+                            f"threads {threads} blocks {blocks} an SM {by_threads}/{by_regs} "
+                            f"waves {waves:.2f} -> {waves_regs:.2f} "
+                            f"min_blocks {getattr(params, 'min_blocks', '-')}",
+                            flush=True,
+                        )
+
+
+if __name__ == "__main__":
+    main()
