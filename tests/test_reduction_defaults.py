@@ -16,16 +16,18 @@ from tunefuse.schedulers import normalization, reduction
 NUMPY = {DataType.Float: np.float32, DataType.BFloat16: ml_dtypes.bfloat16}
 
 
+def planning_view(rows: int, cols: int, dtype: DataType) -> np.ndarray:
+    """A [rows, cols] view of one element: planning reads no data, so nothing is allocated."""
+    base = np.zeros(1, NUMPY[dtype])
+    itemsize = base.itemsize
+    return np.lib.stride_tricks.as_strided(base, (rows, cols), (cols * itemsize, itemsize))
+
+
 def row_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
         fd.add_output(fd.ops.sum(fd.ops.cast(x, DataType.Float), dims=[1]))
-    base = np.zeros(
-        1, NUMPY[dtype]
-    )  # a view of the shape, nothing allocated: planning reads no data
-    itemsize = base.itemsize
-    x = np.lib.stride_tricks.as_strided(base, (rows, cols), (cols * itemsize, itemsize))
-    (seg,) = fd.plan([x]).segments
+    (seg,) = fd.plan([planning_view(rows, cols, dtype)]).segments
     return seg
 
 
@@ -74,10 +76,7 @@ def column_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
         fd.add_output(fd.ops.sum(x, dims=[0]))
-    base = np.zeros(1, NUMPY[dtype])
-    itemsize = base.itemsize
-    x = np.lib.stride_tricks.as_strided(base, (rows, cols), (cols * itemsize, itemsize))
-    (seg,) = fd.plan([x]).segments
+    (seg,) = fd.plan([planning_view(rows, cols, dtype)]).segments
     return seg
 
 
@@ -272,10 +271,7 @@ def softmax_plan(rows: int, cols: int, dtype: DataType, device):  # noqa: ANN001
         xf = fd.ops.cast(x, DataType.Float)
         e = fd.ops.exp(fd.ops.sub(xf, fd.ops.max(xf, dims=[1], keepdim=True)))
         fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
-    base = np.zeros(1, NUMPY[dtype])  # a view of the shape: planning reads no data
-    itemsize = base.itemsize
-    x = np.lib.stride_tricks.as_strided(base, (rows, cols), (cols * itemsize, itemsize))
-    return fd.plan([x], device=device)
+    return fd.plan([planning_view(rows, cols, dtype)], device=device)
 
 
 @given(
@@ -540,9 +536,7 @@ def var_mean_segment(rows: int, cols: int):  # noqa: ANN201
         var, mean = fd.ops.var_mean(x, dims=[0], correction=0)
         fd.add_output(var)
         fd.add_output(mean)
-    base = np.zeros(1, np.float32)
-    x = np.lib.stride_tricks.as_strided(base, (rows, cols), (cols * 4, 4))
-    (seg,) = fd.plan([x]).segments
+    (seg,) = fd.plan([planning_view(rows, cols, DataType.Float)]).segments
     return seg
 
 
