@@ -408,5 +408,12 @@ def test_a_normalization_compiled_to_fit_its_blocks_says_so_in_its_launch_bounds
     ks = generate(seg, dataclasses.replace(p, min_blocks=8), device, dtypes)
     assert f"__launch_bounds__({threads}, 8)" in ks.source
     compile_kernel(ks.source, ks.name, arch)
-    too_many = dataclasses.replace(p, min_blocks=device.max_threads_per_sm // threads + 1)
-    assert "min_blocks" in normalization.is_valid(seg, device, too_many)
+    # more than the block's threads allow: capped at what they allow, not refused (a block
+    # the tuner reshapes stays valid); more than any SM holds: refused by name
+    fits = device.max_threads_per_sm // threads
+    capped = dataclasses.replace(p, min_blocks=min(2 * fits, device.max_blocks_per_sm))
+    assert normalization.is_valid(seg, device, capped) is None
+    ks = generate(seg, capped, device, dtypes)
+    assert f"__launch_bounds__({threads}, {fits})" in ks.source
+    nonsense = dataclasses.replace(p, min_blocks=device.max_blocks_per_sm + 1)
+    assert "min_blocks" in normalization.is_valid(seg, device, nonsense)

@@ -565,7 +565,7 @@ def test_a_grid_of_one_wave_is_compiled_to_fit_the_blocks_it_needs(
     resident = min(device.max_threads_per_sm // threads, device.max_blocks_per_sm)
     one_wave_only_so = (resident - 1) * device.sm_count < blocks <= resident * device.sm_count
     assert p.min_blocks == (resident if one_wave_only_so else 0)
-    assert p.min_blocks * threads <= device.max_threads_per_sm
+    assert reduction.launch_min_blocks(p, device) == p.min_blocks
 
 
 def test_the_measured_grids_of_one_wave():
@@ -582,10 +582,15 @@ def test_the_measured_grids_of_one_wave():
     assert reduction.default_params(welford, H100).min_blocks == 0
 
 
-def test_min_blocks_that_cannot_fit_an_sm_are_refused_by_name():
+def test_min_blocks_past_what_the_threads_allow_are_capped_and_nonsense_refused():
+    """min_blocks asks for at most as many blocks as the block's threads allow
+    (`launch_min_blocks`): a tuner's reshaped block stays valid. Past any SM's blocks, or
+    negative, it is refused by name."""
     seg = column_sum_segment(512, 262144, DataType.BFloat16)
     p = reduction.default_params(seg, H100)
-    for bad in (-1, 5, 64):
+    wide = dataclasses.replace(p, rows_per_block=2 * p.rows_per_block)  # 1024 threads
+    assert reduction.is_valid(seg, H100, wide) is None
+    assert (p.min_blocks, reduction.launch_min_blocks(wide, H100)) == (4, 2)
+    for bad in (-1, H100.max_blocks_per_sm + 1):
         why = reduction.is_valid(seg, H100, dataclasses.replace(p, min_blocks=bad))
         assert why is not None and "min_blocks" in why
-    assert reduction.is_valid(seg, H100, dataclasses.replace(p, min_blocks=2)) is None

@@ -20,6 +20,7 @@ from tunefuse.ir.dtypes import DataType
 from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import scheduler_for
+from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
     "22"  # bump when generated code changes: tuned records of another version are not used
@@ -92,13 +93,14 @@ def generate(
     elif kind is SchedulerKind.TRANSPOSE:
         body = emit_transpose(segment, name, args, params)  # type: ignore[arg-type]
     else:
+        layout = params.as_reduction() if kind is SchedulerKind.NORMALIZATION else params  # type: ignore[attr-defined]
         body, dynamic_shared = emit_reduction(
             segment,
             name,
             args,
             params,
             kind is SchedulerKind.NORMALIZATION,
-            params.min_blocks or partial_blocks(segment, device, params),  # type: ignore[attr-defined]
+            launch_min_blocks(layout, device) or partial_blocks(segment, device, params),
         )
     grid, block, smem = scheduler.grid(segment, device, params)
     if grid[2] > 65535:

@@ -56,9 +56,11 @@ class Params:
     # rows_per_block apart, and loads all of them into registers before reducing any, so that
     # rows of a few bytes still give each lane enough loads in flight.
     rows_per_lane: int = 1
-    # Blocks an SM the kernel is compiled to fit: its launch bounds cap a thread's registers
-    # at 65536 / (block threads x this), so that the residency the grid and the split were
-    # sized for (`resident_blocks`) holds. 0: the compiler's choice.
+    # Blocks an SM the kernel is compiled to fit, at most as many as its threads allow
+    # (`launch_min_blocks`): its launch bounds cap a thread's registers at 65536 / (block
+    # threads x this), so that the residency the grid and the split were sized for
+    # (`resident_blocks`) holds. 0: the compiler's choice. Capped rather than refused, so
+    # that a block reshaped by the tuner stays valid.
     min_blocks: int = 0
 
 
@@ -171,6 +173,12 @@ def resident_blocks(p: Params, device: DeviceInfo) -> int:
     """The blocks of `p` an SM's threads hold (at most the device's blocks an SM): the
     residency the grid and the split are sized for."""
     return max(1, min(device.max_threads_per_sm // block_threads(p), device.max_blocks_per_sm))
+
+
+def launch_min_blocks(p: Params, device: DeviceInfo) -> int:
+    """The blocks an SM the kernel's launch bounds ask for: `p.min_blocks`, at most as many
+    as its threads allow (0: none asked for)."""
+    return min(p.min_blocks, resident_blocks(p, device))
 
 
 # Most reductions take 33-40 registers a thread, so blocks of 512 threads fit 3 an SM, not
@@ -677,14 +685,8 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return f"unroll {p.unroll} (1, 2, 4 or 8)"
     if p.blocks_per_sm < 0:
         return f"blocks_per_sm {p.blocks_per_sm} (0: no cap, else at least 1)"
-    if not 0 <= p.min_blocks <= device.max_blocks_per_sm or (
-        block_threads(p) * p.min_blocks > device.max_threads_per_sm
-    ):
-        return (
-            f"min_blocks {p.min_blocks}: {p.min_blocks} blocks of {block_threads(p)} threads "
-            f"do not fit an SM ({device.max_threads_per_sm} threads, "
-            f"{device.max_blocks_per_sm} blocks)"
-        )
+    if not 0 <= p.min_blocks <= device.max_blocks_per_sm:
+        return f"min_blocks {p.min_blocks} (0 to {device.max_blocks_per_sm} blocks an SM)"
     return (
         split_error(segment, p)
         or lanes_error(segment, p, lane_elements(segment, p))
