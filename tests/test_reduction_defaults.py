@@ -205,7 +205,7 @@ def test_short_columns_trade_outputs_a_block_for_threads_until_half_the_gpu_is_b
     rows_log, cols_log, odd, dtype, device
 ):
     """A strided layout's blocks hold half the GPU's resident threads, unless a block row
-    would then read less than BLOCK_ROW_BYTES or a thread fewer than OUTER_THREAD_ELEMENTS
+    would then read less than `block_row_bytes` or a thread fewer than OUTER_THREAD_ELEMENTS
     of its column; never more outputs a block than that needs (the one taken before it
     would already have held half)."""
     rows, cols = 1 << rows_log, (1 << cols_log) + (1 if odd else 0)
@@ -222,7 +222,7 @@ def test_short_columns_trade_outputs_a_block_for_threads_until_half_the_gpu_is_b
         halved = p.rows_per_block // 2 * vector * itemsize
         assert (
             2 * threads >= resident
-            or halved < reduction.BLOCK_ROW_BYTES
+            or halved < reduction.block_row_bytes(seg)
             or rows < 2 * p.threads_r * reduction.OUTER_THREAD_ELEMENTS
         )
 
@@ -594,3 +594,36 @@ def test_min_blocks_past_what_the_threads_allow_are_capped_and_nonsense_refused(
     for bad in (-1, H100.max_blocks_per_sm + 1):
         why = reduction.is_valid(seg, H100, dataclasses.replace(p, min_blocks=bad))
         assert why is not None and "min_blocks" in why
+
+
+@given(
+    rows_log=st.integers(4, 22),
+    cols=st.integers(2, 1 << 14),
+    dtype=st.sampled_from(list(NUMPY)),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_block_row_reads_twice_the_bytes_where_rows_straddle_lines(rows_log, cols, dtype):
+    """A column sum's block rows are sized for BLOCK_ROW_BYTES where its rows are a multiple
+    of that apart, for ODD_PITCH_ROW_BYTES (a row straddles two lines) elsewhere; a
+    var_mean (Welford) keeps BLOCK_ROW_BYTES either way."""
+    itemsize = 4 if dtype is DataType.Float else 2
+    seg = column_sum_segment(1 << rows_log, cols, dtype)
+    aligned = cols * itemsize % reduction.BLOCK_ROW_BYTES == 0
+    most = reduction.BLOCK_ROW_BYTES if aligned else reduction.ODD_PITCH_ROW_BYTES
+    assert reduction.block_row_bytes(seg) == most
+    assert reduction.is_valid(seg, H100, reduction.default_params(seg, H100)) is None
+    if dtype is DataType.Float:
+        assert reduction.block_row_bytes(var_mean_segment(1 << rows_log, cols)) == (
+            reduction.BLOCK_ROW_BYTES
+        )
+
+
+def test_the_measured_columns_of_odd_pitch():
+    """H100 (old code against new, `one_wave_2026-11-26/odd_pitch_rule_h100.jsonl`): bf16
+    [100000, 600] and fp32 [50000, 1000] take block rows of 32 lanes of 8 bytes (68.1 ->
+    62.8 us, 95.7 -> 88.9); fp32 [100000, 256] (1 KB apart) keeps 16 (128 bytes)."""
+    for rows, cols, dtype in [(100000, 600, DataType.BFloat16), (50000, 1000, DataType.Float)]:
+        p = reduction.default_params(column_sum_segment(rows, cols, dtype), H100)
+        assert (p.rows_per_block, p.threads_r) == (32, 32), (rows, cols)
+    p = reduction.default_params(column_sum_segment(100000, 256, DataType.Float), H100)
+    assert (p.rows_per_block, p.vector) == (16, 2)

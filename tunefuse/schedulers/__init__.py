@@ -121,7 +121,9 @@ class Scheduler(Protocol):
 #    SM is compiled to fit them (`min_blocks`, the launch bounds' second argument): 33-40
 #    registers a thread had held 3 blocks of 512 threads an SM, not 4, and run a third of a
 #    second wave.
-HEURISTICS_VERSION = 25
+# 26: strided reductions whose rows are not a multiple of 128 bytes apart read block rows of
+#    up to 256 bytes (`reduction.block_row_bytes`), not 128: a row straddles two lines.
+HEURISTICS_VERSION = 26
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -600,6 +600,33 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
     return _outer_layout(segment, many, device) if many > 1 else narrowest
 
 
+# Where consecutive reduced elements are not a multiple of 128 bytes apart, a block row of
+# 128 bytes straddles two lines on most rows (and more 64-byte DRAM chunks); 256 bytes halve
+# the share of them wasted. H100, first as variants (ab.py rows_per_block=32: 1024-thread
+# blocks against the default's 512; `surface/one_wave_2026-11-26/odd_pitch_columns_h100.log`):
+# bf16 columns [100000, 600] 68.3 -> 63.1 us (torch.compile 62.2), fp32 [50000, 1000] 95.2 ->
+# 88.6 (88.9); on a pitch of 1 KB (fp32 [100000, 256]) 46.8 -> 47.7, so aligned pitches keep
+# 128. Then the rule, old code against new on 16 odd widths (`odd_pitch_rule_h100.jsonl`):
+# geomean 0.951, 8 gained 4-16% (bf16 [20000, 5000] 111.5 -> 93.4, fp32 [400000, 100] 88.8
+# -> 78.6), none lost. Not for a Welford, whose registers a block of 1024 threads would spill.
+ODD_PITCH_ROW_BYTES = 256
+
+
+def block_row_bytes(segment: Segment) -> int:
+    """The bytes a strided reduction's block row reads at most: BLOCK_ROW_BYTES, or
+    ODD_PITCH_ROW_BYTES where a load's rows (its innermost reduced dim) are not a multiple
+    of BLOCK_ROW_BYTES apart and the accumulators are not a Welford's."""
+    if not segment.reduce_dims or has_welford(segment):
+        return BLOCK_ROW_BYTES
+    r = segment.reduce_dims[-1]
+    odd = any(
+        ld.offset.is_affine and (coeff(ld.offset, segment, r) * ld.dtype.itemsize) % BLOCK_ROW_BYTES
+        for ld in segment.loads
+        if coeff(ld.offset, segment, r) > 1
+    )
+    return ODD_PITCH_ROW_BYTES if odd else BLOCK_ROW_BYTES
+
+
 def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     """A strided reduction's block for lanes of `vector` outputs."""
     n_out, n_red = sizes(segment)
@@ -612,7 +639,7 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     # of copy bandwidth with 8 a row (half the lanes idle), 240.5 us; 4 a row and 64 threads
     # each 145.3 us (torch.compile 177.4; H100, benchmarks/ab.py col_sum bfloat16
     # 33554432x4).
-    widest = min(32, max(8, 128 // (vector * widest_load(segment))))
+    widest = min(32, max(8, block_row_bytes(segment) // (vector * widest_load(segment))))
     rows = (
         min(widest, 32 if lanes >= 32 else 16 if lanes >= 16 else 8)
         if lanes > 4
@@ -637,7 +664,7 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     resident = device.sm_count * device.max_threads_per_sm
     while (
         2 * -(-lanes // rows) * rows * threads_r < resident
-        and (rows // 2) * vector * widest_load(segment) >= BLOCK_ROW_BYTES
+        and (rows // 2) * vector * widest_load(segment) >= block_row_bytes(segment)
         and n_red >= 2 * threads_r * OUTER_THREAD_ELEMENTS
     ):
         rows //= 2
