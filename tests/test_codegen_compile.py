@@ -43,6 +43,11 @@ def compile_plan(plan, arch, params_for=None):
     return kinds
 
 
+def segment_dtypes(seg) -> dict:  # noqa: ANN001
+    """The dtype of each buffer a segment planned alone reads or writes."""
+    return {ld.buffer: ld.dtype for ld in seg.loads} | {st.buffer: st.dtype for st in seg.stores}
+
+
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: d.value)
 @pytest.mark.parametrize("name", sorted(ZOO))
@@ -381,7 +386,7 @@ def test_a_reduction_compiled_to_fit_its_blocks_says_so_in_its_launch_bounds(arc
     device = PROFILES[arch]
     seg = column_sum_segment(512, 262144, DataType.BFloat16)
     p = reduction.default_params(seg, device)
-    dtypes = {ld.buffer: ld.dtype for ld in seg.loads} | {st.buffer: st.dtype for st in seg.stores}
+    dtypes = segment_dtypes(seg)
     threads = reduction.block_threads(p)
     for blocks, bounds in (
         (4, f"__launch_bounds__({threads}, 4)"),
@@ -404,7 +409,7 @@ def test_a_normalization_compiled_to_fit_its_blocks_says_so_in_its_launch_bounds
     p = normalization.default_params(seg, device)
     assert p.min_blocks == 0
     threads = reduction.block_threads(p.as_reduction())
-    dtypes = {ld.buffer: ld.dtype for ld in seg.loads} | {st.buffer: st.dtype for st in seg.stores}
+    dtypes = segment_dtypes(seg)
     ks = generate(seg, dataclasses.replace(p, min_blocks=8), device, dtypes)
     assert f"__launch_bounds__({threads}, 8)" in ks.source
     compile_kernel(ks.source, ks.name, arch)
@@ -417,3 +422,25 @@ def test_a_normalization_compiled_to_fit_its_blocks_says_so_in_its_launch_bounds
     assert f"__launch_bounds__({threads}, {fits})" in ks.source
     nonsense = dataclasses.replace(p, min_blocks=device.max_blocks_per_sm + 1)
     assert "min_blocks" in normalization.is_valid(seg, device, nonsense)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_columns_of_odd_pitch_compile_with_their_wider_block_rows(arch):
+    """Column sums whose rows are not a multiple of 128 bytes apart take block rows of up to
+    256 bytes (`reduction.block_row_bytes`) by default; those kernels compile (the GPU
+    timing that chose them checked each against torch)."""
+    from test_reduction_defaults import column_sum_segment
+
+    device = PROFILES[arch]
+    for rows, cols, dtype in [
+        (100000, 600, DataType.BFloat16),
+        (50000, 1000, DataType.Float),
+        (400000, 100, DataType.Float),
+        (20000, 5000, DataType.BFloat16),
+    ]:
+        seg = column_sum_segment(rows, cols, dtype)
+        assert reduction.block_row_bytes(seg) == reduction.ODD_PITCH_ROW_BYTES
+        p = reduction.default_params(seg, device)
+        dtypes = segment_dtypes(seg)
+        ks = generate(seg, p, device, dtypes)
+        compile_kernel(ks.source, ks.name, arch)
