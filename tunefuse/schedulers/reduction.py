@@ -619,11 +619,13 @@ def block_row_bytes(segment: Segment) -> int:
     if not segment.reduce_dims or has_welford(segment):
         return BLOCK_ROW_BYTES
     r = segment.reduce_dims[-1]
-    odd = any(
-        ld.offset.is_affine and (coeff(ld.offset, segment, r) * ld.dtype.itemsize) % BLOCK_ROW_BYTES
+    pitches = [  # (elements, bytes) between a strided load's consecutive reduced elements
+        (step, step * ld.dtype.itemsize)
         for ld in segment.loads
-        if coeff(ld.offset, segment, r) > 1
-    )
+        if ld.offset.is_affine
+        for step in [abs(coeff(ld.offset, segment, r))]
+    ]
+    odd = any(step > 1 and nbytes % BLOCK_ROW_BYTES for step, nbytes in pitches)
     return ODD_PITCH_ROW_BYTES if odd else BLOCK_ROW_BYTES
 
 
