@@ -633,6 +633,7 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     """A strided reduction's block for lanes of `vector` outputs."""
     n_out, n_red = sizes(segment)
     lanes = -(-n_out // vector)
+    row_bytes = block_row_bytes(segment)
     # Outputs along x: a block row reads at most 128 contiguous bytes (32 lanes of one fp32
     # or bf16 element, 16 of 8-byte vectors: blocks of 512 threads, whose registers leave
     # room for 4 an SM; bf16 8192 x 16384: 16 lanes of 4 at 102.2 us), 16 or 8 where there
@@ -641,7 +642,7 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     # of copy bandwidth with 8 a row (half the lanes idle), 240.5 us; 4 a row and 64 threads
     # each 145.3 us (torch.compile 177.4; H100, benchmarks/ab.py col_sum bfloat16
     # 33554432x4).
-    widest = min(32, max(8, block_row_bytes(segment) // (vector * widest_load(segment))))
+    widest = min(32, max(8, row_bytes // (vector * widest_load(segment))))
     rows = (
         min(widest, 32 if lanes >= 32 else 16 if lanes >= 16 else 8)
         if lanes > 4
@@ -666,7 +667,7 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     resident = device.sm_count * device.max_threads_per_sm
     while (
         2 * -(-lanes // rows) * rows * threads_r < resident
-        and (rows // 2) * vector * widest_load(segment) >= block_row_bytes(segment)
+        and (rows // 2) * vector * widest_load(segment) >= row_bytes
         and n_red >= 2 * threads_r * OUTER_THREAD_ELEMENTS
     ):
         rows //= 2
