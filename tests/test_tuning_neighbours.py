@@ -7,9 +7,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tunefuse import DataType, FusionDefinition
-from tunefuse.codegen import emitted_params
+from tunefuse.codegen import code_identity, generate
 from tunefuse.device_info import H100
 from tunefuse.schedulers import params_to_dict, scheduler_for, value_of
+from tunefuse.schedulers.reduction import resident_blocks
 from tunefuse.tuning.neighbours import _step, neighbours
 
 
@@ -20,13 +21,14 @@ def changed(a, b) -> set:  # noqa: ANN001
 
 
 def middle_sum_segment(outer: int, reduced: int, inner: int):  # noqa: ANN201
+    """The sum's segment and its plan's buffer dtypes."""
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1, -1], dtype=DataType.Float)
         fd.add_output(fd.ops.sum(x, dims=[1]))
     base = np.zeros(1, np.float32)  # a view of the shape: planning reads no data
     x = np.lib.stride_tricks.as_strided(base, (outer, reduced, inner), (0, 0, 0))
-    (seg,) = fd.plan([x], device=H100).segments
-    return seg
+    plan = fd.plan([x], device=H100)
+    return plan.segments[0], {b.id: b.dtype for b in plan.buffers}
 
 
 def test_steps_walk_sorted_numbers_and_flip_bools():
@@ -50,14 +52,15 @@ def test_neighbours_are_valid_distinct_kernels_one_move_from_the_default(name, d
     trades. The flags come first, each flipped alone."""
     fd = build(ZOO[name], dtype)
     plan = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0)), device=H100)
+    dtypes = {b.id: b.dtype for b in plan.buffers}
     for seg in plan.segments:
         sched = scheduler_for(seg.scheduler)
         default = sched.default_params(seg, H100)
         space = sched.search_space(seg, H100)
-        got = neighbours(seg, H100, default, space, sched.TRADES)
-        kernels = {repr(emitted_params(seg, p)) for p in got}
-        assert len(kernels) == len(got)
-        assert repr(emitted_params(seg, default)) not in kernels
+        got = neighbours(seg, H100, default, space, dtypes, sched.TRADES)
+        codes = {code_identity(generate(seg, p, H100, dtypes)) for p in got}
+        assert len(codes) == len(got)  # each a kernel of its own, by its generated code
+        assert code_identity(generate(seg, default, H100, dtypes)) not in codes
         pairs = [set(t) for t in sched.TRADES]
         for p in got:
             assert sched.is_valid(seg, H100, p) is None, p
@@ -76,10 +79,10 @@ def test_a_strided_sum_reaches_its_block_reshaped_and_split():
     neighbours hold the block of the same threads reshaped both ways (the tuned winner on
     H100 was 16 x 32 threads for the default's 8 x 64), and a split of its 512 rows, which
     the space refused before a strided share could be under 512 elements."""
-    seg = middle_sum_segment(64, 512, 1024)
+    seg, dtypes = middle_sum_segment(64, 512, 1024)
     sched = scheduler_for(seg.scheduler)
     default = sched.default_params(seg, H100)
-    got = neighbours(seg, H100, default, sched.search_space(seg, H100), sched.TRADES)
+    got = neighbours(seg, H100, default, sched.search_space(seg, H100), dtypes, sched.TRADES)
     shapes = {
         (p.threads_r, p.rows_per_block)
         for p in got
@@ -89,3 +92,17 @@ def test_a_strided_sum_reaches_its_block_reshaped_and_split():
     assert shapes == {(2 * t, r // 2), (t // 2, 2 * r)}
     assert any(p.split == 2 for p in got)
     assert 16 in sched.search_space(seg, H100)["split"].choices
+
+
+def test_a_launch_bound_past_the_blocks_threads_allow_is_not_a_neighbour():
+    """The middle sum's default asks the compiler to fit the 4 blocks of 512 threads an SM
+    holds (min_blocks 4). A step up, 8, asks for more than the threads allow and gives the
+    same kernel: it is not measured again. A step down, 2, is a kernel of its own."""
+    seg, dtypes = middle_sum_segment(64, 512, 1024)
+    sched = scheduler_for(seg.scheduler)
+    default = sched.default_params(seg, H100)
+    assert default.min_blocks == 4 == resident_blocks(default, H100)
+    space = sched.search_space(seg, H100)
+    assert 8 in space["min_blocks"].choices
+    got = neighbours(seg, H100, default, space, dtypes, sched.TRADES)
+    assert {p.min_blocks for p in got if changed(p, default) == {"min_blocks"}} == {2}

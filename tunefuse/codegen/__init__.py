@@ -93,14 +93,13 @@ def generate(
     elif kind is SchedulerKind.TRANSPOSE:
         body = emit_transpose(segment, name, args, params)  # type: ignore[arg-type]
     else:
-        layout = params.as_reduction() if kind is SchedulerKind.NORMALIZATION else params  # type: ignore[attr-defined]
         body, dynamic_shared = emit_reduction(
             segment,
             name,
             args,
             params,
             kind is SchedulerKind.NORMALIZATION,
-            launch_min_blocks(layout, device) or partial_blocks(segment, device, params),
+            launch_blocks(segment, device, params),
         )
     grid, block, smem = scheduler.grid(segment, device, params)
     if grid[2] > 65535:
@@ -116,6 +115,23 @@ def generate(
         params,
         workspace,
     )
+
+
+def launch_blocks(segment: Segment, device: DeviceInfo, params: object) -> int:
+    """The blocks an SM a reduction or normalization kernel's launch bounds ask the compiler
+    to fit (its second argument; 0 or 1: none): the params' `min_blocks` as far as the
+    block's threads allow, else what a kernel taking column sums in parts counts on."""
+    layout = params.as_reduction() if segment.scheduler is SchedulerKind.NORMALIZATION else params  # type: ignore[attr-defined]
+    return launch_min_blocks(layout, device) or partial_blocks(segment, device, params)  # type: ignore[arg-type]
+
+
+def code_identity(kernel: KernelSource) -> str:
+    """What tells two kernels apart: the generated code and its launch, less what names them
+    (the header and the kernel's name carry the params). Two params values can give one
+    kernel: a pointwise grid of one block whatever its blocks an SM, `min_blocks` past what
+    the block's threads allow. The tuner measures each identity once."""
+    body = kernel.source.split("\n", 1)[1].replace(kernel.name, "KERNEL")
+    return repr((body, kernel.grid, kernel.block, kernel.shared_bytes, kernel.workspace_bytes))
 
 
 def partial_blocks(segment: Segment, device: DeviceInfo, params: object) -> int:

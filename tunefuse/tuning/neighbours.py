@@ -14,13 +14,16 @@ from __future__ import annotations
 from typing import Any
 
 
-def neighbours(segment: Any, device: Any, params: Any, space: dict, trades: tuple = ()) -> list:
+def neighbours(
+    segment: Any, device: Any, params: Any, space: dict, dtypes: dict, trades: tuple = ()
+) -> list:
     """`params` changed in one way each, valid and in `space`, each a kernel of its own: each
     code-generation flag flipped (schedulers.common.FLAGS), then each ordered parameter
     one choice down and one up (a bool flipped), then each of `trades` (pairs of
     parameters whose product is a block's size or a row's share: one a step up, the other
-    a step down, both ways)."""
-    from tunefuse.codegen import emitted_params
+    a step down, both ways). Two params of one kernel (`codegen.code_identity`; `dtypes`
+    the plan's buffers') are measured once."""
+    from tunefuse.codegen import code_identity, generate
     from tunefuse.schedulers import scheduler_for, value_of, with_values
     from tunefuse.schedulers.common import FLAGS
 
@@ -41,13 +44,15 @@ def neighbours(segment: Any, device: Any, params: Any, space: dict, trades: tupl
             down = _step(space[b].choices, value_of(params, b), -step)
             if up is not None and down is not None:
                 moves.append({a: up, b: down})
-    out, seen = [], {repr(emitted_params(segment, params))}
+    out, seen = [], {code_identity(generate(segment, params, device, dtypes))}
     for move in moves:
         if any(value not in space[name].choices for name, value in move.items()):
             continue
         candidate = with_values(params, move)
-        kernel = repr(emitted_params(segment, candidate))  # a transpose run pointwise: its own
-        if kernel in seen or sched.is_valid(segment, device, candidate) is not None:
+        if sched.is_valid(segment, device, candidate) is not None:
+            continue
+        kernel = code_identity(generate(segment, candidate, device, dtypes))
+        if kernel in seen:
             continue
         seen.add(kernel)
         out.append(candidate)
