@@ -134,7 +134,9 @@ def test_outer_reductions_take_vectors_of_outputs_that_cost_no_parallelism(
         trips = rows // (wider.threads_r * wider.unroll)
         one_fills = reduction._fills_unsplit(seg, H100, one)
         assert not reduction._fills_unsplit(seg, H100, wider) or (
-            one_fills and (trips < reduction.VECTOR_TRIPS or itemsize >= 4)
+            one_fills
+            and (trips < reduction.VECTOR_TRIPS or itemsize >= 4)
+            and not reduction._odd_pitch_lanes_pay(seg, H100, wider)
         )
         # it would add a split one output a lane does not need, or not reach the target split
         assert one_fills or (
@@ -627,3 +629,74 @@ def test_the_measured_columns_of_odd_pitch():
         assert (p.rows_per_block, p.threads_r) == (32, 32), (rows, cols)
     p = reduction.default_params(column_sum_segment(100000, 256, DataType.Float), H100)
     assert (p.rows_per_block, p.vector) == (16, 2)
+
+
+def middle_sum_segment(outer: int, reduced: int, inner: int, dtype: DataType):  # noqa: ANN201
+    """The sum over the middle dim of [outer, reduced, inner] (a view: nothing allocated)."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
+        fd.add_output(fd.ops.sum(fd.ops.cast(x, DataType.Float), dims=[1]))
+    base = np.zeros(1, NUMPY[dtype])
+    size = base.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        base, (outer, reduced, inner), (reduced * inner * size, inner * size, size)
+    )
+    (seg,) = fd.plan([view]).segments
+    return seg
+
+
+@given(
+    outer=st.integers(1, 1024),
+    reduced=st.integers(64, 8192),
+    inner=st.integers(2, 2048),
+    dtype=st.sampled_from(list(NUMPY)),
+)
+@settings(max_examples=200, deadline=None)
+def test_rows_an_odd_pitch_apart_take_the_widest_lane_that_keeps_a_third_of_the_threads(
+    outer, reduced, inner, dtype
+):
+    """Where a sum over the middle dim fills the GPU unsplit one output a lane and its rows
+    are not a multiple of 128 bytes apart, its lanes take the widest vector (within
+    LANE_VECTOR_BYTES) whose grid still fills it and keeps ODD_PITCH_LANE_THREADS of the
+    resident threads: a wider one would not, a narrower one leaves bytes a load behind."""
+    seg = middle_sum_segment(outer, reduced, inner, dtype)
+    p = reduction.default_params(seg, H100)
+    assert reduction.is_valid(seg, H100, p) is None
+    itemsize = 4 if dtype is DataType.Float else 2
+    one = reduction._outer_layout(seg, 1, H100)
+    if (
+        p.inner
+        or inner * itemsize % reduction.BLOCK_ROW_BYTES == 0
+        or not reduction._fills_unsplit(seg, H100, one)
+        or p.split > 1
+    ):
+        return
+    assert reduction.block_row_bytes(seg) == reduction.ODD_PITCH_ROW_BYTES
+    if p.vector > 1:
+        assert p.vector * itemsize <= reduction.LANE_VECTOR_BYTES or p.vector == (
+            reduction.output_vector(seg)
+        )
+    wider = 2 * p.vector
+    if (
+        reduction.output_vector(seg) % wider == 0
+        and wider * itemsize <= reduction.LANE_VECTOR_BYTES
+    ):
+        q = reduction._outer_layout(seg, wider, H100)
+        assert not (
+            reduction._fills_unsplit(seg, H100, q) and reduction._odd_pitch_lanes_pay(seg, H100, q)
+        )
+
+
+def test_the_measured_lanes_at_an_odd_pitch():
+    """H100 (`odd_lanes_2026-11-26/`): over the middle dim fp32 [64, 4000, 100] two outputs a
+    lane (61.0 -> 51.5 us), bf16 [64, 4000, 200] four (61.4 -> 57.6), bf16 [100, 3000, 96]
+    and [64, 1000, 200] two, not four (4 kept too few threads: 37.2 and 21.0 against 32.4 and
+    18.9); an aligned pitch (fp32 [64, 4000, 128], 512 bytes) keeps one a lane."""
+    for shape, dtype, vector in [
+        ((64, 4000, 100), DataType.Float, 2),
+        ((64, 4000, 200), DataType.BFloat16, 4),
+        ((100, 3000, 96), DataType.BFloat16, 2),
+        ((64, 1000, 200), DataType.BFloat16, 2),
+        ((64, 4000, 128), DataType.Float, 1),
+    ]:
+        assert reduction.default_params(middle_sum_segment(*shape, dtype), H100).vector == vector

@@ -123,7 +123,10 @@ class Scheduler(Protocol):
 #    second wave.
 # 26: strided reductions whose rows are not a multiple of 128 bytes apart read block rows of
 #    up to 256 bytes (`reduction.block_row_bytes`), not 128: a row straddles two lines.
-HEURISTICS_VERSION = 26
+# 27: a strided reduction whose rows are an odd pitch apart takes the widest lane vector whose
+#    grid keeps a third of the GPU's resident threads, even where one output a lane fills it
+#    (`reduction._odd_pitch_lanes_pay`).
+HEURISTICS_VERSION = 27
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -555,6 +555,29 @@ def _outer_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
     return max(1, min(blocks // row_tiles(segment, p), _split_by_work(segment, p)))
 
 
+# Where a strided load's rows are not a multiple of 128 bytes apart (`block_row_bytes`),
+# a wider lane pays even where one output a lane fills the GPU: a block row of wider lanes
+# reads more of each row's lines (and 64-byte DRAM chunks) it touches, so long as the grid
+# keeps ODD_PITCH_LANE_THREADS of the GPU's resident threads. H100, the widest vector
+# (ab.py and old code against new, `benchmarks/README.md` "Wider lanes at an odd pitch"):
+# sums over the middle dim fp32 [64, 4000, 100] 61.0 -> 51.5 us (100 blocks of 1024
+# threads, 0.38 of the resident threads), bf16 [64, 4000, 200] 61.4 -> 57.6 (the same),
+# bf16 [512, 1000, 60] 35.5 -> 33.2; where the wider lane kept fewer threads it lost: bf16
+# [100, 3000, 96] 8 bytes a lane 37.2 (0.28 of them), 4 bytes 32.4, one element 35.7; bf16
+# [64, 1000, 200] 21.0 (0.19), 18.9, 18.1.
+ODD_PITCH_LANE_THREADS = 1 / 3
+
+
+def _odd_pitch_lanes_pay(segment: Segment, device: DeviceInfo, p: Params) -> bool:
+    """A strided load's rows are an odd pitch apart and `p`'s grid keeps
+    ODD_PITCH_LANE_THREADS of the GPU's resident threads."""
+    resident = device.sm_count * device.max_threads_per_sm
+    return (
+        block_row_bytes(segment) > BLOCK_ROW_BYTES
+        and row_tiles(segment, p) * block_threads(p) >= ODD_PITCH_LANE_THREADS * resident
+    )
+
+
 def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
     """Strided reductions (the outputs along threadIdx.x): a lane takes the wider of two
     vectors of outputs: the widest (up to 16 bytes) whose rows of 32 lanes still give every
@@ -582,7 +605,9 @@ def _outer_defaults(segment: Segment, device: DeviceInfo) -> Params:
         trips = n_red // (p.threads_r * p.unroll)
         narrow = widest_load(segment) < 4  # a lane of one element loads under 4 bytes
         if _fills_unsplit(segment, device, p) and (
-            not unsplit or (narrow and trips >= VECTOR_TRIPS)
+            not unsplit
+            or (narrow and trips >= VECTOR_TRIPS)
+            or _odd_pitch_lanes_pay(segment, device, p)
         ):
             return p
         most = row_tiles(segment, p) * _split_by_work(segment, p)
