@@ -444,3 +444,26 @@ def test_columns_of_odd_pitch_compile_with_their_wider_block_rows(arch):
         dtypes = segment_dtypes(seg)
         ks = generate(seg, p, device, dtypes)
         compile_kernel(ks.source, ks.name, arch)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_sums_over_an_odd_pitch_compile_with_their_wider_lanes(arch):
+    """Sums over the middle dim whose rows are an odd pitch apart take lanes of 2 or 4
+    outputs by default (`reduction._odd_pitch_lanes_pay`); those kernels compile (the GPU
+    runs that chose them checked each against torch, under compute-sanitizer)."""
+    from test_reduction_defaults import middle_sum_segment
+
+    device = PROFILES[arch]
+    vectors = set()
+    for shape, dtype in [
+        ((64, 4000, 100), DataType.Float),
+        ((64, 1000, 300), DataType.BFloat16),
+        ((512, 300, 60), DataType.BFloat16),
+        ((200, 700, 150), DataType.Float),
+    ]:
+        seg = middle_sum_segment(*shape, dtype)
+        p = reduction.default_params(seg, device)
+        vectors.add(p.vector)
+        ks = generate(seg, p, device, segment_dtypes(seg))
+        compile_kernel(ks.source, ks.name, arch)
+    assert vectors >= {2, 4}
