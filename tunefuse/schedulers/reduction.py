@@ -559,12 +559,13 @@ def _outer_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
 # a wider lane pays even where one output a lane fills the GPU: a block row of wider lanes
 # reads more of each row's lines (and 64-byte DRAM chunks) it touches, so long as the grid
 # keeps ODD_PITCH_LANE_THREADS of the GPU's resident threads. H100, the widest vector
-# (ab.py and old code against new, `benchmarks/README.md` "Wider lanes at an odd pitch"):
-# sums over the middle dim fp32 [64, 4000, 100] 61.0 -> 51.5 us (100 blocks of 1024
-# threads, 0.38 of the resident threads), bf16 [64, 4000, 200] 61.4 -> 57.6 (the same),
-# bf16 [512, 1000, 60] 35.5 -> 33.2; where the wider lane kept fewer threads it lost: bf16
-# [100, 3000, 96] 8 bytes a lane 37.2 (0.28 of them), 4 bytes 32.4, one element 35.7; bf16
-# [64, 1000, 200] 21.0 (0.19), 18.9, 18.1.
+# against one a lane, old code against new (`benchmarks/README.md` "Wider lanes where rows
+# are an odd pitch apart", `surface/odd_lanes_2026-11-26/`): sums over the middle dim fp32
+# [64, 4000, 100] 61.0 -> 51.5 us (100 blocks of 1024 threads, 0.38 of the resident
+# threads), bf16 [64, 4000, 200] 62.1 -> 57.1 (the same), bf16 [512, 1000, 60] 35.5 -> 33.2;
+# where the wider lane kept fewer threads it lost (ab.py): bf16 [100, 3000, 96] 37.2 us with
+# 8 bytes a lane (0.28 of them), 32.4 with 4, 35.7 with one element; bf16 [64, 1000, 200]
+# 21.0 (0.19), 18.9, 18.1. Judged on 12 cells not fitted on: geomean 0.915, none slower.
 ODD_PITCH_LANE_THREADS = 1 / 3
 
 
