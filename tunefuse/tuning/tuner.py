@@ -293,15 +293,15 @@ def tune(
                         code = code_identity(src)
                         if code in timed:  # a kernel measured already: its time, not a trial
                             study.tell(trial, timed[code])
-                        elif any(code == code_identity(w[2]) for w in wave):
+                        elif code in {c for *_, c in wave}:
                             echoes.append((trial, code))  # told once its twin is measured
                         else:
-                            wave.append((trial, params, src))
+                            wave.append((trial, params, src, code))
                     if not wave:
                         continue
-                    jobs = [(src.source, src.name, rt.info.arch) for _, _, src in wave]
+                    jobs = [(src.source, src.name, rt.info.arch) for _, _, src, _ in wave]
                     cubins = {name: (cubin, err) for name, cubin, err in pool.map(_compile, jobs)}
-                    for trial, params, src in wave:
+                    for trial, params, src, code in wave:
                         done += 1
                         cubin, err = cubins[src.name]
                         if cubin is None:
@@ -322,7 +322,7 @@ def tune(
                             continue
                         us = answer["median_us"]
                         study.tell(trial, us)
-                        timed[code_identity(src)] = us
+                        timed[code] = us
                         measured[src.name] = (us, params, {"cubin": cubin, **answer})
                         if us < best * 0.99:
                             best, since_best = us, 0
