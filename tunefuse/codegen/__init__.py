@@ -23,7 +23,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
-    "22"  # bump when generated code changes: tuned records of another version are not used
+    "23"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -37,6 +37,9 @@ CODEGEN_VERSION = (
 # 22: a normalization that re-reads its rows from memory, with evict_first, loads them
 #     evict-first in its output pass and stores its full-size outputs evict-first
 #     (tf_st_stream).
+# 23: a normalization with a vector of outputs a lane combines every lane's totals across
+#     the row's threads in one tree, a barrier a level (`lanes_block_reduce`), not a tree a
+#     lane; the same combination order, so the same bits.
 
 
 @dataclass(frozen=True)

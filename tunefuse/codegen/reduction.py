@@ -96,6 +96,12 @@ _COSTLY = frozenset(
     }
 )
 MAX_KEPT_VALUES = 2  # arrays of ept registers each, on top of the cached row
+# The shared arrays the trees of every lane's totals may take in a kernel
+# (`lanes_block_reduce`): at most this many bytes a block and LANE_BATCH_THREAD_BYTES a thread
+# (2048 threads an SM: 128 KB of its shared memory at most, blocks an SM unchanged); past
+# them a lane's totals go through `block_reduce` one lane after another.
+LANE_BATCH_SHARED_BYTES = 8 * 1024
+LANE_BATCH_THREAD_BYTES = 64
 
 
 def _is_costly(e: Expr) -> bool:
@@ -325,6 +331,7 @@ class _Emitter:
         )
         self.divided_by = self.reductions_used_as_divisors()
         self.lines: list[str] = []
+        self.lane_batch_bytes = 0  # the shared arrays of `lanes_block_reduce` so far
         self.counter = [0]
         passes = phases_reading(segment, self.online)
         # A normalization whose rows neither registers nor shared memory hold reads them from
@@ -1188,6 +1195,61 @@ class _Emitter:
         self.lines.extend(r.lines)
         return v if r.dtype(acc.operand) is acc.ctype else f"tf_cast<{acc.ctype.cuda}>({v})"
 
+    def lanes_batch(self, accs: Sequence[_Accumulator]) -> bool:
+        """True where the lanes' totals of `accs` are combined across the row's threads in
+        one tree (`lanes_block_reduce`): plain accumulators, an outer layout's threads along
+        y of one block, and their arrays within LANE_BATCH_SHARED_BYTES."""
+        tr_n = self.p.threads_r
+        threads = tr_n * self.p.rows_per_block
+        taken = self.lane_batch_bytes + sum(self.vec * threads * a.ctype.itemsize for a in accs)
+        return (
+            self.along_outputs
+            and not self.p.inner
+            and self.cluster == 1
+            and tr_n > 1
+            and all(a.family in ("sum", "prod", "max", "min") for a in accs)
+            and taken <= min(LANE_BATCH_SHARED_BYTES, LANE_BATCH_THREAD_BYTES * threads)
+        )
+
+    def lanes_block_reduce(self, accs: Sequence[_Accumulator], indent: str) -> None:
+        """Each lane's acc<i>_v[v] of `accs` combined across the row's threads (threads_r
+        along y) in one tree for all lanes and accumulators: a barrier a level, not a
+        barrier a level for each lane (softmax's two reductions over a vector of 4 outputs
+        took 40). The same tree as `block_reduce`'s, so the same bits a lane."""
+        tr_n, rows, vec = self.p.threads_r, self.p.rows_per_block, self.vec
+
+        def at(acc: _Accumulator, k: str) -> str:
+            """Lane v's cell of the row's thread k: a warp's outputs (`to`) in consecutive
+            words, as in `block_reduce`."""
+            return f"sv{acc.index}[(v * {tr_n} + {k}) * {rows} + to]"
+
+        for acc in accs:
+            self.w(f"{indent}__shared__ {acc.ctype.cuda} sv{acc.index}[{vec * tr_n * rows}];")
+            self.lane_batch_bytes += vec * tr_n * rows * acc.ctype.itemsize
+        self.w(f"{indent}#pragma unroll")
+        self.w(f"{indent}for (int v = 0; v < {vec}; ++v) {{")
+        for acc in accs:
+            self.w(f"{indent}  {at(acc, 'tr')} = acc{acc.index}_v[v];")
+        self.w(f"{indent}}}")
+        self.w(f"{indent}__syncthreads();")
+        self.w(f"{indent}for (int s = {tr_n // 2}; s > 0; s >>= 1) {{")
+        self.w(f"{indent}  if (tr < s) {{")
+        self.w(f"{indent}    #pragma unroll")
+        self.w(f"{indent}    for (int v = 0; v < {vec}; ++v) {{")
+        for acc in accs:
+            cell, other = at(acc, "tr"), at(acc, "tr + s")
+            self.w(f"{indent}      {cell} = {_combine(acc, cell, other)};")
+        self.w(f"{indent}    }}")
+        self.w(f"{indent}  }}")
+        self.w(f"{indent}  __syncthreads();")
+        self.w(f"{indent}}}")
+        self.w(f"{indent}#pragma unroll")
+        self.w(f"{indent}for (int v = 0; v < {vec}; ++v) {{")
+        for acc in accs:
+            self.w(f"{indent}  acc{acc.index}_v[v] = {at(acc, '0')};")
+        self.w(f"{indent}}}")
+        self.w(f"{indent}__syncthreads();")
+
     def lane_totals_of(
         self,
         accs: list[_Accumulator],
@@ -1204,13 +1266,17 @@ class _Emitter:
                 if (acc.index, k) in self.divided_by:
                     ct = self.divided_by[(acc.index, k)].cuda
                     self.w(f"{indent}{ct} inv{acc.index}_{k}_v[{self.vec}];")
+        batched = lane_value is None and self.lanes_batch(accs)
+        if batched:
+            self.lanes_block_reduce(accs, indent)
         self.w(f"{indent}#pragma unroll")
         self.w(f"{indent}for (int v = 0; v < {self.vec}; ++v) {{")
         inner = indent + "  "
         for acc in accs:
             if lane_value is None:
                 self.w(f"{inner}{_acc_type(acc)} acc{acc.index} = acc{acc.index}_v[v];")
-                self.row_reduce(acc, inner)
+                if not batched:
+                    self.row_reduce(acc, inner)
             else:
                 lane_value(acc, inner)
             self.finalize(acc, inner)
@@ -1279,11 +1345,15 @@ class _Emitter:
             self.w(f"{ind}acc{total.index}_v[v] += {self.operand(acc, ind, cached, in_vector)};")
 
         self.element_loop(add_value, indent, reads=[acc.operand])
+        batched = self.lanes_batch([total])
+        if batched:
+            self.lanes_block_reduce([total], indent)
         self.w(f"{indent}{t} mean{i}_v[{vec}];")
         self.w(f"{indent}#pragma unroll")
         self.w(f"{indent}for (int v = 0; v < {vec}; ++v) {{")
         self.w(f"{indent}  {t} acc{total.index} = acc{total.index}_v[v];")
-        self.row_reduce(total, indent + "  ")
+        if not batched:
+            self.row_reduce(total, indent + "  ")
         self.w(f"{indent}  mean{i}_v[v] = acc{total.index} / ({t})n_red;")
         self.w(f"{indent}}}")
 
@@ -1294,10 +1364,13 @@ class _Emitter:
             )
 
         self.element_loop(add_square, indent, reads=[acc.operand])
+        if batched:
+            self.lanes_block_reduce([squares], indent)
 
         def lane_value(a: _Accumulator, ind: str) -> None:
             self.w(f"{ind}{t} acc{squares.index} = acc{squares.index}_v[v];")
-            self.row_reduce(squares, ind)
+            if not batched:
+                self.row_reduce(squares, ind)
             self.w(f"{ind}TfWelford<{t}> acc{i}{{mean{i}_v[v], acc{squares.index}, ({t})n_red}};")
 
         self.lane_totals_of([acc], indent, lane_value)

@@ -1,0 +1,144 @@
+"""A normalization with a vector of outputs a lane combines every lane's totals across the
+row's threads in one tree (codegen 23, `lanes_block_reduce`), without a GPU: the barriers a
+row, the fallbacks, the shared-memory bounds, and a compile for sm_80 and sm_90. The GPU
+tests (test_gpu_output_vectors, test_gpu_strided_norms) check the values."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+from fusion_zoo import column_layernorm, softmax_over
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_codegen_compile import ARCHS
+from test_pointwise_defaults import view
+
+from tunefuse import DataType, FusionDefinition
+from tunefuse.codegen import generate
+from tunefuse.codegen.reduction import LANE_BATCH_SHARED_BYTES, LANE_BATCH_THREAD_BYTES
+from tunefuse.compiler import compile_kernel
+from tunefuse.device_info import H100
+from tunefuse.planning.kernel_ir import SchedulerKind
+from tunefuse.schedulers import normalization, with_values
+
+_softmax_dim1 = softmax_over(3, 1)
+
+
+def _inputs(define, shape, dtype):  # noqa: ANN001, ANN202
+    """x, and column_layernorm's weight of x's last extent."""
+    weight = [view((shape[-1],), dtype)] if define is column_layernorm else []
+    return [view(shape, dtype), *weight]
+
+
+def _norm(define, shape, dtype, **changes):  # noqa: ANN001, ANN202
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    plan = fd.plan(_inputs(define, shape, dtype), device=H100)
+    seg = next(s for s in plan.segments if s.scheduler is SchedulerKind.NORMALIZATION)
+    p = with_values(normalization.default_params(seg, H100), changes)
+    assert normalization.is_valid(seg, H100, p) is None
+    return seg, p, generate(seg, p, H100, _dtypes(plan)).source
+
+
+def _dtypes(plan) -> dict:  # noqa: ANN001
+    return {b.id: b.dtype for b in plan.buffers}
+
+
+def _row_loop(source: str) -> str:
+    body = source[source.index("tf_normalization_") :]
+    return body[body.index("for (int row_base") :]
+
+
+@pytest.mark.parametrize(
+    "define, shape, dtype, reductions",
+    [
+        (_softmax_dim1, (1024, 64, 64), DataType.Float, 2),  # max, then the sum of exps
+        (_softmax_dim1, (300, 36, 1000), DataType.BFloat16, 2),
+        (column_layernorm, (64, 65536), DataType.Float, 2),  # mean, then squared deviations
+        (column_layernorm, (56, 150000), DataType.BFloat16, 2),
+    ],
+)
+def test_a_tree_a_reduction_for_all_lanes(define, shape, dtype, reductions):
+    seg, p, source = _norm(define, shape, dtype)
+    assert p.vector > 1 and p.threads_r > 1 and not p.inner and p.cache_row
+    loop = _row_loop(source)
+    # One tree a reduction: a barrier after publishing, one a level, one before the arrays
+    # are written again; the levels are a loop, so the text has three a reduction.
+    assert loop.count("__syncthreads();") == 3 * reductions
+    assert loop.count("__shared__") == reductions
+    assert "for (int s = " in loop
+    # every lane's cells in one array of vector x threads_r x rows_per_block
+    cells = p.vector * p.threads_r * p.rows_per_block
+    assert f"[{cells}];" in loop
+
+
+def test_a_max_and_sum_of_exps_keeps_a_tree_a_lane():
+    """A re-read softmax keeps its max and sum together (an online accumulator): no batched
+    tree, each lane's pair through `block_reduce`."""
+    seg, p, source = _norm(_softmax_dim1, (1024, 2048, 64), DataType.BFloat16)
+    assert p.vector > 1 and not p.cache_row
+    assert "__shared__ float sv" not in source
+
+
+def test_lanes_past_the_shared_bound_keep_a_tree_a_lane():
+    """Blocks whose trees would take more than LANE_BATCH_SHARED_BYTES go lane by lane."""
+    seg, p, _ = _norm(_softmax_dim1, (1024, 64, 64), DataType.Float)
+    dtypes = {b: DataType.Float for b in seg.buffer_ids}
+    big = with_values(p, {"rows_per_block": 128})  # 8 threads x 128 lanes of 4 fp32 outputs
+    assert normalization.is_valid(seg, H100, big) is None
+    cells = big.vector * big.threads_r * big.rows_per_block
+    assert cells * 4 > LANE_BATCH_SHARED_BYTES
+    source = generate(seg, big, H100, dtypes).source
+    assert "__shared__ float sv" not in source
+
+
+@given(
+    n=st.integers(1, 512),
+    c=st.integers(2, 128),
+    l_vectors=st.integers(1, 64),
+    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
+    define=st.sampled_from([_softmax_dim1, column_layernorm]),
+)
+@settings(max_examples=150, deadline=None)
+def test_lane_trees_stay_within_their_shared_bounds(n, c, l_vectors, dtype, define):
+    shape = (n, c, 4 * l_vectors) if define is _softmax_dim1 else (c, n * 4 * l_vectors)
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    plan = fd.plan(_inputs(define, shape, dtype), device=H100)
+    norms = [s for s in plan.segments if s.scheduler is SchedulerKind.NORMALIZATION]
+    if not norms:
+        return
+    seg = norms[0]
+    p = normalization.default_params(seg, H100)
+    source = generate(seg, p, H100, _dtypes(plan)).source
+    sizes = [int(m) for m in _shared_sizes(source, "sv")]
+    threads = p.threads_r * p.rows_per_block
+    taken = 4 * sum(sizes)  # float accumulators
+    assert taken <= min(LANE_BATCH_SHARED_BYTES, LANE_BATCH_THREAD_BYTES * threads)
+    if sizes:
+        assert p.vector > 1 and not p.inner and p.threads_r > 1
+        assert all(s == p.vector * threads for s in sizes)
+        assert math.log2(p.threads_r).is_integer()
+
+
+def _shared_sizes(source: str, prefix: str) -> list[str]:
+    return re.findall(rf"__shared__ \w+ {prefix}\w+\[(\d+)\];", source)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize(
+    "define, shape, dtype",
+    [
+        (_softmax_dim1, (97, 61, 36), DataType.Float),
+        (_softmax_dim1, (129, 32, 64), DataType.BFloat16),
+        (column_layernorm, (13, 20004), DataType.Float),
+        (column_layernorm, (260, 40000), DataType.Float),  # 32 threads a row, held
+    ],
+)
+def test_lane_trees_compile(define, shape, dtype, arch):
+    seg, p, source = _norm(define, shape, dtype)
+    assert "__shared__ float sv" in source
+    name = source[source.index("tf_normalization_") :].split("(")[0]
+    assert compile_kernel(source, name, arch).cubin
