@@ -157,13 +157,15 @@ VECTOR_CASES = [(c, True) for c in (0, 1, 2, 5, 9, 10)] + [(c, False) for c in (
 
 @pytest.mark.parametrize("case,cache_row", VECTOR_CASES)
 @pytest.mark.parametrize("vector", [2, 4, 8])
+@pytest.mark.parametrize("tree_loop", [False, True])
 def test_strided_rows_a_vector_of_outputs_a_lane_agree_with_the_reference(
-    case, cache_row, vector, rng
+    case, cache_row, vector, tree_loop, rng
 ):
     """A lane takes `vector` consecutive outputs (one vector load a reduced element, the
-    totals of each pass kept a lane, full-size outputs stored a vector at a time), its rows
-    held or read again; where the extents or alignment allow no such vector it is refused
-    by name and skipped."""
+    totals of each pass kept a lane and combined across the row in one tree, its levels
+    unrolled or a loop, full-size outputs stored a vector at a time), its rows held or read
+    again; where the extents or alignment allow no such vector it is refused by name and
+    skipped."""
     fd, dtype, inputs = case_fusion(case, rng)
     norms = [s for s in fd.plan(inputs).segments if s.scheduler is SchedulerKind.NORMALIZATION]
     if not norms:
@@ -171,7 +173,9 @@ def test_strided_rows_a_vector_of_outputs_a_lane_agree_with_the_reference(
     device = PROFILES["sm_90"]
     p = normalization.default_params(norms[0], device)
     _, n_red = reduction.sizes(norms[0])
-    changes = dict(vector=vector, rows_per_lane=1, shared_row=False, cache_row=cache_row)
+    changes = dict(
+        vector=vector, rows_per_lane=1, shared_row=False, cache_row=cache_row, tree_loop=tree_loop
+    )
     if cache_row:
         threads = max(p.threads_r, 1)
         changes.update(threads_r=threads, elements_per_thread=-(-n_red // threads))
@@ -181,7 +185,9 @@ def test_strided_rows_a_vector_of_outputs_a_lane_agree_with_the_reference(
     if why is not None:
         pytest.skip(why)
     got, launched = run_with_reduction_params(fd, inputs, kind="normalization", **changes)
-    assert any(k.params["vector"] == vector for k in launched)
+    assert any(
+        k.params["vector"] == vector and k.params["tree_loop"] == tree_loop for k in launched
+    )
     assert_agrees(fd, inputs, got, computed(dtype))
 
 

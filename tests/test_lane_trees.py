@@ -16,12 +16,17 @@ from test_codegen_compile import ARCHS
 from test_pointwise_defaults import view
 
 from tunefuse import DataType, FusionDefinition
-from tunefuse.codegen import generate
+from tunefuse.codegen import code_identity, generate
 from tunefuse.codegen.reduction import LANE_BATCH_SHARED_BYTES, LANE_BATCH_THREAD_BYTES
 from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import H100
 from tunefuse.planning.kernel_ir import SchedulerKind
-from tunefuse.schedulers import normalization, with_values
+from tunefuse.schedulers import (
+    normalization,
+    params_from_dict,
+    params_to_dict,
+    with_values,
+)
 
 _softmax_dim1 = softmax_over(3, 1)
 
@@ -142,3 +147,58 @@ def test_lane_trees_compile(define, shape, dtype, arch):
     assert "__shared__ float sv" in source
     name = source[source.index("tf_normalization_") :].split("(")[0]
     assert compile_kernel(source, name, arch).cubin
+
+
+def test_tree_loop_keeps_the_levels_a_loop_and_nothing_else():
+    seg, p, unrolled = _norm(_softmax_dim1, (4096, 32, 64), DataType.BFloat16)
+    _, looped_p, looped = _norm(_softmax_dim1, (4096, 32, 64), DataType.BFloat16, tree_loop=True)
+    assert looped_p.tree_loop and not p.tree_loop
+    body_u, body_l = _row_loop(unrolled), _row_loop(looped)
+    assert "#pragma unroll 1" not in body_u
+    # one pragma a tree (max, then the sum of exps), right before its levels
+    assert body_l.count("#pragma unroll 1\n") == 2
+    lines_l = [ln for ln in body_l.splitlines() if ln.strip() != "#pragma unroll 1"]
+    assert lines_l == body_u.splitlines()
+
+
+@pytest.mark.parametrize(
+    "define, shape, dtype",
+    [
+        (_softmax_dim1, (1024, 2048, 64), DataType.BFloat16),  # re-read: a max-and-sum
+        (_softmax_dim1, (256, 256, 64), DataType.Float),  # one output a lane
+        (column_layernorm, (1024, 4096), DataType.Float),  # one output a lane
+    ],
+)
+def test_tree_loop_leaves_other_kernels_as_they_are(define, shape, dtype):
+    """Where no lanes meet in one tree the flag changes nothing but the params: one kernel by
+    its code, which the tuner measures once (`code_identity`)."""
+    seg, p, _ = _norm(define, shape, dtype)
+    _, q, _ = _norm(define, shape, dtype, tree_loop=True)
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    dtypes = _dtypes(fd.plan(_inputs(define, shape, dtype), device=H100))
+    a, b = generate(seg, p, H100, dtypes), generate(seg, q, H100, dtypes)
+    assert code_identity(a) == code_identity(b)
+
+
+def test_tree_loop_is_in_the_space_and_stored_params_without_it_load():
+    seg, p, _ = _norm(_softmax_dim1, (1024, 64, 64), DataType.Float)
+    space = normalization.search_space(seg, H100)
+    assert list(space["tree_loop"].choices) == [False, True]
+    stored = params_to_dict(p)
+    del stored["tree_loop"]  # a record of codegen 23 before the flag
+    assert params_from_dict(SchedulerKind.NORMALIZATION, stored) == p
+    assert params_from_dict(SchedulerKind.NORMALIZATION, {**stored, "tree_loop": 1}) is None
+    assert "tree_loop" in normalization.is_valid(seg, H100, with_values(p, {"tree_loop": "1"}))
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_tree_loop_compiles(arch):
+    for define, shape, dtype in [
+        (_softmax_dim1, (129, 32, 64), DataType.BFloat16),
+        (column_layernorm, (260, 40000), DataType.Float),
+    ]:
+        _, _, source = _norm(define, shape, dtype, tree_loop=True)
+        assert "#pragma unroll 1" in source
+        name = source[source.index("tf_normalization_") :].split("(")[0]
+        assert compile_kernel(source, name, arch).cubin

@@ -1235,6 +1235,8 @@ class _Emitter:
             self.w(f"{indent}  {at(acc, 'tr')} = acc{acc.index}_v[v];")
         self.w(f"{indent}}}")
         self.w(f"{indent}__syncthreads();")
+        if getattr(self.p, "tree_loop", False):
+            self.w(f"{indent}#pragma unroll 1")
         self.w(f"{indent}for (int s = {tr_n // 2}; s > 0; s >>= 1) {{")
         self.w(f"{indent}  if (tr < s) {{")
         self.w(f"{indent}    #pragma unroll")

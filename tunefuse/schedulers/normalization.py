@@ -54,6 +54,14 @@ class Params:
     # (fp32 [1024, 1024, 64] 254 -> 462). Contiguous rows lost too (H200: softmax fp32 [1024,
     # 4096] 11.0 -> 12.0, layernorm bf16 [4096, 2048] 13.1 -> 30.9 with 16 blocks).
     min_blocks: int = 0
+    # A vector of outputs a lane whose totals meet in one tree (`codegen.reduction`
+    # `lanes_block_reduce`) walks the tree's levels as a loop (`#pragma unroll 1`), not
+    # unrolled. Which is faster differs by kernel at the same registers (H100, 24 cells,
+    # `benchmarks/README.md` "The tree's levels as a loop"): softmax over the middle dim bf16
+    # [65536, 32, 64] 247.0 us unrolled, 214.3 as a loop; layernorm over dim 0 bf16 [128,
+    # 65536] 19.1 unrolled, 22.1 as a loop. The tuner's to choose; other kernels' code does not
+    # change with it (the tuner measures one of the two, `codegen.code_identity`).
+    tree_loop: bool = False
 
     def as_reduction(self) -> reduction.Params:
         """The reduction layout these params share with the reduction scheduler."""
@@ -699,6 +707,8 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     why = _column_partials_error(segment, p, device)
     if why:
         return why
+    if not isinstance(p.tree_loop, bool):
+        return f"tree_loop {p.tree_loop!r} (True or False)"
     if p.rows_per_lane > 1 and not p.cache_row:
         return "rows a lane hold their rows in registers (cache_row)"
     why = reduction.lanes_error(segment, p.as_reduction(), p.elements_per_thread)
@@ -954,6 +964,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "shared_row": optuna.distributions.CategoricalDistribution([False, True]),
         "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         "min_blocks": optuna.distributions.CategoricalDistribution([0, 1, 2, 4, 8, 16]),
+        "tree_loop": optuna.distributions.CategoricalDistribution([False, True]),
         "cluster": optuna.distributions.CategoricalDistribution(
             [1, 2, 4, MAX_CLUSTER] if supports_clusters(device) else [1]
         ),
