@@ -1,8 +1,14 @@
 """The crash-isolated worker, with workers that really die."""
 
+import pathlib
+import subprocess
+import sys
+
 import pytest
 
-from tunefuse.tuning.worker import Worker, WorkerDied
+from tunefuse.tuning.worker import Worker, WorkerDied, WorkerStartError
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
 def test_requests_are_answered_and_state_persists():
@@ -21,6 +27,35 @@ def test_a_dying_worker_costs_one_request_and_is_replaced(how, reason):
         assert isinstance(died, WorkerDied) and reason in died.reason
         assert w.restarts == 1
         assert w.request("ok") == "fine"  # a fresh worker carries on
+
+
+def test_a_handler_that_cannot_load_is_refused_by_name():
+    with Worker("worker_handlers.no_such_handler") as w:
+        with pytest.raises(
+            WorkerStartError, match="worker_handlers.no_such_handler.*AttributeError"
+        ):
+            w.request("a")
+
+
+def test_a_script_that_tunes_at_its_top_level_is_told_why_its_worker_ends(tmp_path):
+    """Spawn imports the calling script again in the worker; one that starts a worker at its
+    top level (no `if __name__ == "__main__":`) ends the child before it is ready. The error
+    says so, not "the default params do not run correctly"."""
+    script = tmp_path / "tune_at_top_level.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path[:0] = [{str(ROOT)!r}, {str(ROOT / 'tests')!r}]\n"
+        "from tunefuse.tuning.worker import Worker\n"
+        "with Worker('worker_handlers.echo') as w:\n"
+        "    print(w.request('a'))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode != 0
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("tunefuse.tuning.worker.WorkerStartError: the worker process ended")
+    assert 'if __name__ == "__main__":' in last
 
 
 def test_a_python_error_is_an_answer_not_a_crash():

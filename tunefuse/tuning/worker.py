@@ -16,6 +16,24 @@ import traceback
 from dataclasses import dataclass
 from typing import Any
 
+from tunefuse.errors import TunefuseError
+
+# A worker imports its handler (and, under spawn, the calling script again) before its first
+# request: it has this long at least to say it is ready (the requests' timeout if longer).
+START_TIMEOUT_S = 120.0
+# What a worker that ends before it is ready most likely met: spawn runs the calling script's
+# top level again in the child, and a script that tunes at its top level starts a worker there.
+SPAWN_HINT = (
+    "Python's multiprocessing starts the worker with 'spawn', which imports the calling script "
+    "again: a script that calls tunefuse.tune() must do so under "
+    '`if __name__ == "__main__":`'
+)
+
+
+class WorkerStartError(TunefuseError, RuntimeError):
+    """The worker process could not start: it ended, or failed to load its handler, before
+    it was ready for a request. Not a candidate's fault: no request is tried."""
+
 
 @dataclass(frozen=True)
 class WorkerDied:
@@ -26,7 +44,12 @@ class WorkerDied:
 
 def _serve(conn, handler_path: str, setup: Any) -> None:  # noqa: ANN001
     module, _, name = handler_path.rpartition(".")
-    handler = getattr(importlib.import_module(module), name)
+    try:
+        handler = getattr(importlib.import_module(module), name)
+    except Exception as e:  # noqa: BLE001 - reported to the parent, which raises it
+        conn.send(("unstartable", f"{type(e).__name__}: {e}"))
+        return
+    conn.send(("ready", None))
     state: dict = {"setup": setup}
     while True:
         try:
@@ -75,6 +98,7 @@ class Worker:
         self._conn = None
 
     def _start(self) -> None:
+        """A fresh worker process, ready for requests; WorkerStartError naming why not."""
         parent, child = self._ctx.Pipe()
         self._process = self._ctx.Process(
             target=_serve, args=(child, self.handler_path, self.setup), daemon=True
@@ -82,10 +106,27 @@ class Worker:
         self._process.start()
         child.close()
         self._conn = parent
+        wait = max(START_TIMEOUT_S, self.timeout_s)
+        try:
+            if not parent.poll(wait):
+                self._kill()
+                raise WorkerStartError(f"the worker process was not ready within {wait:.0f} s")
+            status, value = parent.recv()
+        except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
+            self._process.join(timeout=5)
+            code = self._process.exitcode
+            self._kill()
+            raise WorkerStartError(
+                f"the worker process ended before it was ready (exit code {code}). {SPAWN_HINT}"
+            ) from None
+        if status == "unstartable":
+            self._kill()
+            raise WorkerStartError(f"the worker could not load {self.handler_path}: {value}")
 
     def request(self, payload: Any, timeout_s: float | None = None) -> Any:
-        """The handler's result; raises RuntimeError for a Python error in the handler;
-        returns WorkerDied when the process crashed or hung (it is then replaced)."""
+        """The handler's result; raises RuntimeError for a Python error in the handler and
+        WorkerStartError when no worker can start; returns WorkerDied when the process
+        crashed or hung (it is then replaced)."""
         if self._process is None or not self._process.is_alive():
             self._start()
         assert self._conn is not None and self._process is not None
