@@ -202,3 +202,20 @@ def test_tree_loop_compiles(arch):
         assert "#pragma unroll 1" in source
         name = source[source.index("tf_normalization_") :].split("(")[0]
         assert compile_kernel(source, name, arch).cubin
+
+
+def test_a_two_pass_variance_batches_both_trees_within_the_bound_or_neither():
+    """Column layernorm's mean and squared deviations each take an array of lanes x block
+    threads: 512 threads of 4 fp32 lanes fill the 8 KB bound with one, so neither batches."""
+    seg, p, source = _norm(
+        column_layernorm,
+        (64, 65536),
+        DataType.Float,
+        threads_r=16,
+        rows_per_block=32,
+        elements_per_thread=4,
+    )
+    assert p.vector * p.threads_r * p.rows_per_block * 4 == LANE_BATCH_SHARED_BYTES
+    assert _shared_sizes(source, "sv") == []
+    _, _, small = _norm(column_layernorm, (64, 65536), DataType.Float)
+    assert len(_shared_sizes(small, "sv")) == 2  # the default's 128 threads: both batched

@@ -1350,7 +1350,8 @@ class _Emitter:
             self.w(f"{ind}acc{total.index}_v[v] += {self.operand(acc, ind, cached, in_vector)};")
 
         self.element_loop(add_value, indent, reads=[acc.operand])
-        batched = self.lanes_batch([total])
+        # Both trees or neither: the bounds are checked for the two arrays together.
+        batched = self.lanes_batch([total, squares])
         if batched:
             self.lanes_block_reduce([total], indent)
         self.w(f"{indent}{t} mean{i}_v[{vec}];")
