@@ -280,7 +280,7 @@ def tune(
                         raise StopRequested()
                     if timeout is not None and time.monotonic() - start > timeout:
                         break
-                    wave, echoes = [], []
+                    wave, echoes, wave_codes = [], [], set()
                     for _ in range(min(batch, trials - done)):
                         asks += 1
                         trial = study.ask({n: space[n] for n in names})
@@ -293,10 +293,11 @@ def tune(
                         code = code_identity(src)
                         if code in timed:  # a kernel measured already: its time, not a trial
                             study.tell(trial, timed[code])
-                        elif code in {c for *_, c in wave}:
+                        elif code in wave_codes:
                             echoes.append((trial, code))  # told once its twin is measured
                         else:
                             wave.append((trial, params, src, code))
+                            wave_codes.add(code)
                     if not wave:
                         continue
                     jobs = [(src.source, src.name, rt.info.arch) for _, _, src, _ in wave]
