@@ -4,7 +4,9 @@ shapes at fixed bytes, and the extent each cell reduces. `surface.py` times them
 
 from __future__ import annotations
 
+import math
 import pathlib
+import random
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -89,6 +91,34 @@ def shapes(pattern: str, elements: int, step: int) -> list[tuple[int, ...]]:
         elif outputs >= 64:
             out.append((outputs // 64, reduced, 64))
         outputs *= step
+    return out
+
+
+def between_shapes(pattern: str, elements: int, count: int, seed: int) -> list[tuple[int, ...]]:
+    """`count` shapes of about `elements` elements (within a factor of 2 under it) off the
+    grid of `shapes`: the reduced extent log-uniform from 1 to all of them, then moved off
+    its power of two, and (middle patterns) an innermost extent log-uniform from 1 to 512
+    in place of the grid's 64. A heuristic right on the grid's points and wrong between
+    them shows here. Deterministic in (pattern, elements, count, seed)."""
+    rng = random.Random(f"{pattern}:{elements}:{seed}")
+    out = []
+    while len(out) < count:
+        reduced = max(1, round(2 ** rng.uniform(0, math.log2(elements))))
+        reduced = max(1, reduced + rng.randint(-reduced // 3, reduced // 3))
+        inner = max(1, round(2 ** rng.uniform(0, 9))) if pattern in MIDDLE_PATTERNS else 1
+        most = elements // (reduced * inner)
+        least = max(1, -(-elements // (2 * reduced * inner)))
+        if most < least:
+            continue
+        outputs = rng.randint(least, most)
+        if pattern in ROW_PATTERNS:
+            shape: tuple[int, ...] = (outputs, reduced)
+        elif pattern in COLUMN_PATTERNS:
+            shape = (reduced, outputs)
+        else:
+            shape = (outputs, reduced, inner)
+        if shape not in out:
+            out.append(shape)
     return out
 
 

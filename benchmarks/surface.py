@@ -7,11 +7,14 @@ heuristic between the benchmark's points, not only on them.
     python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle softmax
         layernorm rmsnorm logsumexp bias_gelu transpose2d] [--mbytes 16 256]
         [--dtypes float bfloat16] [--step 4] [--min-reduced N] [--max-reduced N]
-        [--widths 2560 3000 ...] [--no-peers]
+        [--widths 2560 3000 ...] [--no-peers] [--between N [--seed S] [--no-grid]]
 
 --widths replaces a row pattern's grid by rows of those lengths (as many rows as the bytes
 give): the widths between the grid's powers of two. --no-peers skips torch.compile (an older
-checkout's run beside this one's).
+checkout's run beside this one's). --between N adds N seeded cells off the grid a pattern,
+dtype and size (`patterns.between_shapes`: odd extents, half to all of the size's bytes, the
+middle patterns' innermost extent 1 to 512): a heuristic fitted to the grid's points shows
+there. They are marked "(between)" in the table and left out of the heat maps.
 
 Writes DIR/surface.json and DIR/surface.md (a table a pattern: % of copy bandwidth, and the
 ratio to torch.compile, per cell), and DIR/surface_<pattern>.png heat maps where matplotlib is
@@ -41,6 +44,7 @@ from patterns import (  # noqa: E402
     POINTWISE,
     ROW_OPERANDS,
     ROW_PATTERNS,
+    between_shapes,
     pattern_fusion,
     reduced_extent,
     shapes,
@@ -97,6 +101,15 @@ def main() -> None:
     )
     parser.add_argument("--widths", nargs="+", type=int, default=None)
     parser.add_argument("--no-peers", action="store_true")
+    parser.add_argument(
+        "--between",
+        type=int,
+        default=0,
+        help="N cells off the grid a pattern, dtype and size (patterns.between_shapes: odd "
+        "extents, and middle patterns' innermost extent other than 64), after the grid's",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="the --between cells' seed")
+    parser.add_argument("--no-grid", action="store_true", help="only the --between cells")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     torch._dynamo.config.cache_size_limit = 1024
@@ -110,11 +123,14 @@ def main() -> None:
             for mbytes in args.mbytes:
                 elements = mbytes * (1 << 20) // tdtype.itemsize
                 grid = (
-                    [(elements // w, w) for w in args.widths]
+                    []
+                    if args.no_grid
+                    else [(elements // w, w) for w in args.widths]
                     if args.widths and pattern in ROW_PATTERNS
                     else shapes(pattern, elements, args.step)
                 )
-                for shape in grid:
+                between = between_shapes(pattern, elements, args.between, args.seed)
+                for shape in grid + between:
                     reduced = reduced_extent(pattern, shape)
                     if reduced < args.min_reduced or (args.max_reduced or reduced) < reduced:
                         continue
@@ -158,6 +174,7 @@ def main() -> None:
                             "ratio_to_compile": t_ours / t_compile,
                             # no peer to compare with under --no-peers: not checked, not "True"
                             "correct": None if args.no_peers else bool(ok),
+                            "between": shape in between and shape not in grid,
                         }
                     )
                     print(json.dumps(cells[-1]), flush=True)
@@ -172,6 +189,7 @@ def main() -> None:
             1 for c in cells if c["mbytes"] >= 16 and c["pct_copy"] < 80
         ),
         "cells": len(cells),
+        "cells_between": sum(1 for c in cells if c["between"]),
     }
     (args.out / "surface.json").write_text(
         json.dumps({"summary": summary, "cells": cells}, indent=1)
@@ -188,7 +206,8 @@ def main() -> None:
     ]
     for c in cells:
         lines.append(
-            f"| {c['pattern']} | {c['dtype']} | {c['mbytes']} | {'x'.join(map(str, c['shape']))} | "
+            f"| {c['pattern']} | {c['dtype']} | {c['mbytes']} | {'x'.join(map(str, c['shape']))}"
+            f"{' (between)' if c['between'] else ''} | "
             f"{c['tunefuse_us']:.1f} | {c['compile_us']:.1f} | {c['limit_us']:.1f} | {c['pct_copy']:.0f}% | "
             f"{c['ratio_to_compile']:.2f} | {c['correct']} |"
         )
@@ -202,7 +221,9 @@ def main() -> None:
     except ImportError:
         return
     for pattern in args.patterns:
-        mine = [c for c in cells if c["pattern"] == pattern]
+        mine = [c for c in cells if c["pattern"] == pattern and not c["between"]]
+        if not mine:
+            continue
         rows = sorted({(c["dtype"], c["mbytes"]) for c in mine})
         cols = sorted(
             {

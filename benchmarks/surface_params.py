@@ -4,7 +4,8 @@ the one at DIR (e.g. `git archive` of the commit before a heuristic change): the
 change moves, to time on the GPU before and after.
 
     python3 benchmarks/surface_params.py [--patterns col var_mean0 middle] [--mbytes 16 256]
-        [--dtypes float bfloat16] [--step 4] [--arch sm_90] [--against DIR]
+        [--dtypes float bfloat16] [--step 4] [--between N --seed S] [--arch sm_90]
+        [--against DIR]
 
 (--root DIR, used by --against: plan with the tunefuse package found at DIR.)
 """
@@ -27,6 +28,8 @@ def main() -> None:
     parser.add_argument("--step", type=int, default=4)
     parser.add_argument("--arch", default="sm_90")
     parser.add_argument("--against", type=pathlib.Path)
+    parser.add_argument("--between", type=int, default=0, help="as surface.py's --between")
+    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--root", type=pathlib.Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.against is not None:
@@ -43,7 +46,7 @@ def main() -> None:
     if args.root is not None:
         sys.path.insert(0, str(args.root.resolve()))
     sys.path.insert(1, str(HERE.parent))
-    from patterns import pattern_fusion, planning_inputs, shapes
+    from patterns import between_shapes, pattern_fusion, planning_inputs, shapes
 
     from tunefuse import DataType
     from tunefuse.device_info import PROFILES
@@ -57,7 +60,10 @@ def main() -> None:
             dtype = DataType(name)
             fd = pattern_fusion(pattern, dtype)
             for mbytes in args.mbytes:
-                for shape in shapes(pattern, mbytes * (1 << 20) // dtype.itemsize, args.step):
+                elements = mbytes * (1 << 20) // dtype.itemsize
+                for shape in shapes(pattern, elements, args.step) + between_shapes(
+                    pattern, elements, args.between, args.seed
+                ):
                     inputs = planning_inputs(fd, shape, dtype)
                     plan = fd.plan(inputs, device=device)
                     kernels = "; ".join(

@@ -63,6 +63,15 @@ def test_strided_rows_take_outputs_along_x(n, c_log, c_odd, l_log, dtype, device
         resident = device.sm_count * device.max_threads_per_sm
         assert 2 * blocks * p.threads_r * p.rows_per_block >= resident
         return
+    if p.vector == 2 and p.elements_per_thread > normalization.STRIDED_VECTOR_ELEMENTS:
+        # rows of 2-byte elements too long for 4 outputs of 8: a pair of 16 at most
+        assert dtype.itemsize == 2 and p.cache_row and p.rows_per_lane == 1
+        assert reduction.output_vector(seg) % 2 == 0
+        assert p.elements_per_thread <= normalization.STRIDED_PAIR_ELEMENTS
+        assert p.threads_r * p.elements_per_thread >= n_red
+        assert p.threads_r <= normalization.STRIDED_HELD_THREADS
+        assert p.rows_per_block * p.vector <= normalization.STRIDED_BLOCK_ROWS
+        return
     if p.vector > 1:  # short rows: a vector of outputs a lane, 8 elements of each at most
         assert p.vector <= normalization.STRIDED_VECTOR
         assert reduction.output_vector(seg) % p.vector == 0
@@ -75,6 +84,8 @@ def test_strided_rows_take_outputs_along_x(n, c_log, c_odd, l_log, dtype, device
     vector_fits = reduction.output_vector(seg) > 1
     short = -(-n_red // normalization.STRIDED_VECTOR_ELEMENTS) <= normalization.STRIDED_HELD_THREADS
     assert not (vector_fits and short)
+    pairs = -(-n_red // normalization.STRIDED_PAIR_ELEMENTS) <= normalization.STRIDED_HELD_THREADS
+    assert not (vector_fits and pairs and dtype.itemsize == 2)
     held = -(-n_red // normalization.STRIDED_ELEMENTS) <= normalization.STRIDED_HELD_THREADS
     assert p.cache_row == held  # rows that 16 threads of 16 elements hold; longer re-read
     if p.cache_row:
@@ -118,6 +129,10 @@ def test_the_measured_points():
         ((65536, 32, 64), 4, 1, 4),
         ((1048576, 2, 63), 1, 8, 1),  # 4 bytes a lane and no vector: 8 rows a lane
         ((128, 96, 4095), 8, 2, 1),  # 12 elements (24 bytes) in each of 8 threads
+        ((300, 160, 96), 16, 1, 2),  # rows of 129-256: a pair of outputs a lane
+        ((2000, 200, 30), 16, 1, 2),
+        ((8192, 256, 64), 16, 1, 2),
+        ((2000, 200, 31), 16, 1, 1),  # an odd extent: one a lane
     ]
     for shape, threads, lanes, vector in bf16:
         seg = norm_segment(shape, DataType.BFloat16, H100)

@@ -126,7 +126,10 @@ class Scheduler(Protocol):
 # 27: a strided reduction whose rows are an odd pitch apart takes the widest lane vector whose
 #    grid keeps a third of the GPU's resident threads, even where one output a lane fills it
 #    (`reduction._odd_pitch_lanes_pay`).
-HEURISTICS_VERSION = 27
+# 28: held strided normalization rows of 2-byte elements too long for 4 outputs a lane of 8
+#    elements (129-256) take a pair of outputs a lane of up to 16
+#    (`normalization.STRIDED_PAIR_ELEMENTS`), not one output in 512-thread blocks.
+HEURISTICS_VERSION = 28
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -400,6 +400,9 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
         lanes = min(max(1, STRIDED_VECTOR_THREADS // threads), pow2_at_least(-(-n_out // vector)))
         ept = vectors_of_share(n_red, threads, 1)
         return Params(threads, lanes, False, 0, True, ept, vector, 1, evict_first)
+    pair = _strided_pair_lanes(segment)
+    if pair is not None:
+        return pair
     threads = pow2_at_least(-(-n_red // STRIDED_ELEMENTS))
     if threads <= STRIDED_HELD_THREADS:
         outputs = min(max(STRIDED_BLOCK_ROWS, 256 // threads), pow2_at_least(n_out))
@@ -424,6 +427,43 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
     threads, outputs = (32, STRIDED_BLOCK_ROWS) if wide else (16, 2 * STRIDED_BLOCK_ROWS)
     outputs = min(outputs, pow2_at_least(n_out))
     return Params(threads, outputs, False, 0, False, 1, 1, 4, evict_first)
+
+
+# Rows of 2-byte elements too long for STRIDED_VECTOR outputs a lane (more than
+# STRIDED_HELD_THREADS x STRIDED_VECTOR_ELEMENTS) but held by STRIDED_HELD_THREADS threads
+# of STRIDED_PAIR_ELEMENTS take a pair of outputs a lane: a 4-byte load a reduced element
+# instead of a 2-byte one, the same 32 held values a thread as 4 outputs of 8, blocks of 32
+# outputs a row of lanes as STRIDED_VECTOR_THREADS blocks have. One output a lane held these
+# rows in 512-thread blocks of 75 registers, one block an SM. H100, bf16, 17 cells, 13 off
+# the surface's grid (one a lane -> a pair, torch.compile; geomean 0.75; `benchmarks/README.md`
+# "A pair of 2-byte outputs a lane"): layernorm over dim 0 [256, 32768] 35.8 -> 24.7 us
+# (23.0), [256, 524288] 479.3 -> 298.3 (251.5), [200, 600000] 295.2 -> 230.3 (241.6), [180,
+# 44000] 27.7 -> 21.3 (23.0); softmax over the middle dim [2000, 200, 30] 66.1 -> 39.2 (57.4),
+# [20000, 140, 4] 58.1 -> 27.0 (44.0), [300, 160, 96] 24.8 -> 14.0 (16.0); losses [512, 256,
+# 64] 26.7 -> 27.9 (25.9), [256, 4096] 7.5 -> 7.6. fp32 lanes are 4 bytes already: a pair
+# lost where the rows are 256 long (softmax over the middle dim fp32 [4096, 256, 64] 191.6 ->
+# 342.6 us at 121 registers, 54 before) and won where shorter ([700, 200, 64] 53.1 -> 30.1);
+# they stay one a lane, the tuner's to pair.
+STRIDED_PAIR_ELEMENTS = 16
+
+
+def _strided_pair_lanes(segment: Segment) -> Params | None:
+    """STRIDED_PAIR_ELEMENTS: two consecutive outputs a lane for held strided rows of
+    2-byte elements, or None where the elements are wider, the outputs' extents allow no
+    pair, or the rows need more than STRIDED_HELD_THREADS threads."""
+    n_out, n_red = reduction.sizes(segment)
+    vector = 2
+    if reduction.widest_load(segment) * vector > 4 or reduction.output_vector(segment) % vector:
+        return None
+    threads = pow2_at_least(-(-n_red // STRIDED_PAIR_ELEMENTS))
+    if threads > STRIDED_HELD_THREADS:
+        return None
+    lanes = min(
+        max(1, STRIDED_VECTOR_THREADS * STRIDED_VECTOR // (threads * vector)),
+        pow2_at_least(-(-n_out // vector)),
+    )
+    ept = vectors_of_share(n_red, threads, 1)
+    return Params(threads, lanes, False, 0, True, ept, vector, 1, evict_first_pays(segment))
 
 
 def _strided_rows_a_lane(segment: Segment, device: DeviceInfo, outputs: int, ept: int) -> int:
