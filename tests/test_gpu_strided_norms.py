@@ -150,6 +150,34 @@ def test_the_defaults_take_a_vector_of_outputs_a_lane_where_rows_are_short(
     assert_agrees(fd, inputs, got, computed(dtype))
 
 
+@pytest.mark.parametrize(
+    "dtype,shape,inner",
+    [
+        (DataType.Float, (7, 33, 3), True),  # fewer outputs than a block row
+        (DataType.BFloat16, (300, 31, 5), True),  # 8 threads a row of 31 along x
+        (DataType.Float, (1000, 11, 2), True),  # a pair of outputs a lane, rows along x
+        (DataType.BFloat16, (500, 28, 4), True),  # 4 outputs a lane, rows along x
+        (DataType.BFloat16, (300, 13, 2), True),  # threads doubled while 4 elements remain
+        (DataType.Float, (2000, 170, 2), True),  # 16 threads of 11
+        (DataType.BFloat16, (40, 200, 6), True),  # a pair of 2-byte outputs, 16 threads
+        (DataType.Half, (50, 3, 5), False),  # a row a thread: stays outer
+        (DataType.Double, (9, 17, 7), False),  # runs of 56 bytes: outer
+        (DataType.Float, (300, 1067, 14), False),  # re-read: outer
+    ],
+)
+def test_short_runs_of_outputs_put_a_rows_threads_along_x(dtype, shape, inner, rng):
+    """Outputs in runs of a few bytes (L of [N, C, L]): a held row's threads along x
+    (`normalization.STRIDED_INNER_RUN_BYTES`), meeting by shuffles; the results agree with
+    the reference either way."""
+    with FusionDefinition() as fd:
+        middle_softmax(fd, dtype)
+    inputs = [(rng.standard_normal(shape) * 3).astype(dtype.numpy)]
+    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    norms = [k for k in launched if "cache_row" in k.params]
+    assert norms and norms[0].params["inner"] is inner
+    assert_agrees(fd, inputs, got, computed(dtype))
+
+
 # (case, held): the held cases whose rows fit the registers; the re-read cases whose plan
 # runs one normalization on the GPU (3 and 6 run a kernel a pass there).
 VECTOR_CASES = [(c, True) for c in (0, 1, 2, 5, 9, 10)] + [(c, False) for c in (0, 1, 7, 8, 9, 10)]

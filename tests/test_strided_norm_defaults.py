@@ -42,9 +42,31 @@ def test_strided_rows_take_outputs_along_x(n, c_log, c_odd, l_log, dtype, device
         return
     p = normalization.default_params(seg, device)
     assert normalization.is_valid(seg, device, p) is None
-    assert not p.inner
     n_out, n_red = reduction.sizes(seg)
-    assert p.threads_r * p.rows_per_block <= device.max_threads_per_block
+    run_bytes = normalization.outputs_run(seg) * dtype.itemsize
+    assert normalization.outputs_run(seg) == 1 << l_log
+    if p.inner:
+        # runs of a few bytes: a held row's threads along x, doubled to a 64-byte patch
+        # while a thread keeps 4 elements of its row
+        assert p.cache_row and run_bytes <= normalization.STRIDED_INNER_RUN_BYTES
+        assert 1 < p.threads_r <= reduction.WARP and p.rows_per_lane == 1
+        assert p.threads_r * p.elements_per_thread >= n_red
+        assert p.elements_per_thread <= normalization.STRIDED_ELEMENTS
+        doubled = normalization.vectors_of_share(n_red, 2 * p.threads_r, 1)
+        assert (
+            p.threads_r * run_bytes >= normalization.STRIDED_INNER_SPAN_BYTES
+            or p.threads_r == reduction.WARP
+            or doubled < normalization.STRIDED_INNER_ELEMENTS
+        )
+        return
+    # held rows of short runs stay outer with one thread a row, rows a lane, or a block of
+    # less than a warp (an inner layout's rows fill warps)
+    assert not (p.cache_row and run_bytes <= normalization.STRIDED_INNER_RUN_BYTES) or (
+        p.threads_r == 1
+        or p.rows_per_lane > 1
+        or p.threads_r > normalization.STRIDED_HELD_THREADS
+        or p.threads_r * p.rows_per_block < reduction.WARP
+    )
     if p.vector > 1 and not p.cache_row:
         # re-read rows of 2-byte elements: 4-byte lanes, 32 x 32 threads, a block an SM
         assert p.vector * dtype.itemsize <= normalization.REREAD_LANE_BYTES

@@ -129,7 +129,9 @@ class Scheduler(Protocol):
 # 28: held strided normalization rows of 2-byte elements too long for 4 outputs a lane of 8
 #    elements (129-256) take a pair of outputs a lane of up to 16
 #    (`normalization.STRIDED_PAIR_ELEMENTS`), not one output in 512-thread blocks.
-HEURISTICS_VERSION = 28
+# 29: held strided normalization rows whose outputs run at most 16 bytes (L of [N, C, L])
+#    put a row's threads along x (`normalization.STRIDED_INNER_RUN_BYTES`).
+HEURISTICS_VERSION = 29
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

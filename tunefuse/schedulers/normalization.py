@@ -387,7 +387,70 @@ STRIDED_WIDE_BLOCK = 256
 REREAD_LANE_BYTES = 4
 
 
+# Outputs whose consecutive run (the extents after the last reduced dim: L of [N, C, L]) is
+# at most this many bytes (half a sector) put a held row's threads along x (`inner`): a warp
+# of outputs along x read runs of a few bytes a row apart at each element (softmax over C of
+# [N, 31, 5] bf16: 32 lanes, 7 runs of 10 bytes) and its L1 wavefronts were the bound; a
+# row's threads along x read a patch of rows x run instead, and meet by shuffles with no
+# barrier. Their count doubles while a patch spans under STRIDED_INNER_SPAN_BYTES and a
+# thread keeps STRIDED_INNER_ELEMENTS of its row. Rows that one thread holds, rows a lane
+# and the wide held rows stay outer: there the inner layout lost (bf16 [4613027, 3, 7] 204.8
+# -> 549.2 us, [113012, 47, 17] 205.0 -> 343.2 with rows a lane dropped; fp32 [13908, 322, 8]
+# 101.3 -> 117.9 at 32 threads a row), as did runs of 20-60 bytes (fp32 [19986, 37, 5] 19.8
+# -> 22.9, [114405, 27, 15] 142.6 -> 250.3). H100, softmax over dim 1 (`benchmarks/README.md`
+# "Short runs of outputs"; default -> this rule, torch.compile): judged on 74 cells off the
+# grid, 22 of them drawn after the rule was fixed: geomean 0.76, every cell within 1% or
+# faster; fp32 [1179566, 17, 2] 373.2 -> 112.5 us (181.6), [198804, 149, 2] 502.0 -> 255.3
+# (320.4), [805865, 25, 3] 406.2 -> 193.3 (186.4); bf16 [783730, 28, 4] 407.3 -> 131.5
+# (247.2), [11838, 209, 3] 64.7 -> 25.2 (37.6), [8156, 134, 7] 48.4 -> 27.4 (40.3).
+STRIDED_INNER_RUN_BYTES = 16
+STRIDED_INNER_SPAN_BYTES = 64
+STRIDED_INNER_ELEMENTS = 4  # a thread's elements of its row, at least, as threads double
+
+
+def outputs_run(segment: Segment) -> int:
+    """Consecutive outputs at one element of a strided row: the product of the extents
+    after the last reduced dim."""
+    run = 1
+    for n in segment.extents[max(segment.reduce_dims) + 1 :]:
+        run *= n
+    return run
+
+
 def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
+    """`_strided_layout`, a held row's threads along x where the outputs' runs are short
+    (STRIDED_INNER_RUN_BYTES)."""
+    p = _strided_layout(segment, device)
+    run_bytes = outputs_run(segment) * reduction.widest_load(segment)
+    if (
+        not p.cache_row
+        or p.cluster > 1
+        or p.rows_per_lane > 1
+        or not 1 < p.threads_r <= STRIDED_HELD_THREADS
+        or run_bytes > STRIDED_INNER_RUN_BYTES
+    ):
+        return p
+    _, n_red = reduction.sizes(segment)
+    threads = p.threads_r
+    while (
+        threads * run_bytes < STRIDED_INNER_SPAN_BYTES
+        and threads < reduction.WARP
+        and vectors_of_share(n_red, 2 * threads, 1) >= STRIDED_INNER_ELEMENTS
+    ):
+        threads *= 2
+    block = p.threads_r * p.rows_per_block
+    inner = replace(
+        p,
+        inner=True,
+        threads_r=threads,
+        rows_per_block=max(1, block // threads),
+        elements_per_thread=vectors_of_share(n_red, threads, 1),
+        rows_per_lane=1,
+    )
+    return inner if is_valid(segment, device, inner) is None else p
+
+
+def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
     """A normalization over strided rows: outputs along x, a row in the registers of
     `threads_r` threads along y, a vector of outputs a lane where the rows are short and
     the extents allow one, else rows a lane where a lane's share is a few bytes; rows that
