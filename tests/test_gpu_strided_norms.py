@@ -160,7 +160,8 @@ def test_the_defaults_take_a_vector_of_outputs_a_lane_where_rows_are_short(
         (DataType.BFloat16, (300, 13, 2), True),  # threads doubled while 4 elements remain
         (DataType.Float, (2000, 170, 2), True),  # 16 threads of 11
         (DataType.BFloat16, (40, 200, 6), True),  # a pair of 2-byte outputs, 16 threads
-        (DataType.Half, (50, 3, 5), False),  # a row a thread: stays outer
+        (DataType.Float, (3000, 12, 3), True),  # a row one thread held, now 2 along x
+        (DataType.Half, (50, 3, 5), False),  # a row of 3 a thread: stays outer
         (DataType.Double, (9, 17, 7), False),  # runs of 56 bytes: outer
         (DataType.Float, (300, 1067, 14), False),  # re-read: outer
     ],

@@ -59,10 +59,12 @@ def test_strided_rows_take_outputs_along_x(n, c_log, c_odd, l_log, dtype, device
             or doubled < normalization.STRIDED_INNER_ELEMENTS
         )
         return
-    # held rows of short runs stay outer with one thread a row, rows a lane, or a block of
-    # less than a warp (an inner layout's rows fill warps)
+    # held rows of short runs stay outer where one thread holds a row too short to share
+    # (a thread keeps 4 elements), with rows a lane, or in a block of less than a warp (an
+    # inner layout's rows fill warps)
+    shared = normalization.vectors_of_share(n_red, 2 * p.threads_r, 1)
     assert not (p.cache_row and run_bytes <= normalization.STRIDED_INNER_RUN_BYTES) or (
-        p.threads_r == 1
+        (p.threads_r == 1 and shared < normalization.STRIDED_INNER_ELEMENTS)
         or p.rows_per_lane > 1
         or p.threads_r > normalization.STRIDED_HELD_THREADS
         or p.threads_r * p.rows_per_block < reduction.WARP

@@ -393,11 +393,14 @@ REREAD_LANE_BYTES = 4
 # [N, 31, 5] bf16: 32 lanes, 7 runs of 10 bytes) and its L1 wavefronts were the bound; a
 # row's threads along x read a patch of rows x run instead, and meet by shuffles with no
 # barrier. Their count doubles while a patch spans under STRIDED_INNER_SPAN_BYTES and a
-# thread keeps STRIDED_INNER_ELEMENTS of its row. Rows that one thread holds, rows a lane
-# and the wide held rows stay outer: there the inner layout lost (bf16 [4613027, 3, 7] 204.8
-# -> 549.2 us, [113012, 47, 17] 205.0 -> 343.2 with rows a lane dropped; fp32 [13908, 322, 8]
+# thread keeps STRIDED_INNER_ELEMENTS of its row (so rows of 6 or fewer that one thread
+# holds stay outer). Rows a lane and the wide held rows stay outer: there the inner layout
+# lost (bf16 [4613027, 3, 7] 204.8 -> 549.2 us and [113012, 47, 17] 205.0 -> 343.2 with rows
+# a lane dropped, [16792649, 2, 2] 123.5 -> 181.8 at 2 threads of 1; fp32 [13908, 322, 8]
 # 101.3 -> 117.9 at 32 threads a row), as did runs of 20-60 bytes (fp32 [19986, 37, 5] 19.8
-# -> 22.9, [114405, 27, 15] 142.6 -> 250.3). H100, softmax over dim 1 (`benchmarks/README.md`
+# -> 22.9, [114405, 27, 15] 142.6 -> 250.3). Rows of 7-16 one thread held gained (7 cells,
+# `judgedT1.jsonl`: fp32 [1000000, 12, 3] 243.2 -> 107.9 us, torch.compile 105.8; [2826947,
+# 8, 2] 281.8 -> 126.2 (147.5); bf16 [800000, 16, 5] 314.9 -> 135.9 (153.9)). H100, softmax over dim 1 (`benchmarks/README.md`
 # "Short runs of outputs"; default -> this rule, torch.compile): judged on 74 cells off the
 # grid, 22 of them drawn after the rule was fixed: geomean 0.76, every cell within 1% or
 # faster; fp32 [1179566, 17, 2] 373.2 -> 112.5 us (181.6), [198804, 149, 2] 502.0 -> 255.3
@@ -426,7 +429,7 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
         not p.cache_row
         or p.cluster > 1
         or p.rows_per_lane > 1
-        or not 1 < p.threads_r <= STRIDED_HELD_THREADS
+        or p.threads_r > STRIDED_HELD_THREADS
         or run_bytes > STRIDED_INNER_RUN_BYTES
     ):
         return p
@@ -438,6 +441,8 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
         and vectors_of_share(n_red, 2 * threads, 1) >= STRIDED_INNER_ELEMENTS
     ):
         threads *= 2
+    if threads == 1:
+        return p
     block = p.threads_r * p.rows_per_block
     inner = replace(
         p,
