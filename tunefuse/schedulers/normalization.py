@@ -403,9 +403,10 @@ REREAD_LANE_BYTES = 4
 # 8, 2] 281.8 -> 126.2 (147.5); bf16 [800000, 16, 5] 314.9 -> 135.9 (153.9)). H100, softmax
 # over dim 1 (`benchmarks/README.md` "Short runs of outputs"; default -> this rule,
 # torch.compile): judged on 74 cells off the grid, 22 of them drawn after the rule was
-# fixed: geomean 0.76, every cell within 1% or faster; fp32 [1179566, 17, 2] 373.2 -> 112.5 us (181.6), [198804, 149, 2] 502.0 -> 255.3
-# (320.4), [805865, 25, 3] 406.2 -> 193.3 (186.4); bf16 [783730, 28, 4] 407.3 -> 131.5
-# (247.2), [11838, 209, 3] 64.7 -> 25.2 (37.6), [8156, 134, 7] 48.4 -> 27.4 (40.3).
+# fixed: geomean 0.76, every cell within 1% or faster; fp32 [1179566, 17, 2] 373.2 -> 112.5
+# us (181.6), [198804, 149, 2] 502.0 -> 255.3 (320.4), [805865, 25, 3] 406.2 -> 193.3
+# (186.4); bf16 [783730, 28, 4] 407.3 -> 131.5 (247.2), [11838, 209, 3] 64.7 -> 25.2 (37.6),
+# [8156, 134, 7] 48.4 -> 27.4 (40.3).
 STRIDED_INNER_RUN_BYTES = 16
 STRIDED_INNER_SPAN_BYTES = 64
 STRIDED_INNER_ELEMENTS = 4  # a thread's elements of its row, at least, as threads double
