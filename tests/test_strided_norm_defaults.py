@@ -5,12 +5,16 @@ surface of shapes, and the measured points."""
 import math
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_codegen_compile import ARCHS
 from test_gpu_strided_norms import middle_softmax
 from test_pointwise_defaults import view
 
 from tunefuse import DataType, FusionDefinition
+from tunefuse.codegen import generate
+from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import A100, H100
 from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.schedulers import normalization, reduction
@@ -269,3 +273,32 @@ def test_a_re_reading_kernel_streams_its_output_pass_only_where_its_re_reads_fit
     for shape in [(256, 8192, 64), (64, 2048, 64), (1024, 2048, 64)]:
         p = normalization.default_params(norm_segment(shape, DataType.BFloat16, H100), H100)
         assert not p.cache_row and not p.evict_first, shape
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize(
+    "shape, dtype, inner, vector",
+    [
+        ((300, 31, 5), DataType.BFloat16, True, 1),  # short runs: 8 threads along x
+        ((1000, 11, 2), DataType.Float, True, 2),
+        ((500, 28, 4), DataType.BFloat16, True, 4),
+        ((3000, 12, 3), DataType.Float, True, 1),  # a row one thread held, 2 along x now
+        ((300, 160, 96), DataType.BFloat16, False, 2),  # a pair of 2-byte outputs a lane
+        ((40, 200, 6), DataType.BFloat16, True, 2),  # a pair, its 16 threads along x
+    ],
+)
+def test_short_run_and_pair_layouts_compile(shape, dtype, inner, vector, arch):
+    """The defaults' kernels for short runs of outputs (a row's threads along x, meeting by
+    shuffles: no barrier) and for pairs of 2-byte outputs compile for sm_80 and sm_90 (the
+    GPU tests, test_gpu_strided_norms, check their values)."""
+    seg = norm_segment(shape, dtype, H100)
+    p = normalization.default_params(seg, H100)
+    assert (p.inner, p.vector) == (inner, vector)
+    with FusionDefinition() as fd:
+        middle_softmax(fd, dtype)
+    plan = fd.plan([view(shape, dtype)], device=H100)
+    source = generate(seg, p, H100, {b.id: b.dtype for b in plan.buffers}).source
+    if inner:
+        assert "__shfl_xor_sync" in source and "__syncthreads" not in source
+    name = source[source.index("tf_normalization_") :].split("(")[0]
+    assert compile_kernel(source, name, arch).cubin
