@@ -10,6 +10,7 @@ combine their totals through distributed shared memory (memory is read once)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
@@ -415,10 +416,7 @@ STRIDED_INNER_ELEMENTS = 4  # a thread's elements of its row, at least, as threa
 def outputs_run(segment: Segment) -> int:
     """Consecutive outputs at one element of a strided row: the product of the extents
     after the last reduced dim."""
-    run = 1
-    for n in segment.extents[max(segment.reduce_dims) + 1 :]:
-        run *= n
-    return run
+    return math.prod(segment.extents[max(segment.reduce_dims) + 1 :])
 
 
 def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
@@ -464,14 +462,18 @@ def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
     n_out, n_red = reduction.sizes(segment)
     evict_first = evict_first_pays(segment)
     vector = min(STRIDED_VECTOR, reduction.output_vector(segment))
-    threads = pow2_at_least(-(-n_red // STRIDED_VECTOR_ELEMENTS))
-    if vector > 1 and threads <= STRIDED_HELD_THREADS:
-        lanes = min(max(1, STRIDED_VECTOR_THREADS // threads), pow2_at_least(-(-n_out // vector)))
-        ept = vectors_of_share(n_red, threads, 1)
-        return Params(threads, lanes, False, 0, True, ept, vector, 1, evict_first)
-    pair = _strided_pair_lanes(segment)
-    if pair is not None:
-        return pair
+    if vector > 1:
+        held = _held_vector_lanes(
+            segment, vector, STRIDED_VECTOR_ELEMENTS, STRIDED_VECTOR_THREADS * vector
+        )
+        if held is not None:
+            return held
+    if reduction.widest_load(segment) * 2 <= 4 and reduction.output_vector(segment) % 2 == 0:
+        pair = _held_vector_lanes(
+            segment, 2, STRIDED_PAIR_ELEMENTS, STRIDED_VECTOR_THREADS * STRIDED_VECTOR
+        )
+        if pair is not None:
+            return pair
     threads = pow2_at_least(-(-n_red // STRIDED_ELEMENTS))
     if threads <= STRIDED_HELD_THREADS:
         outputs = min(max(STRIDED_BLOCK_ROWS, 256 // threads), pow2_at_least(n_out))
@@ -516,21 +518,18 @@ def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
 STRIDED_PAIR_ELEMENTS = 16
 
 
-def _strided_pair_lanes(segment: Segment) -> Params | None:
-    """STRIDED_PAIR_ELEMENTS: two consecutive outputs a lane for held strided rows of
-    2-byte elements, or None where the elements are wider, the outputs' extents allow no
-    pair, or the rows need more than STRIDED_HELD_THREADS threads."""
+def _held_vector_lanes(
+    segment: Segment, vector: int, elements: int, outputs_a_row: int
+) -> Params | None:
+    """Held strided rows, `vector` consecutive outputs a lane and at most `elements` of each
+    a thread, a row of lanes `outputs_a_row` outputs wide (fewer where there are fewer); None
+    where the rows need more than STRIDED_HELD_THREADS threads. STRIDED_VECTOR outputs of
+    STRIDED_VECTOR_ELEMENTS, or a pair of 2-byte outputs of STRIDED_PAIR_ELEMENTS."""
     n_out, n_red = reduction.sizes(segment)
-    vector = 2
-    if reduction.widest_load(segment) * vector > 4 or reduction.output_vector(segment) % vector:
-        return None
-    threads = pow2_at_least(-(-n_red // STRIDED_PAIR_ELEMENTS))
+    threads = pow2_at_least(-(-n_red // elements))
     if threads > STRIDED_HELD_THREADS:
         return None
-    lanes = min(
-        max(1, STRIDED_VECTOR_THREADS * STRIDED_VECTOR // (threads * vector)),
-        pow2_at_least(-(-n_out // vector)),
-    )
+    lanes = min(max(1, outputs_a_row // (threads * vector)), pow2_at_least(-(-n_out // vector)))
     ept = vectors_of_share(n_red, threads, 1)
     return Params(threads, lanes, False, 0, True, ept, vector, 1, evict_first_pays(segment))
 
