@@ -144,9 +144,12 @@ def _pointwise_of(params):
     return params.pointwise if hasattr(params, "pointwise") else params
 
 
-def flat_with_rows(params, rows):
-    """The pointwise params of `params` (a transpose's own) with `rows`, flat where rows > 1."""
+def flat_with_rows(params, rows, seg):
+    """The pointwise params of `params` (a transpose's own) with `rows`, flat where rows > 1;
+    a vector along the flat index (`flat_vector`) gives way to the vector of a row."""
     flat = _pointwise_of(params)
+    if flat.flat_vector:
+        flat = dataclasses.replace(flat, flat_vector=False, vector=pointwise.max_vector(seg))
     return dataclasses.replace(flat, rows=rows, split=0 if rows > 1 else flat.split)
 
 
@@ -157,7 +160,7 @@ def run_with_rows(fd, inputs, rows):
 
     def choose(seg, device):
         params = scheduler_for(seg.scheduler).default_params(seg, device)
-        flat = flat_with_rows(params, rows)
+        flat = flat_with_rows(params, rows, seg)
         if hasattr(params, "pointwise"):  # a transpose: its pointwise kernel
             return dataclasses.replace(params, tile=0, pointwise=flat)
         return flat
@@ -182,7 +185,7 @@ def rows_valid(fd, inputs, rows):
     device = PROFILES["sm_90"]
     for seg in fd.plan(inputs).segments:
         params = scheduler_for(seg.scheduler).default_params(seg, device)
-        why = pointwise.is_valid(seg, device, flat_with_rows(params, rows))
+        why = pointwise.is_valid(seg, device, flat_with_rows(params, rows, seg))
         if why is not None:
             return why
     return None

@@ -15,7 +15,12 @@ from tunefuse.device_info import A100, H100
 from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.schedulers import pointwise
 
-NUMPY = {DataType.Float: np.float32, DataType.BFloat16: ml_dtypes.bfloat16}
+NUMPY = {
+    DataType.Float: np.float32,
+    DataType.BFloat16: ml_dtypes.bfloat16,
+    DataType.Half: np.float16,
+    DataType.Double: np.float64,
+}
 
 
 def view(shape: tuple[int, ...], dtype: DataType) -> np.ndarray:
@@ -43,7 +48,7 @@ def add_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
 
 def pass_bytes(cols: int, dtype: DataType) -> int:
     """bias_gelu's bytes a pass over a row: x, the bias and the output."""
-    return cols * 3 * (4 if dtype is DataType.Float else 2)
+    return cols * 3 * dtype.itemsize
 
 
 @given(

@@ -47,6 +47,12 @@ def test_default_rows_fill_a_16_byte_store_where_rows_are_short(rows_log, odd, c
     if cols == 1:  # the bias collapses into a scalar broadcast: one dim
         assert p.rows == 1
         return
+    if p.flat_vector:  # wider than a row's vector and its rows: along the flat index
+        row_vector = pointwise.max_vector(seg)
+        assert p.split == 0 and p.rows == 1 and p.vector == pointwise.max_flat_vector(seg)
+        assert p.vector > row_vector * pointwise.widest_rows(seg, row_vector)
+        assert p.vector * dtype.itemsize == 16  # x, b's broadcast aside, and the output
+        return
     group_bytes = p.vector * p.rows * dtype.itemsize
     if p.rows > 1:
         assert p.split == 0 and p.vector == cols and rows % p.rows == 0 and group_bytes <= 16
@@ -111,7 +117,7 @@ def test_every_rows_variant_of_the_gpu_cases_compiles(case, arch):
         sched = scheduler_for(seg.scheduler)
         default = sched.default_params(seg, device)
         for rows in pointwise.ROWS:
-            flat = flat_with_rows(default, rows)
+            flat = flat_with_rows(default, rows, seg)
             params = (
                 dataclasses.replace(default, tile=0, pointwise=flat)
                 if hasattr(default, "pointwise")

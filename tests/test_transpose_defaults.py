@@ -53,7 +53,7 @@ def test_skinny_and_tall_transposes(rows, cols, dtype, device):
         assert p.pointwise.blocks_per_sm == device.max_threads_per_sm // p.pointwise.block_size
         rows_bytes = p.pointwise.vector * cols * itemsize
         assert p.pointwise.vector == 1 or rows_bytes <= transpose.SKINNY_ROW_BYTES
-        widest = pointwise.default_params(seg, device).vector
+        widest = pointwise.max_vector(seg)
         assert p.pointwise.vector == widest or 2 * rows_bytes > transpose.SKINNY_ROW_BYTES
     else:
         small = cols <= transpose.SMALL_TILE and itemsize >= 4

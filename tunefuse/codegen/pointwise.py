@@ -16,6 +16,13 @@ the rows (schedulers.pointwise.row_access): across them in one vector, one vecto
 (a broadcast along the rows), one vector along the rows for each element of a row (a
 transposed read), or element by element.
 
+Flat vector (`Params.flat_vector`, flat only): a group is `vector` consecutive elements of
+the flat index, which may cross innermost rows (the innermost extent need not divide by the
+vector). Dense operands (schedulers.pointwise.dense_offset: every store, and the loads that
+walk the space as the stores do) move the group at once; every other load is read element by
+element at indices carried from the group's first element (no division an element). The
+numel % vector elements past the last whole group run one a thread, in block 0.
+
 With `evict_first`, loads that read each element once are evict-first (`tf_ld_stream`).
 A load behind a pad/cat guard is read only where its branch is taken (codegen/guards.py)."""
 
@@ -35,7 +42,9 @@ from tunefuse.codegen.expr import (
 from tunefuse.codegen.guards import guarded_loads, paths_lane_uniform, predicate_text
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.common import coeff
-from tunefuse.schedulers.pointwise import Params, load_walk
+from dataclasses import replace
+
+from tunefuse.schedulers.pointwise import Params, dense_offset, load_walk
 
 
 def _extent(j: int) -> str:
@@ -79,6 +88,15 @@ class _PointwiseEmitter:
                 )
             )
         }
+        # A vector along the flat index: the dense loads move it at once, others (and any
+        # behind a guard) are read element by element at the carried indices.
+        self.flat_vector = p.flat_vector and self.vec > 1
+        if self.flat_vector:
+            self.vector_loads = {
+                k
+                for k, ld in enumerate(segment.loads)
+                if k not in self.guarded and dense_offset(segment, ld.offset)
+            }
         # Several rows a group: how each load walks them. A load behind a guard is read
         # element by element, in its branch (each element's guard is its own).
         self.walks: dict[int, str] = {}
@@ -133,6 +151,8 @@ class _PointwiseEmitter:
 
     # -- the body of one group of `vector` elements --------------------------------------
     def var_name(self, j: int) -> str:
+        if self.flat_vector:
+            return f"c{j}"
         if self.rows > 1 and j == self.last:
             return f"(e % {self.vec})"
         if self.rows > 1 and j == self.last - 1:
@@ -227,6 +247,8 @@ class _PointwiseEmitter:
             cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
             r.emit(f"o{k}.v[e] = {cast};")
         lines += r.lines
+        if self.flat_vector:
+            lines.append(f"{indent}  {self.carry(self.last)}")
         lines.append(f"{indent}}}")
         for k, st in enumerate(s.stores):
             off = self.offset(st.offset, "S", k)
@@ -237,6 +259,12 @@ class _PointwiseEmitter:
             else:
                 lines.append(f"{indent}B{st.buffer}[{off}] = o{k}.v[0];")
         return lines
+
+    def carry(self, j: int) -> str:
+        """C that steps the carried indices c0..c<j> on to the next element (row-major)."""
+        if j == 0:
+            return "++c0;"
+        return f"if (++c{j} == E{j}) {{ c{j} = 0; {self.carry(j - 1)} }}"
 
     # -- kernels --------------------------------------------------------------------------
     def emit(self, name: str, args: list[KernelArg]) -> str:
@@ -270,8 +298,28 @@ class _PointwiseEmitter:
         else:
             lines.append(f"      const {it} first = g * {vec};")
             lines += unravel_lines(list(range(self.rank)), "first", _extent, _index, it, "      ")
+        if self.flat_vector:
+            lines += [f"      {it} c{j} = i{j};" for j in range(self.rank)]
         lines += self.group_body("      ")
         lines += ["    }", "  }"]
+        if self.flat_vector:
+            lines += self.flat_tail()
+        return lines
+
+    def flat_tail(self) -> list[str]:
+        """A flat vector's elements past the last whole group (numel % vector of them): one
+        a thread of block 0, the body of a vector of 1."""
+        it = self.it
+        scalar = _PointwiseEmitter(self.s, replace(self.p, vector=1, unroll=1, flat_vector=False))
+        lines = [
+            f"  const {it} tail_first = groups * {self.vec};",
+            f"  if (blockIdx.x == 0 && ({it})threadIdx.x < "
+            f"{' * '.join(f'({it})E{j}' for j in range(self.rank))} - tail_first) {{",
+            f"    const {it} first = tail_first + ({it})threadIdx.x;",
+        ]
+        lines += unravel_lines(list(range(self.rank)), "first", _extent, _index, it, "    ")
+        lines += scalar.group_body("    ")
+        lines.append("  }")
         return lines
 
     def two_d(self) -> list[str]:

@@ -20,6 +20,7 @@ from tunefuse.schedulers.common import (
     holding_default,
     max_vector,
     vector_fits,
+    widest_vector,
 )
 
 
@@ -39,6 +40,9 @@ class Params:
     static_shape: bool = (
         False  # sizes, strides and offsets as constants: a binary for this shape alone
     )
+    flat_vector: bool = (
+        False  # flat, rows 1: the vector runs along the flat index and may cross rows
+    )
 
 
 def block_shape(segment: Segment, p: Params) -> tuple[int, int]:
@@ -49,6 +53,42 @@ def block_shape(segment: Segment, p: Params) -> tuple[int, int]:
     while x < p.block_size and x < inner_groups:
         x *= 2
     return x, p.block_size // x
+
+
+def dense_offset(segment: Segment, offset) -> bool:  # noqa: ANN001
+    """True when an access walks the iteration space row-major and contiguous (its stride
+    along each dim the product of the extents after it): its element at a flat index is at
+    that index plus a constant."""
+    if not offset.is_affine:
+        return False
+    stride = 1
+    for j in reversed(range(len(segment.extents))):
+        if segment.extents[j] != 1 and coeff(offset, segment, j) != stride:
+            return False
+        stride *= segment.extents[j]
+    return True
+
+
+def max_flat_vector(segment: Segment) -> int:
+    """The widest vector a group of the flat index may take where it need not divide the
+    innermost extent (`Params.flat_vector`): every store dense (`dense_offset`) and, with
+    every dense load, able to move that many elements at once from any multiple of them
+    (`vector_fits` along every dim: constant offset divisible, pointer aligned, at most 16
+    bytes). Loads that are not dense, or sit behind a pad/cat guard, are read element by
+    element and do not narrow it. 1 where a store is not dense."""
+    # (imported here: the codegen package's own import reaches this module)
+    from tunefuse.codegen.guards import guarded_loads
+
+    if not segment.extents or not all(dense_offset(segment, st.offset) for st in segment.stores):
+        return 1
+    guarded = guarded_loads(st.expr for st in segment.stores)
+    dims = tuple(range(len(segment.extents)))
+    accesses = [
+        (a.offset, a.dtype, a.buffer, dims)
+        for k, a in enumerate(segment.loads)
+        if k not in guarded and dense_offset(segment, a.offset)
+    ] + [(st.offset, st.dtype, st.buffer, dims) for st in segment.stores]
+    return widest_vector(segment, accesses, ())
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
@@ -65,6 +105,9 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     elements than a 16-byte vector takes several rows a group (`widest_rows`)."""
     vector = max_vector(segment)
     rows = widest_rows(segment, vector)
+    flat_vector = max_flat_vector(segment) > vector * rows
+    if flat_vector:
+        vector, rows = max_flat_vector(segment), 1
     groups = segment.numel // (vector * rows)
     block = min(256, device.max_threads_per_block)
     while block > 64 and groups < block * device.sm_count * 2:
@@ -77,8 +120,9 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         blocks_per_sm=0,
         rows=rows,
         evict_first=evict_first,
+        flat_vector=flat_vector,
     )
-    if len(segment.extents) < 2 or rows > 1:
+    if len(segment.extents) < 2 or rows > 1 or flat_vector:
         # Several short rows a group: 16-byte accesses, which a 2-D kernel's vector of one
         # row cannot make (rope, GPT-J style, bf16 [4, 2048, 32, 64, 2]: 72.4 us 2-D, 58.0
         # flat at 4 rows a group, torch.compile 55.0).
@@ -224,7 +268,14 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         or p.block_size > device.max_threads_per_block
     ):
         return f"block_size {p.block_size}"
-    if p.vector < 1 or max_vector(segment) % p.vector:
+    if p.flat_vector:
+        if p.split or p.rows != 1:
+            return "flat_vector: the flat kernel (split 0) of one row a group (rows 1)"
+        if p.vector < 1 or max_flat_vector(segment) % p.vector:
+            return (
+                f"vector {p.vector} along the flat index (at most {max_flat_vector(segment)} here)"
+            )
+    elif p.vector < 1 or max_vector(segment) % p.vector:
         return f"vector {p.vector} (at most {max_vector(segment)} here)"
     if p.unroll not in (1, 2, 4, 8) or p.blocks_per_sm < 0:
         return "unroll / blocks_per_sm"
@@ -240,7 +291,8 @@ TRADES = (("vector", "unroll"),)
 def search_space(segment: Segment, device: DeviceInfo) -> dict:
     import optuna  # the tuner's dependency: imported only when a search space is asked for
 
-    vectors = [v for v in (1, 2, 4, 8, 16) if max_vector(segment) % v == 0]
+    widest = max(max_vector(segment), max_flat_vector(segment))
+    vectors = [v for v in (1, 2, 4, 8, 16) if widest % v == 0]
     space = {
         "block_size": optuna.distributions.CategoricalDistribution([64, 128, 256, 512, 1024]),
         "vector": optuna.distributions.CategoricalDistribution(vectors),
@@ -250,6 +302,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
             list(range(max(1, len(segment.extents))))
         ),
         "rows": optuna.distributions.CategoricalDistribution(list(ROWS)),
+        "flat_vector": optuna.distributions.CategoricalDistribution([False, True]),
         **flag_space(),
     }
     return holding_default(space, default_params(segment, device))

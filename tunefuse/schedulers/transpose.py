@@ -125,7 +125,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         a.dtype.itemsize for a in (*segment.loads, *segment.stores)
     )
     if row_bytes <= SKINNY_ROW_BYTES:
-        vector = flat.vector
+        vector = pointwise.max_vector(segment)  # a row's vector: the 2-D kernel's
         while vector > 1 and vector * row_bytes > SKINNY_ROW_BYTES:
             vector //= 2
         looping = replace(
@@ -133,6 +133,7 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
             split=1,
             rows=1,
             vector=vector,
+            flat_vector=False,
             blocks_per_sm=device.max_threads_per_sm // flat.block_size,
         )
         if pointwise.is_valid(segment, device, looping) is None:
