@@ -105,7 +105,9 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     elements than a 16-byte vector takes several rows a group (`widest_rows`)."""
     vector = max_vector(segment)
     rows = widest_rows(segment, vector)
-    flat_vector = max_flat_vector(segment) > vector * rows
+    flat_vector = max_flat_vector(segment) > vector * rows and not rereads_broadcast(
+        segment, 1, device
+    )
     if flat_vector:
         vector, rows = max_flat_vector(segment), 1
     groups = segment.numel // (vector * rows)
