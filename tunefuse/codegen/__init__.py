@@ -23,7 +23,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
-    "23"  # bump when generated code changes: tuned records of another version are not used
+    "24"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -40,6 +40,9 @@ CODEGEN_VERSION = (
 # 23: a normalization with a vector of outputs a lane combines every lane's totals across
 #     the row's threads in one tree, a barrier a level (`lanes_block_reduce`), not a tree a
 #     lane; the same combination order, so the same bits.
+# 24: a flat pointwise kernel may take its vector along the flat index (`flat_vector`): a
+#     group crosses innermost rows, its dense operands move at once, the others are read
+#     element by element at carried indices, and the numel % vector left over run in block 0.
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,8 @@ A load behind a pad/cat guard is read only where its branch is taken (codegen/gu
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from tunefuse.codegen.expr import (
     ExprRenderer,
     KernelArg,
@@ -42,8 +44,6 @@ from tunefuse.codegen.expr import (
 from tunefuse.codegen.guards import guarded_loads, paths_lane_uniform, predicate_text
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.common import coeff
-from dataclasses import replace
-
 from tunefuse.schedulers.pointwise import Params, dense_offset, load_walk
 
 

@@ -131,7 +131,11 @@ class Scheduler(Protocol):
 #    (`normalization.STRIDED_PAIR_ELEMENTS`), not one output in 512-thread blocks.
 # 29: held strided normalization rows whose outputs run at most 16 bytes (L of [N, C, L])
 #    put a row's threads along x (`normalization.STRIDED_INNER_RUN_BYTES`).
-HEURISTICS_VERSION = 29
+# 30: a flat pointwise kernel takes its vector along the flat index (`pointwise.Params.
+#    flat_vector`, codegen 24) where that moves more of its dense operands at once than a
+#    row's vector and its rows a group (odd innermost widths), except where the 2-D kernel
+#    loops over the rows to read a broadcast operand once (`rereads_broadcast`).
+HEURISTICS_VERSION = 30
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

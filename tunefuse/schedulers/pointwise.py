@@ -102,7 +102,18 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     no index math in the loop, broadcast operands of the inner dims read once a thread;
     where those would be read again from memory for every row (`rereads_broadcast`), one
     wave of blocks whose threads loop over the rows. A flat kernel over rows of fewer
-    elements than a 16-byte vector takes several rows a group (`widest_rows`)."""
+    elements than a 16-byte vector takes several rows a group (`widest_rows`).
+
+    Where the vector along the flat index is wider than a row's vector and its rows (odd
+    widths: a row's vector is 1 or 2 elements), the flat kernel takes it (`flat_vector`),
+    unless the 2-D kernel loops over the rows to read a broadcast once (a flat kernel reads
+    it from memory again for each row: bias_gelu fp32 [4, 10045113] 130.0 -> 163.6 us,
+    [13, 3518481] 163.2 -> 181.7). H100, judged on 61 cells drawn after the rule was set
+    (`benchmarks/surface/flat_vector_2026-11-26/`): geomean 0.707 of the row vector's time,
+    0.906 of torch.compile's (1.281 before); bias_gelu bf16 [414447, 261] 426.9 -> 185.6
+    (torch.compile 248.3), [6237079, 19] 467.4 -> 202.6 (270.8); transpose bf16 [3, 1859025]
+    25.9 -> 12.9 (13.4). Two cells lose 5-8% (a normalizing kernel reading per-row
+    statistics, or a weight and bias, element by element), both under torch.compile."""
     vector = max_vector(segment)
     rows = widest_rows(segment, vector)
     flat_vector = max_flat_vector(segment) > vector * rows and not rereads_broadcast(
