@@ -44,8 +44,13 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
         for j in reversed(others[1:]):
             lines.append(f"    const {it} i{j} = z_rem % E{j}; z_rem /= E{j};")
         lines.append(f"    const {it} i{others[0]} = z_rem;")
-    # Read phase: thread (x, y) takes elements lane .. lane + V - 1 of the tile's row y.
-    lines.append(f"    for (int y = threadIdx.y; y < {tile}; y += {rows}) {{")
+    # Read phase: thread (x, y) takes elements lane .. lane + V - 1 of the tile's rows y,
+    # y + rows, ...: tile / rows of them, a count the compiler knows, so that it unrolls the
+    # loop and issues every row's loads before it waits on any (a loop from threadIdx.y has
+    # a trip count it does not know: one load in flight a thread).
+    lines.append("    #pragma unroll")
+    lines.append(f"    for (int r = 0; r < {tile // rows}; ++r) {{")
+    lines.append(f"      const int y = threadIdx.y + r * {rows};")
     lines.append(f"      const {it} i{b} = b0 + lane;")
     lines.append(f"      const {it} i{a} = a0 + y;")
     lines.append(f"      if (i{b} < E{b} && i{a} < E{a}) {{")
@@ -87,8 +92,10 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
     lines += r.lines
     lines += ["        }", "      }", "    }", "    __syncthreads();"]
     # Write phase: thread (x, y) writes elements lane .. lane + V - 1 of the output's row y,
-    # column lane + e of the tile's row y.
-    lines.append(f"    for (int y = threadIdx.y; y < {tile}; y += {rows}) {{")
+    # column lane + e of the tile's row y (rows y, y + rows, ... as above).
+    lines.append("    #pragma unroll")
+    lines.append(f"    for (int r = 0; r < {tile // rows}; ++r) {{")
+    lines.append(f"      const int y = threadIdx.y + r * {rows};")
     lines.append(f"      const {it} i{a} = a0 + lane;")
     lines.append(f"      const {it} i{b} = b0 + y;")
     lines.append(f"      if (i{b} < E{b} && i{a} < E{a}) {{")
