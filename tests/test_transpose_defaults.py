@@ -4,12 +4,15 @@ every default is valid."""
 
 import ml_dtypes
 import numpy as np
+import pytest
 from fusion_zoo import build, transpose2d
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tunefuse import DataType
-from tunefuse.device_info import A100, H100
+from tunefuse.codegen import generate
+from tunefuse.compiler import compile_kernel
+from tunefuse.device_info import A100, H100, PROFILES
 from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.schedulers import pointwise, transpose
 
@@ -61,6 +64,9 @@ def test_skinny_and_tall_transposes(rows, cols, dtype, device):
         (bx, by, bz), (tx, ty, _), _ = transpose.grid(seg, device, p)
         assert bx == -(-rows // p.tile) * -(-cols // p.tile) <= transpose.MAX_GRID_X
         assert by == 1 and bz == 1 and tx * p.vector == p.tile and ty == p.block_rows
+        # A 64-tile of narrow loads (under 16 bytes: odd extents) takes 4 rows of threads.
+        narrow = p.tile == 64 and p.vector * itemsize < 16
+        assert p.block_rows == (transpose.NARROW_BLOCK_ROWS if narrow else 16)
 
 
 def test_the_measured_points():
@@ -79,3 +85,27 @@ def test_the_measured_points():
         assert p.tile == tile, (rows, cols, dtype, p)
         if split is not None:
             assert p.pointwise.split == split, (rows, cols, dtype, p)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(
+    "rows, cols, dtype, unrolled",
+    [
+        (777, 111011, DataType.BFloat16, True),  # vector 1: 2-byte loads
+        (151, 277319, DataType.Float, True),
+        (8192, 4096, DataType.Float, False),  # vector 4: 16-byte loads, the loop as it was
+        (1024, 131072, DataType.BFloat16, False),
+    ],
+)
+def test_narrow_tiles_unroll_a_threads_rows(rows, cols, dtype, unrolled, arch):
+    """A tile whose loads are under 16 bytes loops over a thread's rows a known count of
+    times (unrolled: the rows' loads in flight together); 16-byte tiles loop from
+    threadIdx.y. Both compile for sm_80 and sm_90."""
+    seg = transpose_segment(rows, cols, dtype)
+    device = PROFILES[arch]
+    p = transpose.default_params(seg, device)
+    assert p.tile == 64 and p.block_rows == (4 if unrolled else 16)
+    ks = generate(seg, p, device, {0: dtype, 1: dtype})
+    assert ("for (int r = 0; r < 16; ++r)" in ks.source) == unrolled
+    assert ("for (int y = threadIdx.y;" in ks.source) == (not unrolled)
+    assert len(compile_kernel(ks.source, ks.name, arch).cubin) > 0

@@ -19,7 +19,7 @@ from tunefuse.codegen.expr import (
 from tunefuse.codegen.guards import guarded_loads
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.common import coeff
-from tunefuse.schedulers.transpose import Params, tiled_dims
+from tunefuse.schedulers.transpose import Params, narrow_loads, tiled_dims
 
 
 def rows_loop(tile: int, rows: int, unrolled: bool) -> list[str]:
@@ -63,7 +63,7 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
     # not know: one load in flight a thread). H100: bf16 [777, 111011] 443.9 -> 346.2 us,
     # fp32 [151, 277319] 289.6 -> 228.4; 16-byte loads lost 4% so (bf16 [1024, 131072]
     # 198.5 -> 206.2) and keep the loop from threadIdx.y.
-    narrow = any(vec * ld.dtype.itemsize < 16 for ld in segment.loads)
+    narrow = narrow_loads(segment, vec)
     lines += rows_loop(tile, rows, narrow)
     lines.append(f"      const {it} i{b} = b0 + lane;")
     lines.append(f"      const {it} i{a} = a0 + y;")

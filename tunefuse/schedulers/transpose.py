@@ -107,6 +107,22 @@ def tile_count(segment: Segment, tile: int) -> int:
 SKINNY_ROW_BYTES = 32
 SMALL_TILE = 16
 
+# A 64-tile whose loads are narrower than 16 bytes (odd extents leave vector 1) takes 4 rows
+# of threads, so that a thread has 16 of its rows' loads in flight (codegen unrolls them),
+# not 4. H100 (`benchmarks/ab.py transpose2d DTYPE SHAPE tile=64,block_rows=R`, R = 16 / 8 /
+# 4 / 2): bf16 [777, 111011] 345.3 / 317.7 / 302.5 / 358.8 us, [513, 248417] 541.4 / 498.2 /
+# 482.7 / 568.2, [1000, 134217] 413.5 / 399.7 / 394.5 / 483.8, [323, 14176] 17.4 / 17.1 /
+# 16.8 / 20.1; fp32 [151, 277319] 231.1 / 227.3 / 225.7 / 241.3, [363, 159619] 314.4 /
+# 305.7 / 301.0 / 324.6, [3775, 1050] 18.9 / 18.6 / 18.3 / 20.7; bf16 [73247, 109] 22.9 /
+# 23.2 / 23.6 / 30.0 (the one loss). 32-tiles were slower at 2 or 4 rows on 6 of the 8.
+NARROW_BLOCK_ROWS = 4
+
+
+def narrow_loads(segment: Segment, vector: int) -> bool:
+    """True when some load of a tile moves fewer than 16 bytes at once (`vector` elements):
+    codegen then unrolls a thread's rows so that their loads are in flight together."""
+    return any(vector * ld.dtype.itemsize < 16 for ld in segment.loads)
+
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
     """64 x 64 tiles, 16 rows of threads, 16-byte vectors along both sides where the sizes
@@ -143,7 +159,13 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     )
     tile = SMALL_TILE if small else 64
     vector = min(max_tile_vector(segment), tile // 4)
-    wide = Params(tile=tile, block_rows=16, padding=1, vector=vector, evict_first=evict_first)
+    wide = Params(
+        tile=tile,
+        block_rows=NARROW_BLOCK_ROWS if tile == 64 and narrow_loads(segment, vector) else 16,
+        padding=1,
+        vector=vector,
+        evict_first=evict_first,
+    )
     narrow = Params(tile=32, block_rows=8, padding=1, evict_first=evict_first)
     for p in (wide, narrow):
         if is_valid(segment, device, p) is None:
