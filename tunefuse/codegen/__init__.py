@@ -43,6 +43,8 @@ CODEGEN_VERSION = (
 # 24: a flat pointwise kernel may take its vector along the flat index (`flat_vector`): a
 #     group crosses innermost rows, its dense operands move at once, the others are read
 #     element by element at carried indices, and the numel % vector left over run in block 0.
+#     A transpose tile whose loads are under 16 bytes loops over a thread's rows a known
+#     count of times (unrolled: their loads in flight together).
 
 
 @dataclass(frozen=True)

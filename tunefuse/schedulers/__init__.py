@@ -134,7 +134,9 @@ class Scheduler(Protocol):
 # 30: a flat pointwise kernel takes its vector along the flat index (`pointwise.Params.
 #    flat_vector`, codegen 24) where that moves more of its dense operands at once than a
 #    row's vector and its rows a group (odd innermost widths), except where the 2-D kernel
-#    loops over the rows to read a broadcast operand once (`rereads_broadcast`).
+#    loops over the rows to read a broadcast operand once (`rereads_broadcast`). A 64-tile
+#    transpose whose loads are under 16 bytes takes 4 rows of threads, not 16
+#    (`transpose.NARROW_BLOCK_ROWS`).
 HEURISTICS_VERSION = 30
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
