@@ -275,6 +275,9 @@ def _layout(segment: Segment, device: DeviceInfo) -> Params:
     # One block per `rows` rows, no grid-stride (blocks_per_sm 0): softmax 8192x4096 fp32
     # 95.7 -> 94.1 us, layernorm 95.8 -> 95.3 against 32 blocks an SM (benchmarks/sweep.py).
     if ept <= MAX_CACHED_ELEMENTS:
+        staged_instead = _staged_not_held(segment, device, threads)
+        if staged_instead is not None:
+            return staged_instead
         threads, ept = _fewer_idle_slots(segment, device, threads, ept)
         rows = max(1, 128 // threads)
         return _row_in_registers(segment, device, threads, rows, ept, vector)
@@ -307,6 +310,51 @@ def _layout(segment: Segment, device: DeviceInfo) -> Params:
         4,
         evict_first_pays(segment),
         shared_row=staged,
+    )
+
+
+# A row that only a block of every thread a block may have holds in registers (16K-32K
+# elements of one held input) runs one block an SM: nothing overlaps its barriers and its
+# output pass. Staged in shared memory instead (read once from memory all the same), 512
+# threads a block, or every thread where one staged row fills an SM's shared memory. H100,
+# held -> staged, torch.compile (`benchmarks/ab.py CASE DTYPE SHAPE cache_row=False,
+# shared_row=True,threads_r=T,...`, `benchmarks/surface/flat_vector_2026-11-26/
+# staged_rows_probe_h100.log`): rmsnorm bf16 [6635, 17061] 393.2 -> 205.1 us (237.2),
+# [3789, 24149] 297.0 -> 178.7 (213.0), [6635, 17064] 187.7 -> 159.8 (161.1); softmax bf16
+# [2201, 30001] 232.3 -> 153.3 (200.4), [4096, 32768] 245.0 -> 206.2 (280.7); fp32 [3001,
+# 17001] 243.8 -> 166.9 (216.9); layernorm bf16 [5121, 20001] 286.8 -> 212.0 (332.8),
+# [4096, 32768] 206.0 -> 188.1 (193.8); fp32 [2314, 18407] 161.1 -> 156.1 (198.3); softmax
+# fp32 [2048, 32768] (a 128 KB row, one an SM) 219.2 -> 193.9 with 1024 threads (240.1 with
+# 512). Re-read rows (no staging) gained less or lost (272.7 at fp32 [2048, 32768]). Rows of
+# two or more held inputs (a backward's dy and x) were not measured and stay held.
+STAGED_ROW_THREADS = 512
+
+
+def _staged_not_held(segment: Segment, device: DeviceInfo, threads: int) -> Params | None:
+    """The staged layout of a row whose held layout takes `threads`, where that is every
+    thread a block may have, the row has one held input and it fits shared memory; else
+    None."""
+    if (
+        threads < device.max_threads_per_block
+        or len(held_row_inputs(segment)) != 1
+        or shared_row_bytes(segment, 1) == 0
+        or not shared_row_fits(segment, device, 1)
+    ):
+        return None
+    resident = device.shared_per_sm // (shared_row_bytes(segment, 1) + SHARED_ROW_RESERVE)
+    staged_threads = device.max_threads_per_block if resident <= 1 else STAGED_ROW_THREADS
+    vector = reduction.reduced_vector(segment)
+    return Params(
+        staged_threads,
+        1,
+        True,
+        0,
+        False,
+        vector,
+        vector,
+        4,
+        evict_first_pays(segment),
+        shared_row=True,
     )
 
 
