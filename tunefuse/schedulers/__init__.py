@@ -136,7 +136,9 @@ class Scheduler(Protocol):
 #    row's vector and its rows a group (odd innermost widths), except where the 2-D kernel
 #    loops over the rows to read a broadcast operand once (`rereads_broadcast`). A 64-tile
 #    transpose whose loads are under 16 bytes takes 4 rows of threads, not 16
-#    (`transpose.NARROW_BLOCK_ROWS`).
+#    (`transpose.NARROW_BLOCK_ROWS`). A normalization row that only a block of every thread
+#    could hold in registers (one held input, more rows than SMs) is staged in shared
+#    memory, 512 threads a block (`normalization.STAGED_ROW_THREADS`).
 HEURISTICS_VERSION = 30
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
