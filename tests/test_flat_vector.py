@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_gpu_flat_vector import CASES, _flat_variant
-from test_gpu_pointwise_rows import _build, _inputs, cat_rows
+from test_gpu_pointwise_rows import _build, _inputs, cat_rows, running_pointwise
 from test_pointwise_defaults import view
 from test_pointwise_rows import bias_add_segment
 
@@ -127,11 +127,7 @@ def test_every_flat_vector_of_the_gpu_cases_compiles(case, arch):
         for vector in (2, 4, 8, 16):
             for static in (False, True):
                 flat = dataclasses.replace(_flat_variant(default, vector), static_shape=static)
-                params = (
-                    dataclasses.replace(default, tile=0, pointwise=flat)
-                    if hasattr(default, "pointwise")
-                    else flat
-                )
+                params = running_pointwise(default, flat)
                 if sched.is_valid(seg, device, params) is not None:
                     continue
                 ks = generate(seg, params, device, dtypes)

@@ -21,6 +21,7 @@ from test_gpu_pointwise_rows import (
     interleaved_rope,
     middle_weight,
     row_scale,
+    running_pointwise,
     transpose,
     two_outputs,
 )
@@ -86,10 +87,9 @@ def _run(fd, inputs, vector, **changes):
 
     def choose(seg, device):
         params = scheduler_for(seg.scheduler).default_params(seg, device)
-        flat = dataclasses.replace(_flat_variant(params, vector), **changes)
-        if hasattr(params, "pointwise"):
-            return dataclasses.replace(params, tile=0, pointwise=flat)
-        return flat
+        return running_pointwise(
+            params, dataclasses.replace(_flat_variant(params, vector), **changes)
+        )
 
     executor = Executor(fd.fusion, params_source=choose)
     got = [to_host(g) for g in executor.run(to_device(inputs))]

@@ -153,6 +153,14 @@ def flat_with_rows(params, rows, seg):
     return dataclasses.replace(flat, rows=rows, split=0 if rows > 1 else flat.split)
 
 
+def running_pointwise(default, flat):
+    """Params of the segment whose default is `default` that run pointwise params `flat`: a
+    transpose's own run as its pointwise kernel (tile 0)."""
+    if hasattr(default, "pointwise"):
+        return dataclasses.replace(default, tile=0, pointwise=flat)
+    return flat
+
+
 def run_with_rows(fd, inputs, rows):
     """The fusion run with its flat pointwise kernels' `rows` set (the rest default); the
     host results and the rows each launch ran with."""
@@ -160,10 +168,7 @@ def run_with_rows(fd, inputs, rows):
 
     def choose(seg, device):
         params = scheduler_for(seg.scheduler).default_params(seg, device)
-        flat = flat_with_rows(params, rows, seg)
-        if hasattr(params, "pointwise"):  # a transpose: its pointwise kernel
-            return dataclasses.replace(params, tile=0, pointwise=flat)
-        return flat
+        return running_pointwise(params, flat_with_rows(params, rows, seg))
 
     executor = Executor(fd.fusion, params_source=choose)
     got = [to_host(g) for g in executor.run(to_device(inputs))]

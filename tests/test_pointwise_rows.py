@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_gpu_pointwise_rows import CASES, _build, _inputs, flat_with_rows
+from test_gpu_pointwise_rows import CASES, _build, _inputs, flat_with_rows, running_pointwise
 from test_pointwise_defaults import view
 
 from tunefuse import DataType, FusionDefinition
@@ -117,12 +117,7 @@ def test_every_rows_variant_of_the_gpu_cases_compiles(case, arch):
         sched = scheduler_for(seg.scheduler)
         default = sched.default_params(seg, device)
         for rows in pointwise.ROWS:
-            flat = flat_with_rows(default, rows, seg)
-            params = (
-                dataclasses.replace(default, tile=0, pointwise=flat)
-                if hasattr(default, "pointwise")
-                else flat
-            )
+            params = running_pointwise(default, flat_with_rows(default, rows, seg))
             if sched.is_valid(seg, device, params) is not None:
                 continue
             ks = generate(seg, params, device, dtypes)
