@@ -3,6 +3,7 @@ accesses are dense, how wide the vector may be, when the default takes it, what 
 refuses, and every variant of the GPU test's cases compiling with NVRTC for sm_80 and sm_90."""
 
 import dataclasses
+import pathlib
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from tunefuse import DataType, FusionDefinition
 from tunefuse.codegen import generate
 from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import A100, H100, PROFILES
+from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.schedulers import pointwise, scheduler_for
 
 DTYPES = [DataType.Float, DataType.BFloat16, DataType.Half, DataType.Double]
@@ -43,6 +45,7 @@ def test_the_default_takes_the_flat_vector_exactly_where_it_moves_more_bytes(
     row_vector = pointwise.max_vector(seg)
     row_group = row_vector * pointwise.widest_rows(seg, row_vector)
     wider = pointwise.max_flat_vector(seg) > row_group
+    assert pointwise.narrowed_loads(seg) == ([1] if rows > 1 else [])  # b alone (one row: dense)
     assert p.flat_vector == (wider and not pointwise.rereads_broadcast(seg, 1, device))
     if p.flat_vector:
         assert p.vector == pointwise.max_flat_vector(seg) and p.split == 0 and p.rows == 1
@@ -135,3 +138,22 @@ def test_every_flat_vector_of_the_gpu_cases_compiles(case, arch):
                 assert len(compile_kernel(ks.source, ks.name, arch).cubin) > 0
                 compiled += 1
     assert compiled >= 2
+
+
+def test_a_rows_vector_keeps_its_loads_where_several_would_go_scalar():
+    """column_layernorm bf16 [40058, 2320] (layernorm over dim 0): its normalizing kernel
+    reads a mean, a rstd, a weight and a bias of each column. A row's vector (4: the fp32
+    statistics' 16 bytes) reads them 4 at a time; a flat vector would read them one by one
+    (247.6 -> 361.0 us, H100). With a row's vector of 1 (odd widths) nothing is lost."""
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    from patterns import pattern_fusion, planning_inputs
+
+    for shape, flat in (((40058, 2320), False), ((40058, 2321), True)):
+        fd = pattern_fusion("column_layernorm", DataType.BFloat16)
+        plan = fd.plan(planning_inputs(fd, shape, DataType.BFloat16), device=H100)
+        (seg,) = [s for s in plan.segments if s.scheduler is SchedulerKind.POINTWISE]
+        assert len(pointwise.narrowed_loads(seg)) >= 2
+        p = pointwise.default_params(seg, H100)
+        assert p.flat_vector == flat and (flat or p.vector == pointwise.max_vector(seg) == 4)

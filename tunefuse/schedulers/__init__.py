@@ -134,7 +134,9 @@ class Scheduler(Protocol):
 # 30: a flat pointwise kernel takes its vector along the flat index (`pointwise.Params.
 #    flat_vector`, codegen 24) where that moves more of its dense operands at once than a
 #    row's vector and its rows a group (odd innermost widths), except where the 2-D kernel
-#    loops over the rows to read a broadcast operand once (`rereads_broadcast`). A 64-tile
+#    loops over the rows to read a broadcast operand once (`rereads_broadcast`) or where a
+#    row's vector of 2 or more would give way to scalar reads of two or more loads
+#    (`narrowed_loads`: a column layernorm's statistics, weight and bias). A 64-tile
 #    transpose whose loads are under 16 bytes takes 4 rows of threads, not 16
 #    (`transpose.NARROW_BLOCK_ROWS`). A normalization row that only a block of every thread
 #    could hold in registers (one held input, more rows than SMs) is staged in shared

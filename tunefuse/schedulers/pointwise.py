@@ -91,6 +91,19 @@ def max_flat_vector(segment: Segment) -> int:
     return widest_vector(segment, accesses, ())
 
 
+def narrowed_loads(segment: Segment) -> list[int]:
+    """The loads a flat vector reads element by element that a row's vector reads a vector at
+    a time: not dense, unit-stride along the innermost dim (a bias, a per-column statistic)."""
+    last = len(segment.extents) - 1
+    return [
+        k
+        for k, ld in enumerate(segment.loads)
+        if ld.offset.is_affine
+        and coeff(ld.offset, segment, last) == 1
+        and not dense_offset(segment, ld.offset)
+    ]
+
+
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
     """16-byte accesses where allowed; one vector a thread, 256-thread blocks (smaller, so
     more of them, when there is too little work to fill every SM twice over), and as many
@@ -108,7 +121,11 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     widths: a row's vector is 1 or 2 elements), the flat kernel takes it (`flat_vector`),
     unless the 2-D kernel loops over the rows to read a broadcast once (a flat kernel reads
     it from memory again for each row: bias_gelu fp32 [4, 10045113] 130.0 -> 163.6 us,
-    [13, 3518481] 163.2 -> 181.7). H100, judged on 61 cells drawn after the rule was set
+    [13, 3518481] 163.2 -> 181.7), or a row's vector of 2 or more would give way to scalar
+    reads of two or more loads (`narrowed_loads`: column_layernorm bf16 [40058, 2320], whose
+    normalizing kernel reads a mean, a rstd, a weight and a bias of each column, went 247.6
+    -> 361.0 us at 8 along the flat index from 4 a row; one bias, fp32 [21772, 2910] 201.6
+    -> 170.8 from 2 a row). H100, judged on 61 cells drawn after the rule was set
     (`benchmarks/surface/flat_vector_2026-11-26/`): geomean 0.707 of the row vector's time,
     0.906 of torch.compile's (1.281 before); bias_gelu bf16 [414447, 261] 426.9 -> 185.6
     (torch.compile 248.3), [6237079, 19] 467.4 -> 202.6 (270.8); transpose bf16 [3, 1859025]
@@ -116,8 +133,10 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     statistics, or a weight and bias, element by element), both under torch.compile."""
     vector = max_vector(segment)
     rows = widest_rows(segment, vector)
-    flat_vector = max_flat_vector(segment) > vector * rows and not rereads_broadcast(
-        segment, 1, device
+    flat_vector = (
+        max_flat_vector(segment) > vector * rows
+        and (vector == 1 or len(narrowed_loads(segment)) <= 1)
+        and not rereads_broadcast(segment, 1, device)
     )
     if flat_vector:
         vector, rows = max_flat_vector(segment), 1
