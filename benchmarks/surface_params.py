@@ -7,7 +7,9 @@ change moves, to time on the GPU before and after.
         [--dtypes float bfloat16] [--step 4] [--between N --seed S] [--arch sm_90]
         [--against DIR]
 
-(--root DIR, used by --against: plan with the tunefuse package found at DIR.)
+(--root DIR, used by --against: plan with the tunefuse package found at DIR.) --against
+compares the params by their fields that differ from the field's default (`non_default`), so
+that a field one checkout adds, at its default, moves no cell.
 """
 
 from __future__ import annotations
@@ -31,13 +33,14 @@ def main() -> None:
     parser.add_argument("--between", type=int, default=0, help="as surface.py's --between")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--root", type=pathlib.Path, help=argparse.SUPPRESS)
+    parser.add_argument("--canonical", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.against is not None:
         if not (args.against / "tunefuse").is_dir():
             raise SystemExit(f"--against {args.against}: no tunefuse package there")
         rest = [a for a in sys.argv[1:] if a != "--against" and a != str(args.against)]
-        ours = plans(rest)
-        theirs = plans([*rest, "--root", str(args.against.resolve())])
+        ours = plans([*rest, "--canonical"])
+        theirs = plans([*rest, "--canonical", "--root", str(args.against.resolve())])
         moved = [(a, b) for a, b in zip(theirs, ours) if a != b]
         for a, b in moved:
             print(f"- {a}\n+ {b}")
@@ -66,11 +69,31 @@ def main() -> None:
                 ):
                     inputs = planning_inputs(fd, shape, dtype)
                     plan = fd.plan(inputs, device=device)
+                    params = [
+                        scheduler_for(s.scheduler).default_params(s, device) for s in plan.segments
+                    ]
                     kernels = "; ".join(
-                        f"{s.scheduler.value} {scheduler_for(s.scheduler).default_params(s, device)}"
-                        for s in plan.segments
+                        f"{s.scheduler.value} {non_default(p) if args.canonical else p}"
+                        for s, p in zip(plan.segments, params, strict=True)
                     )
                     print(f"{pattern} {name} {mbytes} MB {'x'.join(map(str, shape))}: {kernels}")
+
+
+def non_default(params: object) -> dict:
+    """The fields of a Params dataclass whose values differ from the field's default, nested
+    Params (a transpose's pointwise kernel) the same way, in field order."""
+    import dataclasses
+
+    out = {}
+    for field in dataclasses.fields(params):  # type: ignore[arg-type]
+        value = getattr(params, field.name)
+        if dataclasses.is_dataclass(value):
+            inner = non_default(value)
+            if inner:
+                out[field.name] = inner
+        elif value != field.default:
+            out[field.name] = value
+    return out
 
 
 def plans(argv: list[str]) -> list[str]:
