@@ -303,18 +303,17 @@ class _PointwiseEmitter:
         lines += self.group_body("      ")
         lines += ["    }", "  }"]
         if self.flat_vector:
-            lines += self.flat_tail()
+            lines += self.flat_tail(numel)
         return lines
 
-    def flat_tail(self) -> list[str]:
+    def flat_tail(self, numel: str) -> list[str]:
         """A flat vector's elements past the last whole group (numel % vector of them): one
         a thread of block 0, the body of a vector of 1."""
         it = self.it
         scalar = _PointwiseEmitter(self.s, replace(self.p, vector=1, unroll=1, flat_vector=False))
         lines = [
             f"  const {it} tail_first = groups * {self.vec};",
-            f"  if (blockIdx.x == 0 && ({it})threadIdx.x < "
-            f"{' * '.join(f'({it})E{j}' for j in range(self.rank))} - tail_first) {{",
+            f"  if (blockIdx.x == 0 && ({it})threadIdx.x < {numel} - tail_first) {{",
             f"    const {it} first = tail_first + ({it})threadIdx.x;",
         ]
         lines += unravel_lines(list(range(self.rank)), "first", _extent, _index, it, "    ")

@@ -299,8 +299,14 @@ def _layout(segment: Segment, device: DeviceInfo) -> Params:
             device.max_threads_per_block, device.max_threads_per_sm // resident
         ):
             threads *= 2
+    return _row_not_held(segment, threads if staged else min(threads, 512), vector, staged)
+
+
+def _row_not_held(segment: Segment, threads: int, vector: int, staged: bool) -> Params:
+    """A row of one block of `threads` that no thread holds in registers: staged in shared
+    memory (`staged`) or re-read, a vector a chunk, 4 chunks a trip in flight."""
     return Params(
-        threads if staged else min(threads, 512),
+        threads,
         1,
         True,
         0,
@@ -352,19 +358,7 @@ def _staged_not_held(segment: Segment, device: DeviceInfo, threads: int) -> Para
         return None
     resident = device.shared_per_sm // (shared_row_bytes(segment, 1) + SHARED_ROW_RESERVE)
     staged_threads = device.max_threads_per_block if resident <= 1 else STAGED_ROW_THREADS
-    vector = reduction.reduced_vector(segment)
-    return Params(
-        staged_threads,
-        1,
-        True,
-        0,
-        False,
-        vector,
-        vector,
-        4,
-        evict_first_pays(segment),
-        shared_row=True,
-    )
+    return _row_not_held(segment, staged_threads, reduction.reduced_vector(segment), True)
 
 
 # Rows along a strided dim (softmax over the channels of [N, C, L]: the innermost dim is

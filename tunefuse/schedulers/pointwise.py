@@ -133,13 +133,14 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     statistics, or a weight and bias, element by element), both under torch.compile."""
     vector = max_vector(segment)
     rows = widest_rows(segment, vector)
+    along_flat = max_flat_vector(segment)
     flat_vector = (
-        max_flat_vector(segment) > vector * rows
+        along_flat > vector * rows
         and (vector == 1 or len(narrowed_loads(segment)) <= 1)
         and not rereads_broadcast(segment, 1, device)
     )
     if flat_vector:
-        vector, rows = max_flat_vector(segment), 1
+        vector, rows = along_flat, 1
     groups = segment.numel // (vector * rows)
     block = min(256, device.max_threads_per_block)
     while block > 64 and groups < block * device.sm_count * 2:

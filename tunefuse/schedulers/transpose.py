@@ -11,6 +11,7 @@ from tunefuse.device_info import DeviceInfo
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import pointwise
 from tunefuse.schedulers.common import (
+    MAX_VECTOR_BYTES,
     coeff,
     evict_first_pays,
     flag_space,
@@ -121,7 +122,7 @@ NARROW_BLOCK_ROWS = 4
 def narrow_loads(segment: Segment, vector: int) -> bool:
     """True when some load of a tile moves fewer than 16 bytes at once (`vector` elements):
     codegen then unrolls a thread's rows so that their loads are in flight together."""
-    return any(vector * ld.dtype.itemsize < 16 for ld in segment.loads)
+    return any(vector * ld.dtype.itemsize < MAX_VECTOR_BYTES for ld in segment.loads)
 
 
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
