@@ -700,3 +700,43 @@ def test_the_measured_lanes_at_an_odd_pitch():
         ((64, 4000, 128), DataType.Float, 1),
     ]:
         assert reduction.default_params(middle_sum_segment(*shape, dtype), H100).vector == vector
+
+
+@given(
+    outer=st.integers(1, 1 << 22),
+    reduced=st.one_of(st.integers(2, 64), st.integers(65, 4096)),
+    inner=st.one_of(st.integers(2, 16), st.integers(17, 64)),
+    dtype=st.sampled_from(list(NUMPY)),
+)
+@settings(max_examples=300, deadline=None)
+def test_strided_loads_keep_sectors_a_column_reads_again_in_its_next_trip(
+    outer, reduced, inner, dtype
+):
+    """A sum over the middle dim loads evict-first unless its layout reads a column with one
+    thread in more than one trip of loads and the column's consecutive elements (L apart)
+    lie within a sector: the default cache policy then keeps what the next trip reads."""
+    seg = middle_sum_segment(outer, reduced, inner, dtype)
+    p = reduction.default_params(seg, H100)
+    assert reduction.is_valid(seg, H100, p) is None
+    if p.inner:
+        return
+    itemsize = 4 if dtype is DataType.Float else 2
+    keeps = p.threads_r == 1 and reduced > p.unroll and inner * itemsize <= reduction.SECTOR_BYTES
+    assert p.evict_first is not keeps
+
+
+def test_the_measured_middle_sums_of_short_runs():
+    """H100 (`benchmarks/ab.py middle DTYPE AxCxL evict_first=False`): one thread a column,
+    pitch at most a sector: the default policy (fp32 [3163370, 5, 3] 133.1 -> 89.1 us, bf16
+    [500000, 10, 8] 77.6 -> 51.6); a pitch past a sector (fp32 [10000, 30, 16]), threads
+    along the reduction (bf16 [2000, 2000, 5]) or one trip a column (bf16 [6787546, 2, 6],
+    H200 95.5 against 98.8) stay evict-first."""
+    for shape, dtype, evict_first in [
+        ((3163370, 5, 3), DataType.Float, False),
+        ((500000, 10, 8), DataType.BFloat16, False),
+        ((10000, 30, 16), DataType.Float, True),
+        ((2000, 2000, 5), DataType.BFloat16, True),
+        ((6787546, 2, 6), DataType.BFloat16, True),
+    ]:
+        p = reduction.default_params(middle_sum_segment(*shape, dtype), H100)
+        assert p.evict_first is evict_first, shape

@@ -141,7 +141,11 @@ class Scheduler(Protocol):
 #    (`transpose.NARROW_BLOCK_ROWS`). A normalization row that only a block of every thread
 #    could hold in registers (one held input, more rows than SMs) is staged in shared
 #    memory, 512 threads a block (`normalization.STAGED_ROW_THREADS`).
-HEURISTICS_VERSION = 30
+# 31: a strided reduction of one thread a column whose consecutive reduced elements lie at
+#    most a sector apart (the sum over the middle dim of [A, C, L] with L of 8 fp32 or 16
+#    bf16 at most) and more than one trip of loads a column loads with the default cache
+#    policy, not evict-first (`reduction.shares_sectors_across_trips`).
+HEURISTICS_VERSION = 31
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -702,7 +702,46 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     # trip at once, and registers for 8 chunks that never come cost occupancy: var_mean0 bf16
     # [2, 2**26], one thread a column, ran 8% slower with 8 than the element loop had).
     unroll = min(8, pow2_at_most(n_red // threads_r))
-    return Params(threads_r, rows, False, 32, vector, unroll, evict_first_pays(segment))
+    evict_first = evict_first_pays(segment) and not (
+        threads_r == 1 and n_red > unroll and shares_sectors_across_trips(segment)
+    )
+    return Params(threads_r, rows, False, 32, vector, unroll, evict_first)
+
+
+# A strided thread of one thread a column (threads_r 1) reads consecutive reduced elements in
+# consecutive loads. Where they lie at most a sector (32 bytes) apart, the sectors one trip's
+# loads (`unroll` in flight) bring in hold the next trip's elements too: evict-first loads
+# lose them (in L2 as well: the 256 MB cells gain most) before that trip comes, and each
+# sector is fetched again. Where a column is one trip, or threads along the reduction read
+# the neighbouring elements, the loads that share a sector come at once. H100, the sums over the middle
+# dim [A, C, L] (pitch L elements), evict-first against the default cache policy
+# (`benchmarks/ab.py middle DTYPE AxCxL evict_first=False`): one thread a column, pitch at
+# most 32 bytes: fp32 [3163370, 5, 3] 133.1 -> 89.1 us (torch.compile 82.8), [262144, 16,
+# 4] 80.7 -> 55.6, [100000, 40, 6] 62.8 -> 54.7, [70020, 18, 2] 12.6 -> 10.7, [50000, 20,
+# 8] 25.1 -> 23.6; bf16 [500000, 10, 8] 77.6 -> 51.6, [100000, 20, 12] 36.7 -> 35.0,
+# [80000, 30, 16] 51.7 -> 47.4; the one loss bf16 [1048576, 6, 3] 23.0 -> 25.1. Pitches
+# over a sector lost: fp32 [10000, 30, 16] 16.9 -> 18.1, bf16 [646397, 3, 37] 121.5 ->
+# 123.9; so did 2-32 threads along the reduction: fp32 [20000, 50, 12] 26.3 -> 29.7, [200,
+# 2000, 32] 25.3 -> 28.8, bf16 [2000, 2000, 5] 30.9 -> 37.1, [3000, 300, 37] 39.4 -> 46.7
+# (gains there: fp32 [2000, 2000, 5] 51.6 -> 49.2, [37, 178967, 6] 92.4 -> 83.0). Judged on
+# 20 cells drawn after (seeds 38-60), H200, old code against new: geomean 0.928, bf16
+# [2904133, 7, 6] 149.8 -> 87.5 (torch.compile 72.2), fp32 [665170, 23, 3] 111.9 -> 73.3
+# (60.9); the losses, +1-4%, mostly columns of one trip: bf16 [6787546, 2, 6] 95.5 -> 98.8,
+# fp32 [264309, 2, 5], [2992753, 4, 3]; hence more than one trip.
+SECTOR_BYTES = 32
+
+
+def shares_sectors_across_trips(segment: Segment) -> bool:
+    """Some load's consecutive elements along the innermost reduced dim lie at most
+    SECTOR_BYTES apart (and not at one address)."""
+    if not segment.reduce_dims:
+        return False
+    r = segment.reduce_dims[-1]
+    return any(
+        0 < abs(coeff(ld.offset, segment, r)) * ld.dtype.itemsize <= SECTOR_BYTES
+        for ld in segment.loads
+        if ld.offset.is_affine
+    )
 
 
 # A row's threads in an inner layout are a power of two (lanes of one warp combine by xor
