@@ -42,8 +42,9 @@ def test_skinny_and_tall_transposes(rows, cols, dtype, device):
     """Output rows shorter than a tile (rows < 64): the pointwise kernel; input rows of at
     most SKINNY_ROW_BYTES: the 2-D pointwise kernel looping over them in one wave of
     blocks, a thread's rows SKINNY_ROW_BYTES in all where its vector allows; rows of at
-    most SMALL_TILE elements of 4 bytes or more: 16-tiles; else 64-tiles, however many
-    rows of tiles (the grid's x holds them all). Valid either way."""
+    most SMALL_TILE elements of 4 bytes or more: 16-tiles; else 64-tiles, or SCALAR_TILE
+    tiles where the loads are one element (odd extents), however many rows of tiles (the
+    grid's x holds them all). Valid either way."""
     seg = transpose_segment(rows, cols, dtype)
     assert seg.scheduler is SchedulerKind.TRANSPOSE
     p = transpose.default_params(seg, device)
@@ -60,13 +61,22 @@ def test_skinny_and_tall_transposes(rows, cols, dtype, device):
         assert p.pointwise.vector == widest or 2 * rows_bytes > transpose.SKINNY_ROW_BYTES
     else:
         small = cols <= transpose.SMALL_TILE and itemsize >= 4
-        assert p.tile == (transpose.SMALL_TILE if small else 64)
+        scalar = not small and p.vector == 1
+        assert p.tile == (
+            transpose.SMALL_TILE if small else transpose.SCALAR_TILE if scalar else 64
+        )
         (bx, by, bz), (tx, ty, _), _ = transpose.grid(seg, device, p)
         assert bx == -(-rows // p.tile) * -(-cols // p.tile) <= transpose.MAX_GRID_X
         assert by == 1 and bz == 1 and tx * p.vector == p.tile and ty == p.block_rows
-        # A 64-tile of narrow loads (under 16 bytes: odd extents) takes 4 rows of threads.
-        narrow = p.tile == 64 and p.vector * itemsize < 16
-        assert p.block_rows == (transpose.NARROW_BLOCK_ROWS if narrow else 16)
+        # consecutive tiles along the writes, unless a row of tiles along the reads is short
+        assert p.along_writes is (-(-cols // p.tile) > transpose.READ_ROW_TILES)
+        if scalar:
+            # each thread's rows' loads come to 16 bytes: 8 rows of bf16, 4 of fp32
+            assert p.tile // p.block_rows * itemsize == transpose.SCALAR_THREAD_BYTES
+        else:
+            # a 64-tile of narrow loads (2-8 elements under 16 bytes) takes 4 rows of threads
+            narrow = p.tile == 64 and p.vector * itemsize < 16
+            assert p.block_rows == (transpose.NARROW_BLOCK_ROWS if narrow else 16)
 
 
 def test_the_measured_points():
@@ -91,21 +101,22 @@ def test_the_measured_points():
 @pytest.mark.parametrize(
     "rows, cols, dtype, unrolled",
     [
-        (777, 111011, DataType.BFloat16, True),  # vector 1: 2-byte loads
-        (151, 277319, DataType.Float, True),
-        (8192, 4096, DataType.Float, False),  # vector 4: 16-byte loads, the loop as it was
-        (1024, 131072, DataType.BFloat16, False),
+        (777, 111011, DataType.BFloat16, 8),  # vector 1: 2-byte loads, 8 rows a thread
+        (151, 277319, DataType.Float, 4),
+        (1000, 100002, DataType.Float, 16),  # vector 2: 8-byte loads, a 64-tile
+        (8192, 4096, DataType.Float, 0),  # vector 4: 16-byte loads, the loop as it was
+        (1024, 131072, DataType.BFloat16, 0),
     ],
 )
 def test_narrow_tiles_unroll_a_threads_rows(rows, cols, dtype, unrolled, arch):
     """A tile whose loads are under 16 bytes loops over a thread's rows a known count of
-    times (unrolled: the rows' loads in flight together); 16-byte tiles loop from
+    times (`unrolled` rows: their loads in flight together); 16-byte tiles (0) loop from
     threadIdx.y. Both compile for sm_80 and sm_90."""
     seg = transpose_segment(rows, cols, dtype)
     device = PROFILES[arch]
     p = transpose.default_params(seg, device)
-    assert p.tile == 64 and p.block_rows == (4 if unrolled else 16)
+    assert p.tile // p.block_rows == (unrolled or 4)
     ks = generate(seg, p, device, {0: dtype, 1: dtype})
-    assert ("for (int r = 0; r < 16; ++r)" in ks.source) == unrolled
+    assert (f"for (int r = 0; r < {unrolled}; ++r)" in ks.source) == bool(unrolled)
     assert ("for (int y = threadIdx.y;" in ks.source) == (not unrolled)
     assert len(compile_kernel(ks.source, ks.name, arch).cubin) > 0

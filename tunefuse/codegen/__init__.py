@@ -23,7 +23,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
-    "24"  # bump when generated code changes: tuned records of another version are not used
+    "25"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -45,6 +45,8 @@ CODEGEN_VERSION = (
 #     element by element at carried indices, and the numel % vector left over run in block 0.
 #     A transpose tile whose loads are under 16 bytes loops over a thread's rows a known
 #     count of times (unrolled: their loads in flight together).
+# 25: consecutive transpose tiles run along the writes' innermost dim (they were along the
+#     reads'): a tile's stores finish the sectors its neighbour's began while both are in L2.
 
 
 @dataclass(frozen=True)

@@ -44,11 +44,14 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
         lines.append(f"  __shared__ {st.dtype.cuda} tile{k}[{tile}][{tile + pad}];")
     rest = " * ".join(f"({it})E{j}" for j in others) or f"({it})1"
     lines.append(f"  const {it} rest = {rest};")
-    # One grid dim of tiles, b-fastest (consecutive blocks read along the same rows): a
-    # tall input has more rows of tiles than a grid's y could hold.
-    lines.append(f"  const {it} tiles_b = ((({it})E{b}) + {tile - 1}) / {tile};")
-    lines.append(f"  const {it} b0 = (({it})blockIdx.x % tiles_b) * {tile};")
-    lines.append(f"  const {it} a0 = (({it})blockIdx.x / tiles_b) * {tile};")
+    # One grid dim of tiles (a tall input has more rows of tiles than a grid's y could hold),
+    # consecutive along a (`along_writes`: the sectors a tile's stores leave part-written are
+    # finished by the next tile's while both are in L2) or along b (they read whole rows;
+    # the scheduler's READ_ROW_TILES says which).
+    (fast, e), slow = (("a", a), "b") if p.along_writes else (("b", b), "a")
+    lines.append(f"  const {it} tiles = ((({it})E{e}) + {tile - 1}) / {tile};")
+    lines.append(f"  const {it} {fast}0 = (({it})blockIdx.x % tiles) * {tile};")
+    lines.append(f"  const {it} {slow}0 = (({it})blockIdx.x / tiles) * {tile};")
     lines.append(f"  const int lane = threadIdx.x * {vec};")
     lines.append(f"  for ({it} z = blockIdx.z; z < rest; z += gridDim.z) {{")
     if others:

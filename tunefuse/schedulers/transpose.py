@@ -34,6 +34,7 @@ class Params:
     static_shape: bool = (
         False  # sizes, strides and offsets as constants: a binary for this shape alone
     )
+    along_writes: bool = True  # consecutive tiles along the writes' innermost dim, else the reads'
 
 
 def tiled_dims(segment: Segment) -> tuple[int, int] | None:
@@ -80,10 +81,30 @@ def max_tile_vector(segment: Segment) -> int:
     return widest_vector(segment, accesses, (a, b), (2, 4, 8))
 
 
+# Consecutive tiles run along the writes' innermost dim (a), so that the sectors a tile's
+# stores leave part-written at its edges (rows not a multiple of a sector long) are finished
+# by the next tile's while both are in L2 (codegen 25), except where a row of tiles along
+# the reads' innermost dim (b) is at most READ_ROW_TILES tiles: there consecutive tiles read
+# whole rows, and a tile's neighbour along a comes that few tiles later. H200, 32-tiles of
+# one element a load, along b against along a (`tile_order_isolated_h200.jsonl`): a row of
+# 2-14 tiles along b: fp32 [1000000, 67] 166.4 -> 207.8 us, bf16 [3149725, 33] 268.1 ->
+# 307.6, [327945, 214] 143.9 -> 156.8, fp32 [10000, 419] 13.5 -> 14.1, [100981, 364] 117.1
+# -> 120.8 (bf16 [15031, 312] the exception: 12.4 -> 11.9); more: fp32 [38215, 1321] (42
+# tiles) 165.5 -> 152.9, [10870, 4045] 142.3 -> 107.3, [1999, 30001] 231.2 -> 140.0, bf16
+# [777, 111011] 269.8 -> 137.5. 16-byte 64-tiles moved 2% at most either way.
+READ_ROW_TILES = 16
+
+
+def tiles_along(segment: Segment, tile: int) -> tuple[int, int]:
+    """Tiles of `tile` along the writes' innermost dim and along the reads' (at least 1)."""
+    a, b = tiled_dims(segment)  # type: ignore[misc]
+    return max(1, -(-segment.extents[a] // tile)), max(1, -(-segment.extents[b] // tile))
+
+
 def tile_count(segment: Segment, tile: int) -> int:
     """Tiles of `tile` x `tile` over the two tiled dims (at least one): the grid's x."""
-    a, b = tiled_dims(segment)  # type: ignore[misc]
-    return max(1, -(-segment.extents[a] // tile)) * max(1, -(-segment.extents[b] // tile))
+    along_a, along_b = tiles_along(segment, tile)
+    return along_a * along_b
 
 
 # Skinny transposes (H100; every layout timed alternately, each result exact; copying 256 MB
@@ -117,6 +138,26 @@ SMALL_TILE = 16
 # 305.7 / 301.0 / 324.6, [3775, 1050] 18.9 / 18.6 / 18.3 / 20.7; bf16 [73247, 109] 22.9 /
 # 23.2 / 23.6 / 30.0 (the one loss). 32-tiles were slower at 2 or 4 rows on 6 of the 8.
 NARROW_BLOCK_ROWS = 4
+# A tile of one element a load (odd extents) is 32 x 32, with as many rows of threads as
+# leave each thread SCALAR_THREAD_BYTES of its rows' loads (8 rows of bf16, 4 of fp32),
+# since the tiles run along the writes (codegen 25). H200, 64 x 64 with 4 rows of threads
+# against this (`benchmarks/ab.py transpose2d DTYPE SHAPE tile=32,block_rows=R`, R = 4 / 8):
+# bf16 [777, 111011] 169.3 -> 137.6 / 146.2 us (torch.compile 129.6), [513, 248417] 249.6
+# -> 202.7 / 216.3, [2049, 8191] 36.9 -> 30.9 / 32.1, [323, 14176] 13.5 -> 11.6 / 12.0,
+# [73247, 109] 21.0 -> 18.9 / 19.6; fp32 [151, 277319] 116.6 -> 126.3 / 103.5, [363,
+# 159619] 148.8 -> 169.3 / 136.4, [3775, 1050] 15.3 -> 15.4 / 15.1, and the one loss
+# [1999, 30001] 154.3 -> 178.8 / 162.3. Loads of 2-8 elements keep 64-tiles: 32-tiles lost
+# at every point tried (fp32 [3002, 20002] vector 2 149.4 -> 180.2 / 183.2, bf16 [1004,
+# 50012] vector 4 70.9 -> 90.3 / 93.5).
+SCALAR_TILE = 32
+SCALAR_THREAD_BYTES = MAX_VECTOR_BYTES
+
+
+def scalar_tile_rows(segment: Segment) -> int:
+    """Rows of threads of a SCALAR_TILE tile: each thread's rows' loads of the widest
+    element come to SCALAR_THREAD_BYTES."""
+    widest = max(ld.dtype.itemsize for ld in segment.loads)
+    return max(1, SCALAR_TILE * widest // SCALAR_THREAD_BYTES)
 
 
 def narrow_loads(segment: Segment, vector: int) -> bool:
@@ -160,14 +201,27 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     )
     tile = SMALL_TILE if small else 64
     vector = min(max_tile_vector(segment), tile // 4)
+    if tile == 64 and vector == 1:
+        tile, block_rows = SCALAR_TILE, scalar_tile_rows(segment)
+    elif tile == 64 and narrow_loads(segment, vector):
+        block_rows = NARROW_BLOCK_ROWS
+    else:
+        block_rows = 16
     wide = Params(
         tile=tile,
-        block_rows=NARROW_BLOCK_ROWS if tile == 64 and narrow_loads(segment, vector) else 16,
+        block_rows=block_rows,
         padding=1,
         vector=vector,
         evict_first=evict_first,
+        along_writes=tiles_along(segment, tile)[1] > READ_ROW_TILES,
     )
-    narrow = Params(tile=32, block_rows=8, padding=1, evict_first=evict_first)
+    narrow = Params(
+        tile=32,
+        block_rows=8,
+        padding=1,
+        evict_first=evict_first,
+        along_writes=tiles_along(segment, 32)[1] > READ_ROW_TILES,
+    )
     for p in (wide, narrow):
         if is_valid(segment, device, p) is None:
             return p
@@ -197,6 +251,8 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     smem = len(segment.stores) * p.tile * (p.tile + p.padding) * 8
     if smem > device.shared_per_block:
         return f"{smem} bytes of shared memory"
+    if not isinstance(p.along_writes, bool):
+        return f"along_writes {p.along_writes!r} (True or False)"
     return flags_error(p)
 
 
@@ -231,6 +287,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "vector": optuna.distributions.CategoricalDistribution(
             [v for v in (1, 2, 4, 8) if max_tile_vector(segment) % v == 0]
         ),
+        "along_writes": optuna.distributions.CategoricalDistribution([True, False]),
         **flag_space(),
     }
     return holding_default(space, default)
