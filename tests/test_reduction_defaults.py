@@ -37,9 +37,10 @@ def row_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
 @settings(max_examples=200, deadline=None)
 def test_inner_rows_are_read_in_runs_a_warp_coalesces(rows_log, cols, dtype):
     """A row of at most 32 vectors is read up to SHORT_ROW_VECTORS (2) vectors a lane, a
-    row's lanes reading runs
-    of at least 64 bytes or the whole row (a warp reads whole rows back to back); a longer row
-    in chunks of at least 32 elements or vectors (128 bytes of fp32). Either way the params
+    row's lanes reading runs of at least 64 bytes or the whole row (a warp reads whole rows
+    back to back); a row of one element a vector (odd lengths) up to
+    SCALAR_REDUCED_ROW_ELEMENTS a lane, in as few lanes as that allows; a longer row in
+    chunks of at least 32 elements or vectors (128 bytes of fp32). Either way the params
     are valid and the block fits."""
     seg = row_sum_segment(1 << rows_log, cols, dtype)
     p = reduction.default_params(seg, H100)
@@ -48,7 +49,12 @@ def test_inner_rows_are_read_in_runs_a_warp_coalesces(rows_log, cols, dtype):
     itemsize = 4 if dtype is DataType.Float else 2
     assert p.inner
     row_vectors = -(-n_red // p.vector)
-    if row_vectors <= 32:
+    if row_vectors <= 32 and p.vector == 1:
+        per_lane = reduction.SCALAR_REDUCED_ROW_ELEMENTS
+        assert p.threads_r * p.unroll >= n_red
+        assert p.threads_r * per_lane >= n_red > p.threads_r // 2 * per_lane
+        assert p.unroll <= per_lane
+    elif row_vectors <= 32:
         assert p.threads_r * p.vector * p.unroll >= n_red
         assert p.unroll <= reduction.SHORT_ROW_VECTORS
         assert p.threads_r >= row_vectors or p.threads_r * p.vector * itemsize >= 64
@@ -70,6 +76,27 @@ def test_short_rows_measured_points():
     ]:
         p = reduction.default_params(row_sum_segment(rows, cols, dtype), H100)
         assert (p.threads_r, p.unroll) == (lanes, unroll), (rows, cols, dtype)
+
+
+def test_short_rows_of_odd_lengths_measured_points():
+    """H200, ab.py (the comment at SCALAR_ROW_ELEMENTS): row sums of odd lengths take lanes
+    of about 4 elements (bf16 [1000000, 11] 24.2 -> 15.2 us with 4 lanes, fp32 [1000000, 23]
+    43.7 -> 28.8 with 8); a normalization's lanes 2 elements (rmsnorm bf16 [575659, 11]
+    25.5 -> 20.0 with 8 lanes of 2)."""
+    for rows, cols, dtype, lanes in [
+        (1000000, 11, DataType.BFloat16, 4),
+        (1000000, 23, DataType.Float, 8),
+    ]:
+        p = reduction.default_params(row_sum_segment(rows, cols, dtype), H100)
+        assert p.threads_r == lanes and p.vector == 1, (rows, cols, dtype)
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
+        xf = fd.ops.cast(x, DataType.Float)
+        ms = fd.ops.sum(fd.ops.mul(xf, xf), dims=[1], keepdim=True)
+        fd.add_output(fd.ops.cast(fd.ops.mul(xf, fd.ops.rsqrt(ms)), DataType.BFloat16))
+    (seg,) = fd.plan([planning_view(575659, 11, DataType.BFloat16)]).segments
+    p = normalization.default_params(seg, H100)
+    assert (p.threads_r, p.elements_per_thread, p.vector) == (8, 2, 1)
 
 
 def column_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
@@ -456,6 +483,10 @@ def test_a_normalization_of_short_rows_takes_blocks_of_128_threads(
     assert 32 <= threads <= 128
     if threads < 128:  # shrunk, and only for the grid
         assert -(-n_out // (2 * p.rows_per_block)) < 8 * device.sm_count
+    if vector == 1:  # odd lengths: as few lanes as hold SCALAR_ROW_ELEMENTS each
+        per_lane = reduction.SCALAR_ROW_ELEMENTS
+        assert p.threads_r * per_lane >= n_red > p.threads_r // 2 * per_lane
+        assert p.elements_per_thread == -(-n_red // p.threads_r)
 
 
 def test_a_reduction_with_no_outputs_has_defaults_and_no_split():

@@ -145,6 +145,11 @@ class Scheduler(Protocol):
 #    most a sector apart (the sum over the middle dim of [A, C, L] with L of 8 fp32 or 16
 #    bf16 at most) and more than one trip of loads a column loads with the default cache
 #    policy, not evict-first (`reduction.shares_sectors_across_trips`).
+#    A transpose tile of one element a load is 32 x 32 with 16 bytes of loads a thread
+#    (`transpose.SCALAR_TILE`); consecutive tiles run along the writes unless a row of tiles
+#    along the reads is short (`transpose.READ_ROW_TILES`, `Params.along_writes`). Short
+#    rows of one element a vector take at most 2 elements a lane, 4 where every store is
+#    reduced (`reduction.SCALAR_ROW_ELEMENTS`), not lanes of 64-byte runs.
 HEURISTICS_VERSION = 31
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

@@ -372,10 +372,31 @@ def independent_reductions(segment: Segment) -> bool:
 SHORT_ROW_VECTORS = 2
 
 
+# Short rows of one element a vector (odd lengths) take fewer lanes: a lane's loads are an
+# element each, and runs of 64 bytes took a lane an element (bf16 rows of 11: 16 lanes, 5
+# idle). A lane takes up to SCALAR_ROW_ELEMENTS of its row, SCALAR_REDUCED_ROW_ELEMENTS
+# where it only loads (its stores are reduced). H200, benchmarks/ab.py threads_r=T
+# (elements_per_thread=E): the default (runs of 64 bytes) -> 2 a lane / 4 a lane: rmsnorm
+# bf16 [575659, 11] 25.5 -> 20.0 / 23.6 us, [1000000, 13] 41.2 -> 31.1 / 42.8, [400000,
+# 23] 34.0 -> 27.1 / 29.4, [1500000, 5] 30.8 -> 24.6 / 26.6; layernorm fp32 [1000000, 11]
+# 52.7 -> 39.2 / 45.2, bf16 [6000000, 7] 152.9 -> 133.2 / 123.6; softmax bf16 [600000,
+# 11] 33.1 -> 23.4 / 22.3, [3000000, 27] 301.7 -> 201.2 / 192.2, fp32 [300000, 23] 23.3 ->
+# 23.3 / 20.4; row sums (2 / about 4 a lane) bf16 [1000000, 11] 24.2 -> 17.9 / 15.2, fp32
+# [1000000, 23] 43.7 -> 28.8 (3 a lane).
+SCALAR_ROW_ELEMENTS = 2
+SCALAR_REDUCED_ROW_ELEMENTS = 4
+
+
 def short_row_lanes(segment: Segment, row_vectors: int, vector: int) -> int:
     """Lanes a row of at most 32 vectors takes (a power of two): runs of at least 64 bytes
-    or the whole row, at most SHORT_ROW_VECTORS vectors a lane. The reduction and the
-    normalization schedulers lay short rows out alike."""
+    or the whole row, at most SHORT_ROW_VECTORS vectors a lane; rows of one element a
+    vector, at most SCALAR_ROW_ELEMENTS (SCALAR_REDUCED_ROW_ELEMENTS where every store is
+    reduced) a lane. The reduction and the normalization schedulers lay short rows out
+    alike."""
+    if vector == 1:
+        reduced = all(st.reduced for st in segment.stores)
+        per_lane = SCALAR_REDUCED_ROW_ELEMENTS if reduced else SCALAR_ROW_ELEMENTS
+        return pow2_at_least(-(-row_vectors // per_lane))
     run = min(row_vectors, max(1, 64 // (vector * widest_load(segment))))
     return pow2_at_least(max(run, -(-row_vectors // SHORT_ROW_VECTORS)))
 
