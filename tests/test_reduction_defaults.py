@@ -54,6 +54,13 @@ def test_inner_rows_are_read_in_runs_a_warp_coalesces(rows_log, cols, dtype):
         assert p.threads_r * p.unroll >= n_red
         assert p.threads_r * per_lane >= n_red > p.threads_r // 2 * per_lane
         assert p.unroll <= per_lane
+        # 2 rows a lane at least, unless registers or the grid's 8 blocks an SM forbid it
+        two = dataclasses.replace(p, rows_per_lane=reduction.SCALAR_LANE_ROWS)
+        assert p.rows_per_lane >= reduction.SCALAR_LANE_ROWS or (
+            2 * reduction.lane_elements(seg, p) > reduction.LANE_ELEMENTS
+            or -(-n_out // (p.rows_per_block * 2)) < 8 * H100.sm_count
+            or reduction.is_valid(seg, H100, two) is not None
+        )
     elif row_vectors <= 32:
         assert p.threads_r * p.vector * p.unroll >= n_red
         assert p.unroll <= reduction.SHORT_ROW_VECTORS
@@ -86,9 +93,11 @@ def test_short_rows_of_odd_lengths_measured_points():
     for rows, cols, dtype, lanes in [
         (1000000, 11, DataType.BFloat16, 4),
         (1000000, 23, DataType.Float, 8),
+        (1785060, 29, DataType.Float, 8),  # and 2 rows a lane: 117.9 -> 89.8 us (H100)
     ]:
         p = reduction.default_params(row_sum_segment(rows, cols, dtype), H100)
         assert p.threads_r == lanes and p.vector == 1, (rows, cols, dtype)
+        assert p.rows_per_lane >= reduction.SCALAR_LANE_ROWS, (rows, cols, dtype)
     with FusionDefinition() as fd:
         x = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
         xf = fd.ops.cast(x, DataType.Float)

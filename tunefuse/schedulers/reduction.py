@@ -294,12 +294,17 @@ def lane_elements(segment: Segment, p: Params) -> int:
 
 
 def default_rows_per_lane(
-    segment: Segment, device: DeviceInfo, rows_per_block: int, row_elements: int, vector: int
+    segment: Segment,
+    device: DeviceInfo,
+    rows_per_block: int,
+    row_elements: int,
+    vector: int,
+    least: int = 1,
 ) -> int:
     """Rows a lane for rows whose share a lane holds (`row_elements`, in loads of `vector`):
     doubled while the lane's loads of its rows come to fewer than LANE_BYTES (or, where it
-    stores reduced outputs only, LANE_LOADS), their registers stay within LANE_ELEMENTS and
-    the grid keeps 8 blocks an SM."""
+    stores reduced outputs only, LANE_LOADS) or it has fewer than `least` rows, their
+    registers stay within LANE_ELEMENTS and the grid keeps 8 blocks an SM."""
     n_out, _ = sizes(segment)
     row_bytes = row_elements * widest_load(segment)
     loads_only = all(st.reduced for st in segment.stores)
@@ -307,7 +312,7 @@ def default_rows_per_lane(
     r = 1
     while (
         r < 8
-        and (r * row_bytes < LANE_BYTES or r * row_loads < LANE_LOADS)
+        and (r * row_bytes < LANE_BYTES or r * row_loads < LANE_LOADS or r < least)
         and 2 * r * row_elements <= LANE_ELEMENTS
         and -(-n_out // (rows_per_block * 2 * r)) >= 8 * device.sm_count
     ):
@@ -385,6 +390,14 @@ SHORT_ROW_VECTORS = 2
 # [1000000, 23] 43.7 -> 28.8 (3 a lane).
 SCALAR_ROW_ELEMENTS = 2
 SCALAR_REDUCED_ROW_ELEMENTS = 4
+# A row sum's lane of such rows takes at least 2 rows even where one row's loads come to
+# LANE_BYTES: H100, fp32 [1785060, 29] (8 lanes of 4 elements) 117.9 us with one row a
+# lane, 89.8 with 2 (87.1 before the rule: 16 lanes of 2 elements, 2 rows a lane); lanes
+# of fewer bytes took 2 or more already (fp32 [1000000, 23] 38.0 us, 46.3 before). The 3
+# cells of seeds 38-80 it moves and that one, H200 (`judgedL_scalar_lane_rows_h200.jsonl`):
+# fp32 [1381851, 27] 75.8 -> 51.6 us (torch.compile 56.4), [2914803, 13] 72.0 -> 48.5
+# (51.8), [294531, 13] 11.4 -> 9.5 (10.3), [1785060, 29] 103.0 -> 68.3 (70.6).
+SCALAR_LANE_ROWS = 2
 
 
 def short_row_lanes(segment: Segment, row_vectors: int, vector: int) -> int:
@@ -466,7 +479,10 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
         ):
             rows //= 2
         p = Params(threads_r, rows, True, 0, vector, chunks, evict_first_pays(segment))
-        per_lane = default_rows_per_lane(segment, device, rows, lane_elements(segment, p), vector)
+        least = SCALAR_LANE_ROWS if row_vectors <= 32 and vector == 1 else 1
+        per_lane = default_rows_per_lane(
+            segment, device, rows, lane_elements(segment, p), vector, least
+        )
         return replace(p, rows_per_lane=per_lane)
     return _outer_defaults(segment, device)
 
