@@ -750,8 +750,8 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
 # loads (`unroll` in flight) bring in hold the next trip's elements too: evict-first loads
 # lose them (in L2 as well: the 256 MB cells gain most) before that trip comes, and each
 # sector is fetched again. Where a column is one trip, or threads along the reduction read
-# the neighbouring elements, the loads that share a sector come at once. H100, the sums over the middle
-# dim [A, C, L] (pitch L elements), evict-first against the default cache policy
+# the neighbouring elements, the loads that share a sector come at once. H100, the sums over
+# the middle dim [A, C, L] (pitch L elements), evict-first against the default cache policy
 # (`benchmarks/ab.py middle DTYPE AxCxL evict_first=False`): one thread a column, pitch at
 # most 32 bytes: fp32 [3163370, 5, 3] 133.1 -> 89.1 us (torch.compile 82.8), [262144, 16,
 # 4] 80.7 -> 55.6, [100000, 40, 6] 62.8 -> 54.7, [70020, 18, 2] 12.6 -> 10.7, [50000, 20,

@@ -101,6 +101,12 @@ def tiles_along(segment: Segment, tile: int) -> tuple[int, int]:
     return max(1, -(-segment.extents[a] // tile)), max(1, -(-segment.extents[b] // tile))
 
 
+def runs_along_writes(segment: Segment, tile: int) -> bool:
+    """The default `along_writes`: a row of tiles along the reads is more than
+    READ_ROW_TILES."""
+    return tiles_along(segment, tile)[1] > READ_ROW_TILES
+
+
 def tile_count(segment: Segment, tile: int) -> int:
     """Tiles of `tile` x `tile` over the two tiled dims (at least one): the grid's x."""
     along_a, along_b = tiles_along(segment, tile)
@@ -137,10 +143,15 @@ SMALL_TILE = 16
 # 16.8 / 20.1; fp32 [151, 277319] 231.1 / 227.3 / 225.7 / 241.3, [363, 159619] 314.4 /
 # 305.7 / 301.0 / 324.6, [3775, 1050] 18.9 / 18.6 / 18.3 / 20.7; bf16 [73247, 109] 22.9 /
 # 23.2 / 23.6 / 30.0 (the one loss). 32-tiles were slower at 2 or 4 rows on 6 of the 8.
+# (Measured with tiles along the reads. Tiles of one element a load now take SCALAR_TILE;
+# this rule keeps loads of 2-8 elements under 16 bytes, where, with tiles along the writes,
+# 16 rows of threads beat 4 for fp32 vector 2, [1000, 100002] 239.2 -> 206.1 us, [3002,
+# 20002] 149.4 -> 131.2, and lost for bf16, [1002, 50006] vector 2 64.6 -> 66.1, [1004,
+# 50012] vector 4 70.9 -> 77.3: H200, left for a rule judged on more cells.)
 NARROW_BLOCK_ROWS = 4
 # A tile of one element a load (odd extents) is 32 x 32, with as many rows of threads as
-# leave each thread SCALAR_THREAD_BYTES of its rows' loads (8 rows of bf16, 4 of fp32),
-# since the tiles run along the writes (codegen 25). H200, 64 x 64 with 4 rows of threads
+# leave each thread SCALAR_THREAD_BYTES of its rows' loads (8 rows of bf16, 4 of fp32).
+# Measured with tiles along the writes (codegen 25), H200, 64 x 64 with 4 rows of threads
 # against this (`benchmarks/ab.py transpose2d DTYPE SHAPE tile=32,block_rows=R`, R = 4 / 8):
 # bf16 [777, 111011] 169.3 -> 137.6 / 146.2 us (torch.compile 129.6), [513, 248417] 249.6
 # -> 202.7 / 216.3, [2049, 8191] 36.9 -> 30.9 / 32.1, [323, 14176] 13.5 -> 11.6 / 12.0,
@@ -213,14 +224,14 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
         padding=1,
         vector=vector,
         evict_first=evict_first,
-        along_writes=tiles_along(segment, tile)[1] > READ_ROW_TILES,
+        along_writes=runs_along_writes(segment, tile),
     )
     narrow = Params(
         tile=32,
         block_rows=8,
         padding=1,
         evict_first=evict_first,
-        along_writes=tiles_along(segment, 32)[1] > READ_ROW_TILES,
+        along_writes=runs_along_writes(segment, 32),
     )
     for p in (wide, narrow):
         if is_valid(segment, device, p) is None:
