@@ -428,7 +428,8 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
     """A lane whose share of a row is a few bytes takes several rows (rows_per_lane, all
     loaded before any is reduced) until its loads of them come to LANE_BYTES and LANE_LOADS, as far as its
     registers (LANE_ELEMENTS) and a grid of 8 blocks an SM allow; never more than that, and
-    one row a lane where its share is LANE_BYTES in LANE_LOADS loads already. Reductions and
+    one row a lane where its share is LANE_BYTES in LANE_LOADS loads already (row sums of
+    rows of at most 32 scalar loads: SCALAR_LANE_ROWS at least). Reductions and
     normalizations alike."""
     rows = (1 << rows_log) + (3 if odd else 0)
     if kind == "sum":
@@ -450,8 +451,17 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
     def blocks(lanes: int) -> int:
         return -(-n_out // (p.rows_per_block * lanes))
 
+    # row sums of odd short rows (scalar loads) take SCALAR_LANE_ROWS rows at least
+    least = 1
+    if kind == "sum" and p.vector == 1 and -(-cols // p.vector) <= 32:
+        least = reduction.SCALAR_LANE_ROWS
+
     def wants_more(lanes: int) -> bool:
-        return lanes * row_bytes < reduction.LANE_BYTES or lanes * row_loads < reduction.LANE_LOADS
+        return (
+            lanes * row_bytes < reduction.LANE_BYTES
+            or lanes * row_loads < reduction.LANE_LOADS
+            or lanes < least
+        )
 
     full = 8 * device.sm_count
     assert r in (1, 2, 4, 8)
