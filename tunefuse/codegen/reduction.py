@@ -42,7 +42,7 @@ from tunefuse.schedulers.normalization import (
     prefetched_row_scalars,
 )
 from tunefuse.schedulers.phases import phases_reading, segment_groups
-from tunefuse.schedulers.reduction import lane_elements
+from tunefuse.schedulers.reduction import lane_elements, peeled_accesses, peels
 
 
 @dataclass
@@ -329,6 +329,22 @@ class _Emitter:
         assert self.cluster == 1 or (self.cache and self.lane_rows == 1), (
             "a row over a cluster is held in registers, one row a lane (schedulers.normalization)"
         )
+        # Peeled rows (`schedulers.reduction.peeled_accesses`): the strided loop reads a row
+        # by vectors at aligned addresses only, from the first such element of the row (its
+        # lead load's) to the last whole vector; the head before and the tail after it are
+        # read an element a lane (`peeled_edges`). Only the loads lying where the lead does
+        # are read by vectors.
+        self.peel = peels(segment, self.vec) and not self.along_outputs
+        self.peel_lead = -1
+        self.edge = False  # emitting a peeled row's head or tail: no vector, no chunk
+        if self.peel:
+            assert not (self.cache or self.shared or self.cluster > 1), (
+                "a peeled row is read by the strided loop (schedulers.reduction.is_valid)"
+            )
+            peeled = peeled_accesses(segment, self.vec)
+            assert peeled is not None, "peels only where peeled_accesses allows"
+            self.peel_lead = peeled[0]
+            self.vec_loads &= peeled[1]
         self.divided_by = self.reductions_used_as_divisors()
         self.lines: list[str] = []
         self.lane_batch_bytes = 0  # the shared arrays of `lanes_block_reduce` so far
@@ -585,6 +601,9 @@ class _Emitter:
         stride = tr_n * step
         self.w(f"{indent}if (row_ok) {{")
         start = f"{begin}({it})tr * {step}"
+        if self.peel:
+            self.peel_bounds(indent + "  ", "r_begin" if self.split > 1 else f"({it})0", end)
+            start, end = f"pa + ({it})tr * {step}", "pb"
         if group is not None:
             last = (group.steps - 1) * stride
             self.w(f"{indent}  {it} rg = {start};")
@@ -606,7 +625,38 @@ class _Emitter:
         self.w(f"{indent}  for ({it} r0 = {start}; r0 < {end}; r0 += {stride}) {{")
         self.chunk(body, indent + "    ", False, stage, reads, chunk_open, chunk_close)
         self.w(f"{indent}  }}")
+        if self.peel:
+            self.peeled_edges(body, indent + "  ")
         self.w(f"{indent}}}")
+
+    def peel_bounds(self, indent: str, begin: str, end: str) -> None:
+        """pa..pb: the whole vectors at aligned addresses of this thread's row (or share of
+        it, begin..end): pa the first element of `begin` on whose address the lead load's
+        vector is aligned (at most `end`), pb past the last whole vector after it."""
+        it, vec = self.itype, self.vec
+        ld = self.s.loads[self.peel_lead]
+        first = render_affine(
+            ld.offset, "L", self.peel_lead, lambda j: "0" if j == self.last else f"i{j}", it
+        )
+        self.w(f"{indent}const {it} pr = {begin};")
+        self.w(f"{indent}const {it} ph = ((-(({first}) + pr)) % {vec} + {vec}) % {vec};")
+        self.w(f"{indent}const {it} pa = pr + ph < {end} ? pr + ph : {end};")
+        self.w(f"{indent}const {it} pb = pa + ({end} - pa) / {vec} * {vec};")
+        self.w(f"{indent}const {it} pe = {end};")
+
+    def peeled_edges(self, body, indent: str) -> None:  # noqa: ANN001
+        """A peeled row's head (pr..pa) and tail (pb..pe), fewer than 2 vectors: body for each
+        element, a lane an element, every input read element by element."""
+        it, tr_n = self.itype, self.p.threads_r
+        vec_loads, vec_stores = self.vec_loads, self.vec_stores
+        self.vec_loads, self.vec_stores, self.edge = set(), set(), True
+        self.w(f"{indent}for (int e = tr; e < (int)((pa - pr) + (pe - pb)); e += {tr_n}) {{")
+        self.w(f"{indent}  const {it} r0 = e < (int)(pa - pr) ? pr + e : pb + (e - (int)(pa - pr));")
+        self.unravel(self.red, "r0", indent + "  ")
+        self.w(f"{indent}  const int v = 0;")
+        body(indent + "  ", False, True)
+        self.w(f"{indent}}}")
+        self.vec_loads, self.vec_stores, self.edge = vec_loads, vec_stores, False
 
     def chunk(self, body, inner: str, cached: bool, stage, reads, chunk_open, chunk_close) -> None:  # noqa: ANN001
         """One chunk of V consecutive elements starting at r0: its indices, its vector loads
@@ -893,7 +943,7 @@ class _Emitter:
 
         def accumulate(ind: str, cached: bool, in_vector: bool) -> None:
             x = self.operand(acc, ind, cached, in_vector)
-            if chunked:
+            if chunked and not self.edge:
                 self.w(f"{ind}{xs}[v] = {x};")
             elif acc.family == "welford":
                 self.w(f"{ind}tf_welford_add<{t}>({a}, {x});")

@@ -299,6 +299,8 @@ def _layout(segment: Segment, device: DeviceInfo) -> Params:
             device.max_threads_per_block, device.max_threads_per_sm // resident
         ):
             threads *= 2
+    if not staged:  # re-read from memory each pass: peeled where the rows allow no vector
+        vector = max(vector, reduction.peel_vector(segment))
     return _row_not_held(segment, threads if staged else min(threads, 512), vector, staged)
 
 
@@ -889,6 +891,12 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
             )
     elif p.elements_per_thread % p.vector:
         return f"elements_per_thread {p.elements_per_thread} is not a multiple of vector {p.vector}"
+    if reduction.peels(segment, p.vector) and (p.cache_row or p.shared_row or p.cluster > 1):
+        return (
+            f"vector {p.vector} is wider than the rows allow "
+            f"({reduction.reduced_vector(segment)}): its rows are peeled, read again from "
+            "memory each pass (not cache_row, shared_row or a cluster)"
+        )
     _, n_red = reduction.sizes(segment)
     why = _cluster_error(device, p)
     if why:
@@ -1117,7 +1125,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
             [1, 2, 4, 8, 16, 32, 64]
         ),
         "vector": optuna.distributions.CategoricalDistribution(
-            [v for v in (1, 2, 4, 8) if reduction.max_vector(segment) % v == 0]
+            reduction.vector_choices(segment)
         ),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         "shared_row": optuna.distributions.CategoricalDistribution([False, True]),

@@ -15,6 +15,7 @@ from tunefuse.planning import reductions
 from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.planning.segment import Segment
 from tunefuse.schedulers.common import (
+    MAX_VECTOR_BYTES,
     coeff,
     evict_first_pays,
     flag_space,
@@ -121,6 +122,98 @@ def _unit_vector(segment: Segment, accesses: list, last: int) -> int:
         if offset.is_affine and coeff(offset, segment, last) == 1
     ]
     return widest_vector(segment, unit, (last,), (2, 4, 8))
+
+
+# A row whose length, row stride or offset is not a multiple of a vector (softmax over a
+# GPT-2 vocabulary row of 50257, a row sum of 11955 bf16) reads no vector at all where every
+# row must start on one: 2-byte loads a thread. Peeled, a row is read at the addresses the
+# vector is aligned to: its first elements up to the first such address (the head) and its
+# last ones past the last whole vector (the tail) one element a lane, the rest in vectors.
+# Each row's head is its own (row i of [N, R] starts at i * R): it is computed a row from the
+# offset of the row's lead load, and every other access read by vectors must lie at the same
+# place of a vector (`peeled_accesses`). Rows read by the strided loop only (re-read, or
+# reduced, one row a lane): a held or staged row's elements have fixed slots.
+def peeled_accesses(segment: Segment, vec: int) -> tuple[int, frozenset[int]] | None:
+    """(the lead load, the loads read by vectors) of rows peeled at `vec`, or None where
+    they cannot be: the innermost dim is the one reduced dim, the lead (the first load
+    unit-stride along it that moves with a row) fits a vector, and every full-size store is
+    unit-stride, fits a vector and lies where the lead does (offset and every row stride
+    congruent modulo `vec`). Unit-stride loads that lie elsewhere (layernorm's weight, at
+    the same place in every row) are read an element a lane."""
+    last = len(segment.extents) - 1
+    if tuple(segment.reduce_dims) != (last,) or vec < 2:
+        return None
+    outer = [j for j in range(last) if segment.extents[j] != 1]
+
+    def phase(offset) -> tuple[int, ...]:  # noqa: ANN001 - an Affine
+        return (offset.const % vec, *(coeff(offset, segment, j) % vec for j in outer))
+
+    def fits(offset, dtype, buffer: int) -> bool:  # noqa: ANN001
+        return (
+            vec * dtype.itemsize <= MAX_VECTOR_BYTES
+            and dict(segment.buffer_alignments).get(buffer, 1) >= vec * dtype.itemsize
+        )
+
+    unit = [
+        k
+        for k, ld in enumerate(segment.loads)
+        if ld.offset.is_affine and coeff(ld.offset, segment, last) == 1
+    ]
+    moving = [k for k in unit if any(coeff(segment.loads[k].offset, segment, j) for j in outer)]
+    if not unit:
+        return None
+    lead = (moving or unit)[0]
+    ld = segment.loads[lead]
+    if not fits(ld.offset, ld.dtype, ld.buffer):
+        return None
+    at = phase(ld.offset)
+    for st in segment.stores:
+        if st.reduced:
+            continue
+        if not (
+            st.offset.is_affine
+            and coeff(st.offset, segment, last) == 1
+            and fits(st.offset, st.dtype, st.buffer)
+            and phase(st.offset) == at
+        ):
+            return None
+    loads = frozenset(
+        k
+        for k in unit
+        if phase(segment.loads[k].offset) == at
+        and fits(segment.loads[k].offset, segment.loads[k].dtype, segment.loads[k].buffer)
+    )
+    return lead, loads
+
+
+def peel_vector(segment: Segment) -> int:
+    """The widest vector (2 to 8 elements, at most 16 bytes) rows peeled there read
+    (`peeled_accesses`); 1 where none."""
+    best = 1
+    for vec in (2, 4, 8):
+        if peeled_accesses(segment, vec) is None:
+            break
+        best = vec
+    return best
+
+
+def widest_vector_choice(segment: Segment) -> int:
+    """The widest vector a kernel of `segment` may take: `max_vector`, or wider where its
+    rows may be peeled (`peel_vector`)."""
+    if not vectors_along_reduction(segment):
+        return max_vector(segment)
+    return max(max_vector(segment), peel_vector(segment))
+
+
+def vector_choices(segment: Segment) -> list[int]:
+    """The search space's vectors: 1 to `widest_vector_choice`, powers of two."""
+    return [v for v in (1, 2, 4, 8) if widest_vector_choice(segment) % v == 0]
+
+
+def peels(segment: Segment, vector: int) -> bool:
+    """True when a vector of `vector` elements of a row is read peeled: wider than the
+    rows allow unpeeled (`reduced_vector`)."""
+    return vectors_along_reduction(segment) and vector > reduced_vector(segment)
 
 
 def widest_load(segment: Segment) -> int:
@@ -425,6 +518,8 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
         # 512 fp32: 16.5 us against 17.0 for 2). Rows a block are halved until there are 8
         # blocks an SM (2048 x 1024: 2048 blocks, not 256).
         vector = max_vector(segment)
+        if n_red > 32 * peel_vector(segment) > 32 * vector:
+            vector = peel_vector(segment)  # long rows read peeled (`peeled_accesses`)
         row_vectors = -(-n_red // vector)
         if row_vectors <= 32:
             threads_r = short_row_lanes(segment, row_vectors, vector)
@@ -479,6 +574,8 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
         ):
             rows //= 2
         p = Params(threads_r, rows, True, 0, vector, chunks, evict_first_pays(segment))
+        if peels(segment, vector):
+            return p  # one row a lane: a peeled row is read by the strided loop
         least = SCALAR_LANE_ROWS if row_vectors <= 32 and vector == 1 else 1
         per_lane = default_rows_per_lane(
             segment, device, rows, lane_elements(segment, p), vector, least
@@ -811,8 +908,13 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         and p.rows_per_block > 1
     ):
         return "rows of an inner reduction must fill warps"
-    if p.vector < 1 or max_vector(segment) % p.vector:
-        return f"vector {p.vector} (at most {max_vector(segment)} here)"
+    if p.vector < 1 or widest_vector_choice(segment) % p.vector:
+        return f"vector {p.vector} (at most {widest_vector_choice(segment)} here)"
+    if peels(segment, p.vector) and p.rows_per_lane != 1:
+        return (
+            f"vector {p.vector} is wider than the rows allow ({reduced_vector(segment)}): "
+            "its rows are peeled, read by the strided loop (rows_per_lane 1)"
+        )
     if p.unroll not in (1, 2, 4, 8):
         return f"unroll {p.unroll} (1, 2, 4 or 8)"
     if p.blocks_per_sm < 0:
@@ -838,9 +940,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "rows_per_block": optuna.distributions.CategoricalDistribution([1 << k for k in range(11)]),
         "inner": optuna.distributions.CategoricalDistribution([True, False]),
         "blocks_per_sm": optuna.distributions.CategoricalDistribution([0, 4, 8, 16, 32, 64]),
-        "vector": optuna.distributions.CategoricalDistribution(
-            [v for v in (1, 2, 4, 8) if max_vector(segment) % v == 0]
-        ),
+        "vector": optuna.distributions.CategoricalDistribution(vector_choices(segment)),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         "split": optuna.distributions.CategoricalDistribution(split_choices(segment, device)),
         "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),

@@ -1,0 +1,144 @@
+"""GPU: peeled rows (`schedulers.reduction.peeled_accesses`: rows whose length, row stride or
+offset is not a multiple of the vector, read by vectors at aligned addresses, each row's head
+and tail an element a lane) compute what the reference computes: every accumulator family
+(sums, max, Welford, max-and-sum of exp), re-read normalizations (softmax, layernorm whose
+weight lies elsewhere in the vector, rmsnorm), a sliced input (rows starting one element past
+an alignment), a split row, rows shorter than a vector, and the defaults that choose them."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+from fusion_zoo import layernorm, logsumexp, rmsnorm, softmax
+from test_gpu_execute import assert_agrees
+from test_gpu_split import _row_stats, _row_var_mean, run_with_reduction_params
+
+from tunefuse import DataType, FusionDefinition
+from tunefuse.device_info import PROFILES
+from tunefuse.schedulers import reduction, scheduler_for
+
+pytestmark = pytest.mark.gpu
+
+
+def _sliced_row_sum(fd, dtype):
+    """sum over dim 1 of x[:, 1:] of x [301, 1030]: row i starts at 1030 * i + 1."""
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    fd.add_output(fd.ops.sum(fd.ops.slice(x, [0, 1], [301, 1030]), dims=[1]))
+
+
+def _sliced_softmax(fd, dtype):
+    """softmax over dim 1 of x[:, 1:] of x [33, 1030], its output dense: the load and the
+    store lie at different places of a vector, so its rows are not peeled."""
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    xf = fd.ops.cast(fd.ops.slice(x, [0, 1], [33, 1030]), DataType.Float)
+    m = fd.ops.max(xf, dims=[1], keepdim=True)
+    e = fd.ops.exp(fd.ops.sub(xf, m))
+    fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
+
+
+CASES = [
+    # (fusion, dtype, shape of x, scheduler of the kernel under test)
+    (_row_stats, DataType.Float, (37, 1001), "reduction"),
+    (_row_stats, DataType.BFloat16, (13, 3003), "reduction"),
+    (_row_stats, DataType.Half, (7, 999), "reduction"),
+    (_row_stats, DataType.BFloat16, (1, 100003), "reduction"),  # one row: split
+    (_row_stats, DataType.BFloat16, (513, 5), "reduction"),  # rows shorter than a vector
+    (_row_stats, DataType.Float, (1001, 9), "reduction"),
+    (_row_var_mean, DataType.Float, (11, 5001), "reduction"),
+    (_row_var_mean, DataType.BFloat16, (5, 4097), "reduction"),
+    (logsumexp, DataType.BFloat16, (17, 4001), "reduction"),
+    (_sliced_row_sum, DataType.BFloat16, (301, 1030), "reduction"),
+    (softmax, DataType.BFloat16, (9, 5003), "normalization"),
+    (softmax, DataType.Float, (5, 2051), "normalization"),
+    (layernorm, DataType.BFloat16, (7, 3001), "normalization"),
+    (rmsnorm, DataType.Float, (6, 1999), "normalization"),
+    (_sliced_softmax, DataType.BFloat16, (33, 1030), "normalization"),
+]
+
+VARIANTS = [
+    # changes to the kernel's default params, besides the vector (re-read rows for a
+    # normalization: elements_per_thread = vector)
+    {},
+    {"threads_r": 32, "rows_per_block": 4, "unroll": 1},
+    {"threads_r": 128, "rows_per_block": 1, "unroll": 4},
+    {"threads_r": 512, "rows_per_block": 1, "unroll": 2},
+]
+
+
+def _inputs(fd, shape, rng):
+    out = []
+    for vid in fd.fusion.inputs:
+        t = fd.fusion.values[vid]
+        dims = shape if t.rank == len(shape) else (shape[-1],)
+        out.append((rng.standard_normal(dims) * 2 + 1).astype(t.dtype.numpy))
+    return out
+
+
+@dataclasses.dataclass(frozen=True)
+class PeelVariant:
+    fd: FusionDefinition
+    inputs: list
+    kind: str  # the scheduler of the kernel under test
+    changes: dict  # to its default params
+    segment: object
+    params: object
+    buffer_dtypes: dict
+    why: str | None  # why the params cannot run, or None
+
+
+def peel_variant(case: int, vector: int, variant: int, rng) -> PeelVariant:
+    """CASES[case] at `vector` with VARIANTS[variant] on the sm_90 profile; a normalization's
+    rows re-read (no cache_row, shared_row or cluster), one row a lane, no split unless the
+    default splits (a split row's shares are peeled each)."""
+    define, dtype, shape, kind = CASES[case]
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    inputs = _inputs(fd, shape, rng)
+    device = PROFILES["sm_90"]
+    plan = fd.plan(inputs)
+    (seg,) = [s for s in plan.segments if s.scheduler.value == kind]
+    sched = scheduler_for(seg.scheduler)
+    changes = {"vector": vector, "rows_per_lane": 1, **VARIANTS[variant]}
+    if kind == "normalization":
+        changes.update(cache_row=False, shared_row=False, cluster=1, elements_per_thread=vector)
+    params = dataclasses.replace(sched.default_params(seg, device), **changes)
+    why = sched.is_valid(seg, device, params)
+    dtypes = {b.id: b.dtype for b in plan.buffers}
+    return PeelVariant(fd, inputs, kind, changes, seg, params, dtypes, why)
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+@pytest.mark.parametrize("vector", [2, 4, 8])
+@pytest.mark.parametrize("variant", range(len(VARIANTS)))
+def test_peeled_rows_agree_with_the_reference(case, vector, variant, rng):
+    v = peel_variant(case, vector, variant, rng)
+    if v.why is not None:
+        pytest.skip(v.why)
+    if not reduction.peels(v.segment, vector):
+        pytest.skip(f"vector {vector} is not peeled here")
+    got, launched = run_with_reduction_params(v.fd, v.inputs, kind=v.kind, **v.changes)
+    assert any(k.params["vector"] == vector for k in launched)
+    assert_agrees(v.fd, v.inputs, got, CASES[case][1])
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_default_params_agree_with_the_reference(case, rng):
+    define, dtype, shape, kind = CASES[case]
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    inputs = _inputs(fd, shape, rng)
+    got, _ = run_with_reduction_params(fd, inputs, kind=kind)
+    assert_agrees(fd, inputs, got, dtype)
+
+
+def test_a_peeled_row_sum_is_deterministic(rng):
+    """The same plan twice: the same bits (a row's head and tail join its total in a fixed
+    order)."""
+    with FusionDefinition() as fd:
+        _row_stats(fd, DataType.Float)
+    inputs = [rng.standard_normal((64, 20011)).astype(np.float32)]
+    first, launched = run_with_reduction_params(fd, inputs, kind="reduction")
+    assert any(k.params["vector"] == 4 for k in launched)
+    second, _ = run_with_reduction_params(fd, inputs, kind="reduction")
+    for a, b in zip(first, second, strict=True):
+        assert np.array_equal(a, b)
