@@ -3,7 +3,8 @@ offset is not a multiple of the vector, read by vectors at aligned addresses, ea
 and tail an element a lane) compute what the reference computes: every accumulator family
 (sums, max, Welford, max-and-sum of exp), re-read normalizations (softmax, layernorm whose
 weight lies elsewhere in the vector, rmsnorm), a sliced input (rows starting one element past
-an alignment), a split row, rows shorter than a vector, and the defaults that choose them."""
+an alignment), a split row, rows shorter than a vector; and the defaults of the same rows
+(not peeled yet: `schedulers.reduction.vector_choices`)."""
 
 import dataclasses
 
@@ -137,8 +138,9 @@ def test_a_peeled_row_sum_is_deterministic(rng):
     with FusionDefinition() as fd:
         _row_stats(fd, DataType.Float)
     inputs = [rng.standard_normal((64, 20011)).astype(np.float32)]
-    first, launched = run_with_reduction_params(fd, inputs, kind="reduction")
+    peeled = {"vector": 4, "rows_per_lane": 1}
+    first, launched = run_with_reduction_params(fd, inputs, kind="reduction", **peeled)
     assert any(k.params["vector"] == 4 for k in launched)
-    second, _ = run_with_reduction_params(fd, inputs, kind="reduction")
+    second, _ = run_with_reduction_params(fd, inputs, kind="reduction", **peeled)
     for a, b in zip(first, second, strict=True):
         assert np.array_equal(a, b)

@@ -651,7 +651,9 @@ class _Emitter:
         vec_loads, vec_stores = self.vec_loads, self.vec_stores
         self.vec_loads, self.vec_stores, self.edge = set(), set(), True
         self.w(f"{indent}for (int e = tr; e < (int)((pa - pr) + (pe - pb)); e += {tr_n}) {{")
-        self.w(f"{indent}  const {it} r0 = e < (int)(pa - pr) ? pr + e : pb + (e - (int)(pa - pr));")
+        self.w(
+            f"{indent}  const {it} r0 = e < (int)(pa - pr) ? pr + e : pb + (e - (int)(pa - pr));"
+        )
         self.unravel(self.red, "r0", indent + "  ")
         self.w(f"{indent}  const int v = 0;")
         body(indent + "  ", False, True)

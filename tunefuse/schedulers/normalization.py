@@ -299,8 +299,6 @@ def _layout(segment: Segment, device: DeviceInfo) -> Params:
             device.max_threads_per_block, device.max_threads_per_sm // resident
         ):
             threads *= 2
-    if not staged:  # re-read from memory each pass: peeled where the rows allow no vector
-        vector = max(vector, reduction.peel_vector(segment))
     return _row_not_held(segment, threads if staged else min(threads, 512), vector, staged)
 
 
@@ -1124,9 +1122,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "elements_per_thread": optuna.distributions.CategoricalDistribution(
             [1, 2, 4, 8, 16, 32, 64]
         ),
-        "vector": optuna.distributions.CategoricalDistribution(
-            reduction.vector_choices(segment)
-        ),
+        "vector": optuna.distributions.CategoricalDistribution(reduction.vector_choices(segment)),
         "unroll": optuna.distributions.CategoricalDistribution([1, 2, 4]),
         "shared_row": optuna.distributions.CategoricalDistribution([False, True]),
         "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),

@@ -1,0 +1,199 @@
+"""Peeled rows without a GPU: which accesses a peeled row reads by vectors
+(`schedulers.reduction.peeled_accesses`), which params may peel (`is_valid`), and the
+strided loop the codegen emits for them, compiled for the host with the C++ compiler and run
+there: every element of every row (or split share) is visited exactly once, whatever the
+row's offset, stride and length, and every vector starts at an aligned address. The GPU test
+(tests/test_gpu_peeled_rows.py) runs the kernels against the reference."""
+
+import dataclasses
+import itertools
+import shutil
+import subprocess
+
+import pytest
+from test_reduction_defaults import H100, planning_view, row_sum_segment
+
+from tunefuse import DataType, FusionDefinition
+from tunefuse.codegen.reduction import _Emitter, _StepGroup
+from tunefuse.schedulers import normalization, reduction
+
+
+def _plan_segment(define, shape, dtype):  # noqa: ANN001, ANN202
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    (seg,) = fd.plan([planning_view(*shape, dtype)]).segments
+    return seg
+
+
+def _softmax(fd, dtype):  # noqa: ANN001, ANN202
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    xf = fd.ops.cast(x, DataType.Float)
+    m = fd.ops.max(xf, dims=[1], keepdim=True)
+    e = fd.ops.exp(fd.ops.sub(xf, m))
+    fd.add_output(fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), dtype))
+
+
+def test_odd_rows_peel_at_the_widest_vector_of_16_bytes():
+    for cols, dtype, vec in [
+        (11955, DataType.BFloat16, 8),
+        (50257, DataType.Float, 4),
+        (1001, DataType.BFloat16, 8),
+        (4098, DataType.Float, 4),  # rows of an even length: vector 2 unpeeled, 4 peeled
+    ]:
+        seg = row_sum_segment(64, cols, dtype)
+        assert reduction.reduced_vector(seg) < vec
+        assert reduction.peel_vector(seg) == vec
+        lead, loads = reduction.peeled_accesses(seg, vec)
+        assert (lead, loads) == (0, frozenset({0}))
+        assert reduction.peels(seg, vec) and not reduction.peels(seg, 1)
+
+
+def test_rows_that_take_a_vector_unpeeled_are_not_peeled():
+    seg = row_sum_segment(64, 4096, DataType.BFloat16)
+    assert reduction.reduced_vector(seg) == 8 == reduction.peel_vector(seg)
+    assert not reduction.peels(seg, 8)
+
+
+def test_a_normalization_peels_only_where_its_stores_lie_where_its_loads_do():
+    """softmax of odd rows: its output lies where its input does (dense both). A layernorm's
+    weight (the same place in every row) is read an element a lane, the row by vectors."""
+    seg = _plan_segment(_softmax, (128, 5003), DataType.BFloat16)
+    assert reduction.peel_vector(seg) == 8
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        w = fd.define_tensor(shape=[-1], dtype=DataType.Float)
+        mean = fd.ops.mean(x, dims=[1], keepdim=True)
+        xc = fd.ops.sub(x, mean)
+        var = fd.ops.mean(fd.ops.mul(xc, xc), dims=[1], keepdim=True)
+        wb = fd.ops.broadcast_in_dim(w, [x.shape()[0], x.shape()[1]], [1])
+        fd.add_output(fd.ops.mul(fd.ops.mul(xc, fd.ops.rsqrt(var)), wb))
+    import numpy as np
+
+    plan = fd.plan([planning_view(64, 3001, DataType.Float), np.zeros(3001, np.float32)])
+    (seg,) = [s for s in plan.segments if s.scheduler.value == "normalization"]
+    lead, loads = reduction.peeled_accesses(seg, 4)
+    x_load = seg.loads[lead]
+    assert {seg.loads[k].buffer for k in loads} == {x_load.buffer}
+    assert len(seg.loads) > len(loads)  # the weight: an element a lane
+
+
+def test_no_peel_where_a_row_is_not_the_innermost_dim_alone():
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.Float)
+        fd.add_output(fd.ops.sum(x, dims=[0]))
+    (seg,) = fd.plan([planning_view(1001, 77, DataType.Float)]).segments
+    assert reduction.peel_vector(seg) == 1
+    assert not reduction.peels(seg, 4)
+
+
+def test_peeled_params_are_valid_only_where_the_strided_loop_reads_the_row():
+    seg = row_sum_segment(4096, 11955, DataType.BFloat16)
+    p = reduction.default_params(seg, H100)
+    assert p.vector == 1  # defaults do not peel yet (reduction.vector_choices)
+    peeled = dataclasses.replace(p, vector=8, rows_per_lane=1)
+    assert reduction.is_valid(seg, H100, peeled) is None
+    why = reduction.is_valid(seg, H100, dataclasses.replace(peeled, rows_per_lane=2))
+    assert "peeled" in why and "rows_per_lane 1" in why
+    assert "at most 8" in reduction.is_valid(seg, H100, dataclasses.replace(p, vector=16))
+
+    nseg = _plan_segment(_softmax, (128, 664623), DataType.BFloat16)
+    n = normalization.default_params(nseg, H100)
+    reread = dataclasses.replace(
+        n, cache_row=False, shared_row=False, cluster=1, vector=8, elements_per_thread=8
+    )
+    assert normalization.is_valid(nseg, H100, reread) is None
+    for change in ({"cache_row": True}, {"shared_row": True}, {"cluster": 2}):
+        why = normalization.is_valid(nseg, H100, dataclasses.replace(reread, **change))
+        assert why is not None and ("peeled" in why or "cluster" in why), change
+
+
+# -- the emitted loop, run on the host --------------------------------------------------
+
+HARNESS = r"""
+#include <cstdio>
+#include <vector>
+static std::vector<int> seen;
+static long long bad = 0;
+static int V_ = 1;
+static void hit(long long off0, long long r, int v, int vector_chunk) {
+  const long long i = r + v;
+  if (i < 0 || i >= (long long)seen.size()) { ++bad; return; }
+  ++seen[i];
+  if (vector_chunk && v == 0 && (off0 + r) % V_ != 0) ++bad;  // a vector off its alignment
+}
+typedef void (*Loop)(long long, long long, int, long long, long long, long long, long long);
+struct Case { Loop loop; int vector, threads, split; };
+"""
+
+DRIVER = r"""
+int main() {
+  const long long lengths[] = {1, 3, 7, 8, 9, 61, 1000, 4103};
+  for (const Case& c : cases) {
+    V_ = c.vector;
+    for (long long n : lengths)
+      for (long long offset : {0LL, 1LL, (long long)c.vector - 1})
+        for (long long stride : {n, n + 1, n + c.vector - 1})
+          for (long long i0 = 0; i0 < 2 * c.vector + 1; ++i0) {
+            seen.assign(n, 0);
+            const long long parts = c.split;
+            const long long chunk = (n + parts - 1) / parts;
+            const long long share = (chunk + c.vector - 1) / c.vector * c.vector;
+            for (long long s = 0; s < parts; ++s) {
+              long long b = s * share < n ? s * share : n;
+              long long e = b + share < n ? b + share : n;
+              for (int tr = 0; tr < c.threads; ++tr) c.loop(b, e, tr, i0, n, offset, stride);
+            }
+            for (int k : seen) if (k != 1) ++bad;
+          }
+  }
+  std::printf("%lld\n", bad);
+  return 0;
+}
+"""
+
+
+def _loop_function(name: str, seg, p, group_steps: int | None) -> str:  # noqa: ANN001
+    """A host function running the strided loop `element_loop` emits for `p` (its body
+    recording each element it visits) for one thread `tr` of row `i0`; r_begin..r_end the
+    share where `p` splits the row (`share_bounds`' shares, in whole vectors)."""
+    em = _Emitter(seg, name, [], p, persistent=False)
+    off0 = "(L0_o + L0_s0 * i0)"
+
+    def body(ind: str, cached: bool, in_vector: bool) -> None:
+        em.w(f"{ind}hit({off0}, r0, v, {0 if em.edge else 1});")
+
+    group = None
+    if group_steps is not None:
+        group = _StepGroup(group_steps, None, body, lambda ind: em.w(f"{ind}(void)0;"))
+    em.element_loop(body, "  ", reads=(), group=group)
+    it = em.itype
+    return (
+        f"static void {name}(long long r_begin_, long long r_end_, int tr, long long i0_, "
+        "long long n_red_, long long L0_o_, long long L0_s0_) {\n"
+        f"  const {it} r_begin = r_begin_, r_end = r_end_, i0 = i0_, n_red = n_red_;\n"
+        f"  const {it} L0_o = L0_o_, L0_s0 = L0_s0_;\n"
+        "  const bool row_ok = true;\n" + "\n".join(em.lines) + "\n}\n"
+    )
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler")
+def test_the_emitted_loop_visits_each_element_once_with_aligned_vectors(tmp_path):
+    """Vectors of 2-8, 1-32 threads a row, unrolled or not, a Welford-like group of 2 or 3
+    chunks a trip or none, whole rows or 3 shares of one; rows of 1-4103 elements starting
+    0 to vector - 1 elements past an alignment, at strides that move it from row to row."""
+    seg = row_sum_segment(64, 11955, DataType.BFloat16)  # unpeeled vector 1: any vector peels
+    functions, cases = [], []
+    for k, (vec, threads, unroll, group, split) in enumerate(
+        itertools.product((2, 4, 8), (1, 4, 32), (1, 4), (None, 2, 3), (1, 3))
+    ):
+        p = reduction.Params(threads_r=threads, vector=vec, unroll=unroll, split=split)
+        functions.append(_loop_function(f"loop{k}", seg, p, group))
+        cases.append(f"{{loop{k}, {vec}, {threads}, {split}}}")
+    source = HARNESS + "".join(functions)
+    source += "static const Case cases[] = {" + ", ".join(cases) + "};\n" + DRIVER
+    src = tmp_path / "loops.cpp"
+    src.write_text(source.replace("#pragma unroll", "// unroll"))
+    exe = tmp_path / "loops"
+    subprocess.run(["g++", "-O1", "-w", "-o", str(exe), str(src)], check=True, timeout=600)
+    out = subprocess.run([str(exe)], check=True, capture_output=True, text=True, timeout=600)
+    assert out.stdout.strip() == "0"
