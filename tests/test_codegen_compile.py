@@ -297,11 +297,13 @@ def test_rows_a_lane_compile(case, arch):
 @pytest.mark.parametrize("case", range(len(PEEL_CASES)))
 def test_peeled_rows_compile(case, arch):
     """Each kernel of the GPU test of peeled rows, at every vector it peels and every
-    variant (the GPU test runs them against the reference): the head's and tail's element
-    loop is there, and the vector loads start at the row's first aligned element."""
+    variant, re-read or staged (the GPU test runs them against the reference): the head's
+    and tail's element loop is there, and the vector loads start at the row's first aligned
+    element."""
     compiled = 0
-    for vector, variant in itertools.product((2, 4, 8), range(len(PEEL_VARIANTS))):
-        v = peel_variant(case, vector, variant, np.random.default_rng(0))
+    staging = (False, True) if PEEL_CASES[case][3] == "normalization" else (False,)
+    for vector, variant, staged in itertools.product((2, 4, 8), range(len(PEEL_VARIANTS)), staging):
+        v = peel_variant(case, vector, variant, np.random.default_rng(0), staged)
         if v.why is not None or not reduction.peels(v.segment, vector):
             continue
         ks = generate(v.segment, v.params, PROFILES[arch], v.buffer_dtypes)

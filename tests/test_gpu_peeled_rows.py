@@ -2,9 +2,9 @@
 offset is not a multiple of the vector, read by vectors at aligned addresses, each row's head
 and tail an element a lane) compute what the reference computes: every accumulator family
 (sums, max, Welford, max-and-sum of exp), re-read normalizations (softmax, layernorm whose
-weight lies elsewhere in the vector, rmsnorm), a sliced input (rows starting one element past
-an alignment), a split row, rows shorter than a vector; and the defaults of the same rows
-(not peeled yet: `schedulers.reduction.vector_choices`)."""
+weight lies elsewhere in the vector, rmsnorm) and staged ones (their rows in shared memory),
+a sliced input (rows starting one element past an alignment), a split row, rows shorter than
+a vector; and the defaults of the same rows (not peeled yet: `reduction.vector_choices`)."""
 
 import dataclasses
 
@@ -54,6 +54,8 @@ CASES = [
     (layernorm, DataType.BFloat16, (7, 3001), "normalization"),
     (rmsnorm, DataType.Float, (6, 1999), "normalization"),
     (_sliced_softmax, DataType.BFloat16, (33, 1030), "normalization"),
+    (softmax, DataType.Float, (37, 20011), "normalization"),  # staged or re-read
+    (layernorm, DataType.BFloat16, (5, 30001), "normalization"),
 ]
 
 VARIANTS = [
@@ -87,10 +89,10 @@ class PeelVariant:
     why: str | None  # why the params cannot run, or None
 
 
-def peel_variant(case: int, vector: int, variant: int, rng) -> PeelVariant:
+def peel_variant(case: int, vector: int, variant: int, rng, staged: bool = False) -> PeelVariant:
     """CASES[case] at `vector` with VARIANTS[variant] on the sm_90 profile; a normalization's
-    rows re-read (no cache_row, shared_row or cluster), one row a lane, no split unless the
-    default splits (a split row's shares are peeled each)."""
+    rows re-read, or `staged` in shared memory (no cache_row or cluster), one row a lane, no
+    split unless the default splits (a split row's shares are peeled each)."""
     define, dtype, shape, kind = CASES[case]
     with FusionDefinition() as fd:
         define(fd, dtype)
@@ -101,7 +103,7 @@ def peel_variant(case: int, vector: int, variant: int, rng) -> PeelVariant:
     sched = scheduler_for(seg.scheduler)
     changes = {"vector": vector, "rows_per_lane": 1, **VARIANTS[variant]}
     if kind == "normalization":
-        changes.update(cache_row=False, shared_row=False, cluster=1, elements_per_thread=vector)
+        changes.update(cache_row=False, shared_row=staged, cluster=1, elements_per_thread=vector)
     params = dataclasses.replace(sched.default_params(seg, device), **changes)
     why = sched.is_valid(seg, device, params)
     dtypes = {b.id: b.dtype for b in plan.buffers}
@@ -111,8 +113,11 @@ def peel_variant(case: int, vector: int, variant: int, rng) -> PeelVariant:
 @pytest.mark.parametrize("case", range(len(CASES)))
 @pytest.mark.parametrize("vector", [2, 4, 8])
 @pytest.mark.parametrize("variant", range(len(VARIANTS)))
-def test_peeled_rows_agree_with_the_reference(case, vector, variant, rng):
-    v = peel_variant(case, vector, variant, rng)
+@pytest.mark.parametrize("staged", [False, True], ids=["reread", "staged"])
+def test_peeled_rows_agree_with_the_reference(case, vector, variant, staged, rng):
+    if staged and CASES[case][3] != "normalization":
+        pytest.skip("a reduction reads its row once: nothing to stage")
+    v = peel_variant(case, vector, variant, rng, staged)
     if v.why is not None:
         pytest.skip(v.why)
     if not reduction.peels(v.segment, vector):

@@ -96,15 +96,31 @@ def test_peeled_params_are_valid_only_where_the_strided_loop_reads_the_row():
     assert "peeled" in why and "rows_per_lane 1" in why
     assert "at most 8" in reduction.is_valid(seg, H100, dataclasses.replace(p, vector=16))
 
-    nseg = _plan_segment(_softmax, (128, 664623), DataType.BFloat16)
+    nseg = _plan_segment(_softmax, (128, 20011), DataType.Float)
     n = normalization.default_params(nseg, H100)
     reread = dataclasses.replace(
-        n, cache_row=False, shared_row=False, cluster=1, vector=8, elements_per_thread=8
+        n, cache_row=False, shared_row=False, cluster=1, vector=4, elements_per_thread=4
     )
     assert normalization.is_valid(nseg, H100, reread) is None
-    for change in ({"cache_row": True}, {"shared_row": True}, {"cluster": 2}):
+    staged = dataclasses.replace(reread, shared_row=True)
+    assert normalization.is_valid(nseg, H100, staged) is None
+    for change in ({"cache_row": True}, {"cluster": 2}):
         why = normalization.is_valid(nseg, H100, dataclasses.replace(reread, **change))
         assert why is not None and ("peeled" in why or "cluster" in why), change
+
+
+def test_a_peeled_staged_row_takes_its_whole_vectors_and_one_more():
+    """Shared memory: 20011 floats staged at vector 4 take 20016 (a vector more than the
+    row's whole vectors), so that each row starts at an aligned place; unpeeled, the row."""
+    seg = _plan_segment(_softmax, (128, 20011), DataType.Float)
+    assert normalization.staged_row_elements(seg, 1, 20011) == 20011
+    assert normalization.staged_row_elements(seg, 4, 20011) == 20016
+    assert normalization.shared_row_bytes(seg, 2, 4) == 2 * 20016 * 4
+    p = normalization.Params(
+        threads_r=512, cache_row=False, shared_row=True, vector=4, elements_per_thread=4
+    )
+    em = _Emitter(seg, "k", [], p, persistent=True)
+    assert em.dynamic_shared_bytes() == 20016 * 4
 
 
 # -- the emitted loop, run on the host --------------------------------------------------
@@ -120,6 +136,13 @@ static void hit(long long off0, long long r, int v, int vector_chunk) {
   if (i < 0 || i >= (long long)seen.size()) { ++bad; return; }
   ++seen[i];
   if (vector_chunk && v == 0 && (off0 + r) % V_ != 0) ++bad;  // a vector off its alignment
+}
+// A staged row's place of element r + v (r + v + sm): inside the row's region of whole
+// vectors and one more (staged_row_elements), a vector's at an aligned place.
+static void slot(long long at, int v, int vector_chunk) {
+  const long long n = (long long)seen.size();
+  if (at < 0 || at >= (n + V_ - 1) / V_ * V_ + V_) ++bad;
+  if (vector_chunk && v == 0 && at % V_ != 0) ++bad;
 }
 typedef void (*Loop)(long long, long long, int, long long, long long, long long, long long);
 struct Case { Loop loop; int vector, threads, split; };
@@ -154,13 +177,18 @@ int main() {
 
 def _loop_function(name: str, seg, p, group_steps: int | None) -> str:  # noqa: ANN001
     """A host function running the strided loop `element_loop` emits for `p` (its body
-    recording each element it visits) for one thread `tr` of row `i0`; r_begin..r_end the
-    share where `p` splits the row (`share_bounds`' shares, in whole vectors)."""
-    em = _Emitter(seg, name, [], p, persistent=False)
+    recording each element it visits, and where `p` stages the row its place there) for one
+    thread `tr` of row `i0`; r_begin..r_end the share where `p` splits the row
+    (`share_bounds`' shares, in whole vectors)."""
+    staged = getattr(p, "shared_row", False)
+    em = _Emitter(seg, name, [], p, persistent=staged)
     off0 = "(L0_o + L0_s0 * i0)"
 
     def body(ind: str, cached: bool, in_vector: bool) -> None:
-        em.w(f"{ind}hit({off0}, r0, v, {0 if em.edge else 1});")
+        chunk = 0 if em.edge else 1
+        em.w(f"{ind}hit({off0}, r0, v, {chunk});")
+        if staged:
+            em.w(f"{ind}slot({em.staged_at('r0 + v')}, v, {chunk});")
 
     group = None
     if group_steps is not None:
@@ -179,8 +207,9 @@ def _loop_function(name: str, seg, p, group_steps: int | None) -> str:  # noqa: 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler")
 def test_the_emitted_loop_visits_each_element_once_with_aligned_vectors(tmp_path):
     """Vectors of 2-8, 1-32 threads a row, unrolled or not, a Welford-like group of 2 or 3
-    chunks a trip or none, whole rows or 3 shares of one; rows of 1-4103 elements starting
-    0 to vector - 1 elements past an alignment, at strides that move it from row to row."""
+    chunks a trip or none, whole rows or 3 shares of one, rows staged in shared memory;
+    rows of 1-4103 elements starting 0 to vector - 1 elements past an alignment, at strides
+    that move it from row to row."""
     seg = row_sum_segment(64, 11955, DataType.BFloat16)  # unpeeled vector 1: any vector peels
     functions, cases = [], []
     for k, (vec, threads, unroll, group, split) in enumerate(
@@ -189,6 +218,19 @@ def test_the_emitted_loop_visits_each_element_once_with_aligned_vectors(tmp_path
         p = reduction.Params(threads_r=threads, vector=vec, unroll=unroll, split=split)
         functions.append(_loop_function(f"loop{k}", seg, p, group))
         cases.append(f"{{loop{k}, {vec}, {threads}, {split}}}")
+    # staged rows (a softmax's, in shared memory): the same loop, each element's place there
+    staged = _plan_segment(_softmax, (64, 20011), DataType.Float)
+    for k, (vec, threads) in enumerate(itertools.product((2, 4), (1, 4, 32))):
+        p = normalization.Params(
+            threads_r=threads,
+            cache_row=False,
+            shared_row=True,
+            vector=vec,
+            elements_per_thread=vec,
+            unroll=4,
+        )
+        functions.append(_loop_function(f"staged{k}", staged, p, None))
+        cases.append(f"{{staged{k}, {vec}, {threads}, 1}}")
     source = HARNESS + "".join(functions)
     source += "static const Case cases[] = {" + ", ".join(cases) + "};\n" + DRIVER
     src = tmp_path / "loops.cpp"

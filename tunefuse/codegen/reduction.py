@@ -40,6 +40,7 @@ from tunefuse.schedulers.normalization import (
     partials_in_shared,
     prefetched_row_loads,
     prefetched_row_scalars,
+    staged_row_elements,
 )
 from tunefuse.schedulers.phases import phases_reading, segment_groups
 from tunefuse.schedulers.reduction import lane_elements, peeled_accesses, peels
@@ -338,7 +339,7 @@ class _Emitter:
         self.peel_lead = -1
         self.edge = False  # emitting a peeled row's head or tail: no vector, no chunk
         if self.peel:
-            assert not (self.cache or self.shared or self.cluster > 1), (
+            assert not (self.cache or self.cluster > 1), (
                 "a peeled row is read by the strided loop (schedulers.reduction.is_valid)"
             )
             peeled = peeled_accesses(segment, self.vec)
@@ -493,7 +494,7 @@ class _Emitter:
             if in_vector and vector_loaded and k in self.vec_loads:
                 return f"vl{k}.v[v]"
             if in_vector and self.shared and k in self.cached_loads:
-                return f"sl{k}[r0 + v]"
+                return f"sl{k}[{self.staged_at('r0 + v')}]"
             return self.load_inline(k, in_vector)
 
         def reduce_value(e: EReduce) -> str:
@@ -599,6 +600,11 @@ class _Emitter:
             self.staged |= stage
         begin, end = ("r_begin + ", "r_end") if self.split > 1 else ("", "n_red")
         stride = tr_n * step
+        if self.peel and stage:
+            # A peeled row's elements go to threads by its offset within a vector, which
+            # changes from row to row: no thread writes this row's staged elements over the
+            # last row's while another may still read them.
+            self.w(f"{indent}__syncthreads();")
         self.w(f"{indent}if (row_ok) {{")
         start = f"{begin}({it})tr * {step}"
         if self.peel:
@@ -626,7 +632,7 @@ class _Emitter:
         self.chunk(body, indent + "    ", False, stage, reads, chunk_open, chunk_close)
         self.w(f"{indent}  }}")
         if self.peel:
-            self.peeled_edges(body, indent + "  ")
+            self.peeled_edges(body, indent + "  ", stage)
         self.w(f"{indent}}}")
 
     def peel_bounds(self, indent: str, begin: str, end: str) -> None:
@@ -643,10 +649,13 @@ class _Emitter:
         self.w(f"{indent}const {it} pa = pr + ph < {end} ? pr + ph : {end};")
         self.w(f"{indent}const {it} pb = pa + ({end} - pa) / {vec} * {vec};")
         self.w(f"{indent}const {it} pe = {end};")
+        if self.shared:  # the row's offset within a vector: where it starts staged
+            self.w(f"{indent}const {it} sm = (({first}) % {vec} + {vec}) % {vec};")
 
-    def peeled_edges(self, body, indent: str) -> None:  # noqa: ANN001
+    def peeled_edges(self, body, indent: str, stage: set[int]) -> None:  # noqa: ANN001
         """A peeled row's head (pr..pa) and tail (pb..pe), fewer than 2 vectors: body for each
-        element, a lane an element, every input read element by element."""
+        element, a lane an element, every input read element by element; the inputs this pass
+        stages (`stage`) written to the shared row first, as the vectors' chunks write theirs."""
         it, tr_n = self.itype, self.p.threads_r
         vec_loads, vec_stores = self.vec_loads, self.vec_stores
         self.vec_loads, self.vec_stores, self.edge = set(), set(), True
@@ -656,6 +665,8 @@ class _Emitter:
         )
         self.unravel(self.red, "r0", indent + "  ")
         self.w(f"{indent}  const int v = 0;")
+        for k in sorted(stage):
+            self.w(f"{indent}  sl{k}[{self.staged_at('r0 + v')}] = {self.load_inline(k, True)};")
         body(indent + "  ", False, True)
         self.w(f"{indent}}}")
         self.vec_loads, self.vec_stores, self.edge = vec_loads, vec_stores, False
@@ -670,7 +681,9 @@ class _Emitter:
                 self.shared_vector(k, inner, k in stage)
             elif not cached or k not in self.cached_loads:
                 self.vector_load(k, f"vl{k}", inner)
-        self.lane_copies(sorted(stage - self.vec_loads), lambda k: f"sl{k}[r0 + v]", inner)
+        self.lane_copies(
+            sorted(stage - self.vec_loads), lambda k: f"sl{k}[{self.staged_at('r0 + v')}]", inner
+        )
         if chunk_open:
             chunk_open(inner)
         self.w(f"{inner}#pragma unroll")
@@ -696,9 +709,10 @@ class _Emitter:
         vt = f"TfVec<{self.s.loads[k].dtype.cuda}, {self.vec}>"
         if stage:
             self.vector_load(k, f"vl{k}", indent)
-            self.w(f"{indent}*reinterpret_cast<{vt}*>(&sl{k}[r0]) = vl{k};")
+            self.w(f"{indent}*reinterpret_cast<{vt}*>(&sl{k}[{self.staged_at('r0')}]) = vl{k};")
         else:
-            self.w(f"{indent}const {vt} vl{k} = *reinterpret_cast<const {vt}*>(&sl{k}[r0]);")
+            at = self.staged_at("r0")
+            self.w(f"{indent}const {vt} vl{k} = *reinterpret_cast<const {vt}*>(&sl{k}[{at}]);")
 
     def dynamic_shared_bytes(self) -> int:
         """The shared memory the staged rows take (the launch's dynamic shared memory): a
@@ -711,10 +725,16 @@ class _Emitter:
         for j in self.red:
             n_red *= self.s.extents[j]
         rows = self.p.rows_per_block
+        row = staged_row_elements(self.s, self.vec, n_red)
         return sum(
-            -(-(rows * n_red * self.s.loads[k].dtype.itemsize) // 16) * 16
-            for k in self.cached_loads
+            -(-(rows * row * self.s.loads[k].dtype.itemsize) // 16) * 16 for k in self.cached_loads
         )
+
+    def staged_at(self, index: str) -> str:
+        """The place of a row's element `index` in its staged region: shifted by the row's
+        offset within a vector where it is peeled (sm, `peel_bounds`), so that a vector at
+        an aligned address lands on an aligned place."""
+        return f"{index} + sm" if self.peel else index
 
     def shared_rows(self) -> None:
         """sl<k>: this row's region of the staged input k in the dynamic shared memory (laid
@@ -723,13 +743,20 @@ class _Emitter:
             return
         self.w("  extern __shared__ __align__(16) unsigned char tf_smem[];")
         self.w("  long long tf_at = 0;")
+        row = "n_red"
+        if self.peel:  # staged_row_elements
+            vec = self.vec
+            self.w(
+                f"  const long long tf_row = ((long long)n_red + {vec - 1}) / {vec} * {vec} + {vec};"
+            )
+            row = "tf_row"
         for k in self.cached_loads:
             t = self.s.loads[k].dtype.cuda
             self.w(
-                f"  {t}* const sl{k} = reinterpret_cast<{t}*>(tf_smem + tf_at) + (long long)to * n_red;"
+                f"  {t}* const sl{k} = reinterpret_cast<{t}*>(tf_smem + tf_at) + (long long)to * {row};"
             )
             self.w(
-                f"  tf_at += ({self.p.rows_per_block}LL * n_red * (long long)sizeof({t}) + 15) / 16 * 16;"
+                f"  tf_at += ({self.p.rows_per_block}LL * {row} * (long long)sizeof({t}) + 15) / 16 * 16;"
             )
 
     def block_reduce(self, acc: _Accumulator, indent: str, declare: bool = True) -> None:

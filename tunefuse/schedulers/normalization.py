@@ -89,15 +89,26 @@ MAX_CLUSTER = 8
 SHARED_ROW_RESERVE = 8 * 1024
 
 
-def shared_row_bytes(segment: Segment, rows_per_block: int) -> int:
+def shared_row_bytes(segment: Segment, rows_per_block: int, vector: int = 1) -> int:
     """The most shared memory a block's staged rows take: every load that moves along the
     row and more than one pass reads, in a 16-byte aligned region each (codegen stages those
-    of them outside a pad/cat guard, so this bounds what the kernel asks for)."""
+    of them outside a pad/cat guard, so this bounds what the kernel asks for), its rows
+    `staged_row_elements` apart."""
     _, n_red = reduction.sizes(segment)
+    row = staged_row_elements(segment, vector, n_red)
     return sum(
-        -(-(rows_per_block * n_red * ld.dtype.itemsize) // 16) * 16
-        for ld in held_row_inputs(segment)
+        -(-(rows_per_block * row * ld.dtype.itemsize) // 16) * 16 for ld in held_row_inputs(segment)
     )
+
+
+def staged_row_elements(segment: Segment, vector: int, n_red: int) -> int:
+    """Elements a staged row takes in shared memory: the row, or where it is peeled
+    (`reduction.peels`) its whole vectors and one more, so that a vector at an aligned
+    address of the row lands on an aligned place of shared memory (the row staged from its
+    offset within a vector, `codegen.reduction` sm) and the next row starts aligned."""
+    if not reduction.peels(segment, vector):
+        return n_red
+    return -(-n_red // vector) * vector + vector
 
 
 def held_row_inputs(segment: Segment) -> list:
@@ -193,9 +204,11 @@ def blocks_fitting(device: DeviceInfo, threads: int, registers: int, shared: int
     )
 
 
-def shared_row_fits(segment: Segment, device: DeviceInfo, rows_per_block: int) -> bool:
+def shared_row_fits(
+    segment: Segment, device: DeviceInfo, rows_per_block: int, vector: int = 1
+) -> bool:
     return (
-        shared_row_bytes(segment, rows_per_block) + SHARED_ROW_RESERVE
+        shared_row_bytes(segment, rows_per_block, vector) + SHARED_ROW_RESERVE
         <= device.shared_optin_per_block
     )
 
@@ -889,11 +902,11 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
             )
     elif p.elements_per_thread % p.vector:
         return f"elements_per_thread {p.elements_per_thread} is not a multiple of vector {p.vector}"
-    if reduction.peels(segment, p.vector) and (p.cache_row or p.shared_row or p.cluster > 1):
+    if reduction.peels(segment, p.vector) and (p.cache_row or p.cluster > 1):
         return (
             f"vector {p.vector} is wider than the rows allow "
-            f"({reduction.reduced_vector(segment)}): its rows are peeled, read again from "
-            "memory each pass (not cache_row, shared_row or a cluster)"
+            f"({reduction.reduced_vector(segment)}): its rows are peeled, staged in shared "
+            "memory or read again from memory each pass (not cache_row or a cluster)"
         )
     _, n_red = reduction.sizes(segment)
     why = _cluster_error(device, p)
@@ -910,10 +923,10 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return "elements_per_thread"
     if p.shared_row and p.cache_row:
         return "shared_row stages what cache_row keeps in registers: one of the two"
-    if p.shared_row and not shared_row_fits(segment, device, p.rows_per_block):
+    if p.shared_row and not shared_row_fits(segment, device, p.rows_per_block, p.vector):
         return (
             f"{p.rows_per_block} staged rows of {n_red} take "
-            f"{shared_row_bytes(segment, p.rows_per_block)} bytes of shared memory, more than "
+            f"{shared_row_bytes(segment, p.rows_per_block, p.vector)} bytes of shared memory, more than "
             f"the {device.shared_optin_per_block - SHARED_ROW_RESERVE} a block may use"
         )
     return None
