@@ -14,6 +14,7 @@ from test_frontend import ROOT
 from test_gpu_output_vectors import CASES as OUTPUT_VECTOR_CASES
 from test_gpu_output_vectors import case_inputs as output_vector_inputs
 from test_gpu_peeled_rows import CASES as PEEL_CASES
+from test_gpu_peeled_rows import LAYOUTS as PEEL_LAYOUTS
 from test_gpu_peeled_rows import VARIANTS as PEEL_VARIANTS
 from test_gpu_peeled_rows import peel_variant
 from test_gpu_rows_per_lane import CASES as LANE_CASES
@@ -297,19 +298,19 @@ def test_rows_a_lane_compile(case, arch):
 @pytest.mark.parametrize("case", range(len(PEEL_CASES)))
 def test_peeled_rows_compile(case, arch):
     """Each kernel of the GPU test of peeled rows, at every vector it peels and every
-    variant, re-read or staged (the GPU test runs them against the reference): the head's
+    variant, re-read, staged or held (the GPU test runs them against the reference): the head's
     and tail's element loop is there, and the vector loads start at the row's first aligned
     element."""
     compiled = 0
-    staging = (False, True) if PEEL_CASES[case][3] == "normalization" else (False,)
-    for vector, variant, staged in itertools.product((2, 4, 8), range(len(PEEL_VARIANTS)), staging):
-        v = peel_variant(case, vector, variant, np.random.default_rng(0), staged)
+    layouts = PEEL_LAYOUTS if PEEL_CASES[case][3] == "normalization" else ("reread",)
+    for vector, variant, layout in itertools.product((2, 4, 8), range(len(PEEL_VARIANTS)), layouts):
+        v = peel_variant(case, vector, variant, np.random.default_rng(0), layout)
         if v.why is not None or not reduction.peels(v.segment, vector):
             continue
         ks = generate(v.segment, v.params, PROFILES[arch], v.buffer_dtypes)
         compile_kernel(ks.source, ks.name, arch)
         compiled += 1
-        assert "= pa + (" in ks.source and "(pe - pb)" in ks.source
+        assert "= pa + (" in ks.source and "(pe - pb)" in ks.source, layout
     if getattr(PEEL_CASES[case][0], "__name__", "") != "_sliced_softmax":
         assert compiled >= 4
     else:  # its load and store lie at different places of a vector: never peeled

@@ -2,7 +2,8 @@
 offset is not a multiple of the vector, read by vectors at aligned addresses, each row's head
 and tail an element a lane) compute what the reference computes: every accumulator family
 (sums, max, Welford, max-and-sum of exp), re-read normalizations (softmax, layernorm whose
-weight lies elsewhere in the vector, rmsnorm) and staged ones (their rows in shared memory),
+weight lies elsewhere in the vector, rmsnorm), staged ones (rows in shared memory) and held
+ones (rows in registers, the head and tail in registers of their own),
 a sliced input (rows starting one element past an alignment), a split row, rows shorter than
 a vector; and the defaults of the same rows (not peeled yet: `reduction.vector_choices`)."""
 
@@ -89,10 +90,15 @@ class PeelVariant:
     why: str | None  # why the params cannot run, or None
 
 
-def peel_variant(case: int, vector: int, variant: int, rng, staged: bool = False) -> PeelVariant:
-    """CASES[case] at `vector` with VARIANTS[variant] on the sm_90 profile; a normalization's
-    rows re-read, or `staged` in shared memory (no cache_row or cluster), one row a lane, no
-    split unless the default splits (a split row's shares are peeled each)."""
+LAYOUTS = ("reread", "staged", "held")  # a normalization's rows: from memory each pass,
+# staged in shared memory, or held in registers (a reduction's: "reread", its strided loop)
+
+
+def peel_variant(case: int, vector: int, variant: int, rng, layout: str = "reread") -> PeelVariant:
+    """CASES[case] at `vector` with VARIANTS[variant] on the sm_90 profile, one row a lane,
+    no split unless the default splits (a split row's shares are peeled each); a
+    normalization's rows laid out as `layout` says (LAYOUTS), never over a cluster, a held
+    row's elements a thread as few as hold it."""
     define, dtype, shape, kind = CASES[case]
     with FusionDefinition() as fd:
         define(fd, dtype)
@@ -101,10 +107,21 @@ def peel_variant(case: int, vector: int, variant: int, rng, staged: bool = False
     plan = fd.plan(inputs)
     (seg,) = [s for s in plan.segments if s.scheduler.value == kind]
     sched = scheduler_for(seg.scheduler)
+    default = sched.default_params(seg, device)
     changes = {"vector": vector, "rows_per_lane": 1, **VARIANTS[variant]}
     if kind == "normalization":
-        changes.update(cache_row=False, shared_row=staged, cluster=1, elements_per_thread=vector)
-    params = dataclasses.replace(sched.default_params(seg, device), **changes)
+        ept = vector
+        if layout == "held":
+            _, n_red = reduction.sizes(seg)
+            threads = changes.get("threads_r", default.threads_r)
+            ept = -(-n_red // (threads * vector)) * vector
+        changes.update(
+            cache_row=layout == "held",
+            shared_row=layout == "staged",
+            cluster=1,
+            elements_per_thread=ept,
+        )
+    params = dataclasses.replace(default, **changes)
     why = sched.is_valid(seg, device, params)
     dtypes = {b.id: b.dtype for b in plan.buffers}
     return PeelVariant(fd, inputs, kind, changes, seg, params, dtypes, why)
@@ -113,11 +130,11 @@ def peel_variant(case: int, vector: int, variant: int, rng, staged: bool = False
 @pytest.mark.parametrize("case", range(len(CASES)))
 @pytest.mark.parametrize("vector", [2, 4, 8])
 @pytest.mark.parametrize("variant", range(len(VARIANTS)))
-@pytest.mark.parametrize("staged", [False, True], ids=["reread", "staged"])
-def test_peeled_rows_agree_with_the_reference(case, vector, variant, staged, rng):
-    if staged and CASES[case][3] != "normalization":
-        pytest.skip("a reduction reads its row once: nothing to stage")
-    v = peel_variant(case, vector, variant, rng, staged)
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_peeled_rows_agree_with_the_reference(case, vector, variant, layout, rng):
+    if layout != "reread" and CASES[case][3] != "normalization":
+        pytest.skip("a reduction reads its row once, by its strided loop")
+    v = peel_variant(case, vector, variant, rng, layout)
     if v.why is not None:
         pytest.skip(v.why)
     if not reduction.peels(v.segment, vector):

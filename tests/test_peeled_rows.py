@@ -86,7 +86,7 @@ def test_no_peel_where_a_row_is_not_the_innermost_dim_alone():
     assert not reduction.peels(seg, 4)
 
 
-def test_peeled_params_are_valid_only_where_the_strided_loop_reads_the_row():
+def test_which_params_may_peel():
     seg = row_sum_segment(4096, 11955, DataType.BFloat16)
     p = reduction.default_params(seg, H100)
     assert p.vector == 1  # defaults do not peel yet (reduction.vector_choices)
@@ -104,9 +104,12 @@ def test_peeled_params_are_valid_only_where_the_strided_loop_reads_the_row():
     assert normalization.is_valid(nseg, H100, reread) is None
     staged = dataclasses.replace(reread, shared_row=True)
     assert normalization.is_valid(nseg, H100, staged) is None
-    for change in ({"cache_row": True}, {"cluster": 2}):
-        why = normalization.is_valid(nseg, H100, dataclasses.replace(reread, **change))
-        assert why is not None and ("peeled" in why or "cluster" in why), change
+    held = dataclasses.replace(reread, cache_row=True, threads_r=512, elements_per_thread=40)
+    assert normalization.is_valid(nseg, H100, held) is None
+    crowded = dataclasses.replace(held, threads_r=1, elements_per_thread=64)
+    assert "head and tail" in normalization.is_valid(nseg, H100, crowded)
+    why = normalization.is_valid(nseg, H100, dataclasses.replace(reread, cluster=2))
+    assert why is not None and "cluster" in why
 
 
 def test_a_peeled_staged_row_takes_its_whole_vectors_and_one_more():
@@ -144,6 +147,15 @@ static void slot(long long at, int v, int vector_chunk) {
   if (at < 0 || at >= (n + V_ - 1) / V_ * V_ + V_) ++bad;
   if (vector_chunk && v == 0 && at % V_ != 0) ++bad;
 }
+// A held row's register of element i for thread tr: below the thread's slots, one element
+// each.
+static std::vector<int> regs;
+static void held(int tr, int at, int slots) {
+  if (at < 0 || at >= slots) { ++bad; return; }
+  const size_t k = (size_t)tr * slots + at;
+  if (regs.size() <= k) regs.resize(k + 1, 0);
+  if (regs[k]++) ++bad;
+}
 typedef void (*Loop)(long long, long long, int, long long, long long, long long, long long);
 struct Case { Loop loop; int vector, threads, split; };
 """
@@ -158,6 +170,7 @@ int main() {
         for (long long stride : {n, n + 1, n + c.vector - 1})
           for (long long i0 = 0; i0 < 2 * c.vector + 1; ++i0) {
             seen.assign(n, 0);
+            regs.assign(0, 0);
             const long long parts = c.split;
             const long long chunk = (n + parts - 1) / parts;
             const long long share = (chunk + c.vector - 1) / c.vector * c.vector;
@@ -181,14 +194,17 @@ def _loop_function(name: str, seg, p, group_steps: int | None) -> str:  # noqa: 
     thread `tr` of row `i0`; r_begin..r_end the share where `p` splits the row
     (`share_bounds`' shares, in whole vectors)."""
     staged = getattr(p, "shared_row", False)
-    em = _Emitter(seg, name, [], p, persistent=staged)
+    kept = getattr(p, "cache_row", False)
+    em = _Emitter(seg, name, [], p, persistent=staged or kept)
     off0 = "(L0_o + L0_s0 * i0)"
 
     def body(ind: str, cached: bool, in_vector: bool) -> None:
         chunk = 0 if em.edge else 1
-        em.w(f"{ind}hit({off0}, r0, v, {chunk});")
+        em.w(f"{ind}hit({off0}, i{em.last}, v, {chunk});")
         if staged:
             em.w(f"{ind}slot({em.staged_at('r0 + v')}, v, {chunk});")
+        if kept:
+            em.w(f"{ind}held(tr, c * {em.vec} + v, {em.slots});")
 
     group = None
     if group_steps is not None:
@@ -207,7 +223,8 @@ def _loop_function(name: str, seg, p, group_steps: int | None) -> str:  # noqa: 
 @pytest.mark.skipif(shutil.which("g++") is None, reason="needs a host C++ compiler")
 def test_the_emitted_loop_visits_each_element_once_with_aligned_vectors(tmp_path):
     """Vectors of 2-8, 1-32 threads a row, unrolled or not, a Welford-like group of 2 or 3
-    chunks a trip or none, whole rows or 3 shares of one, rows staged in shared memory;
+    chunks a trip or none, whole rows or 3 shares of one, rows staged in shared memory or
+    held in registers (each element in a register of its own);
     rows of 1-4103 elements starting 0 to vector - 1 elements past an alignment, at strides
     that move it from row to row."""
     seg = row_sum_segment(64, 11955, DataType.BFloat16)  # unpeeled vector 1: any vector peels
@@ -231,6 +248,17 @@ def test_the_emitted_loop_visits_each_element_once_with_aligned_vectors(tmp_path
         )
         functions.append(_loop_function(f"staged{k}", staged, p, None))
         cases.append(f"{{staged{k}, {vec}, {threads}, 1}}")
+    # held rows (a softmax's, in registers): chunks of whole vectors, the head and tail in
+    # registers of their own; enough elements a thread for rows of up to 4103 (more than a
+    # GPU's registers hold where the threads are few: here they are array slots)
+    narrow = _plan_segment(_softmax, (64, 20011), DataType.BFloat16)
+    for k, (vec, threads) in enumerate(itertools.product((2, 4, 8), (1, 4, 32, 128))):
+        ept = -(-4103 // (threads * vec)) * vec
+        p = normalization.Params(
+            threads_r=threads, cache_row=True, vector=vec, elements_per_thread=ept, unroll=1
+        )
+        functions.append(_loop_function(f"held{k}", narrow, p, None))
+        cases.append(f"{{held{k}, {vec}, {threads}, 1}}")
     source = HARNESS + "".join(functions)
     source += "static const Case cases[] = {" + ", ".join(cases) + "};\n" + DRIVER
     src = tmp_path / "loops.cpp"

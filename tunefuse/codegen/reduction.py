@@ -38,6 +38,7 @@ from tunefuse.schedulers.normalization import (
     partial_shared_bytes,
     partial_shared_offsets,
     partials_in_shared,
+    peeled_edge_slots,
     prefetched_row_loads,
     prefetched_row_scalars,
     staged_row_elements,
@@ -339,13 +340,16 @@ class _Emitter:
         self.peel_lead = -1
         self.edge = False  # emitting a peeled row's head or tail: no vector, no chunk
         if self.peel:
-            assert not (self.cache or self.cluster > 1), (
-                "a peeled row is read by the strided loop (schedulers.reduction.is_valid)"
+            assert self.cluster == 1 and self.lane_rows == 1 and not segment.column_partials, (
+                "a peeled row: no cluster, one row a lane, no column sums in parts "
+                "(schedulers.normalization.is_valid)"
             )
             peeled = peeled_accesses(segment, self.vec)
             assert peeled is not None, "peels only where peeled_accesses allows"
             self.peel_lead = peeled[0]
             self.vec_loads &= peeled[1]
+            if self.cache:  # the row's head and tail in registers of their own
+                self.slots += peeled_edge_slots(p.threads_r, self.vec)
         self.divided_by = self.reductions_used_as_divisors()
         self.lines: list[str] = []
         self.lane_batch_bytes = 0  # the shared arrays of `lanes_block_reduce` so far
@@ -566,8 +570,11 @@ class _Emitter:
         `group.steps` chunks a trip, group.body(indent, cached, in_vector) running for each of
         their lanes with `u` the chunk's place in the group, and group.close(indent) after
         them; the trips left over at the row's end run `body` chunk by chunk."""
-        tr_n, vec, step, it = self.p.threads_r, self.vec, self.step, self.itype
+        tr_n, step, it = self.p.threads_r, self.step, self.itype
         cached = self.cache and not fill
+        if self.cache and self.peel:
+            self.held_peeled(body, indent, fill, reads, chunk_open, chunk_close)
+            return
         if self.cache:
             self.w(f"{indent}#pragma unroll")
             self.w(f"{indent}for (int c = 0; c < {self.ept // step}; ++c) {{")
@@ -577,17 +584,7 @@ class _Emitter:
             self.w(f"{indent}  if ({row_ok}r0 < {end}) {{")
             inner = indent + "    "
             if fill:
-                self.unravel(self.red, "r0", inner)
-                filled = self.filled_loads(hoisted)
-                vector_fill = [k for k in filled if k in self.vec_loads]
-                for k in vector_fill:
-                    self.vector_load(k, f"x{k}", inner)
-                    self.w(f"{inner}#pragma unroll")
-                    self.w(
-                        f"{inner}for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = x{k}.v[v];"
-                    )
-                scalar_fill = [k for k in filled if k not in self.vec_loads]
-                self.lane_copies(scalar_fill, lambda k: f"cl{k}[c * {vec} + v]", inner)
+                self.fill_chunk(inner, hoisted)
             else:
                 self.chunk(body, inner, cached, set(), reads, chunk_open, chunk_close)
             self.w(f"{indent}  }}")
@@ -633,6 +630,60 @@ class _Emitter:
         self.w(f"{indent}  }}")
         if self.peel:
             self.peeled_edges(body, indent + "  ", stage)
+        self.w(f"{indent}}}")
+
+    def fill_chunk(self, inner: str, hoisted: bool) -> None:
+        """Chunk c of a held row (at r0) into its registers: a vector load an input where
+        it can, else lane by lane."""
+        vec = self.vec
+        self.unravel(self.red, "r0", inner)
+        filled = self.filled_loads(hoisted)
+        for k in [k for k in filled if k in self.vec_loads]:
+            self.vector_load(k, f"x{k}", inner)
+            self.w(f"{inner}#pragma unroll")
+            self.w(f"{inner}for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = x{k}.v[v];")
+        scalar_fill = [k for k in filled if k not in self.vec_loads]
+        self.lane_copies(scalar_fill, lambda k: f"cl{k}[c * {vec} + v]", inner)
+
+    def held_peeled(self, body, indent: str, fill: bool, reads, chunk_open, chunk_close) -> None:  # noqa: ANN001
+        """A held peeled row: chunk c of whole vectors at r0 = pa + c * TR * V + tr * V (while
+        r0 < pb) in registers c * V + v, as an unpeeled held row's; then the row's head and
+        tail, an element a lane, turn g of a thread in register ept + g (chunk c, lane v of
+        it, with the element's index r0 - v + v), `peeled_edge_slots` turns."""
+        tr_n, vec, it, ept = self.p.threads_r, self.vec, self.itype, self.ept
+        self.w(f"{indent}{{")
+        ind = indent + "  "
+        self.peel_bounds(ind, f"({it})0", "n_red")
+        self.w(f"{ind}#pragma unroll")
+        self.w(f"{ind}for (int c = 0; c < {ept // vec}; ++c) {{")
+        self.w(f"{ind}  const {it} r0 = pa + ({it})c * {tr_n * vec} + ({it})tr * {vec};")
+        self.w(f"{ind}  if (row_ok && r0 < pb) {{")
+        if fill:
+            self.fill_chunk(ind + "    ", False)
+        else:
+            self.chunk(body, ind + "    ", not fill, set(), reads, chunk_open, chunk_close)
+        self.w(f"{ind}  }}")
+        self.w(f"{ind}}}")
+        vec_loads, vec_stores = self.vec_loads, self.vec_stores
+        self.vec_loads, self.vec_stores, self.edge = set(), set(), True
+        self.w(f"{ind}#pragma unroll")
+        self.w(f"{ind}for (int g = 0; g < {peeled_edge_slots(tr_n, vec)}; ++g) {{")
+        self.w(f"{ind}  const int e = tr + g * {tr_n};")
+        self.w(f"{ind}  if (row_ok && e < (int)((pa - pr) + (pe - pb))) {{")
+        inner = ind + "    "
+        self.w(f"{inner}const {it} r0 = e < (int)(pa - pr) ? pr + e : pb + (e - (int)(pa - pr));")
+        self.w(f"{inner}const int c = ({ept} + g) / {vec};")
+        self.w(f"{inner}const int v = ({ept} + g) % {vec};")
+        self.w(f"{inner}const {it} rv = r0 - v;")
+        self.unravel(self.red, "rv", inner)
+        if fill:
+            for k in self.filled_loads(False):
+                self.w(f"{inner}cl{k}[c * {vec} + v] = {self.load_inline(k, True)};")
+        else:
+            body(inner, True, True)
+        self.w(f"{ind}  }}")
+        self.w(f"{ind}}}")
+        self.vec_loads, self.vec_stores, self.edge = vec_loads, vec_stores, False
         self.w(f"{indent}}}")
 
     def peel_bounds(self, indent: str, begin: str, end: str) -> None:
@@ -1581,7 +1632,13 @@ class _Emitter:
         several passes): loaded into registers once, before a block walks its rows, where
         each row would load them again (a grid-stride loop: column sums in parts, a capped
         grid)."""
-        if not self.cache or self.lane_rows > 1 or self.along_outputs or self.cluster > 1:
+        if (
+            not self.cache
+            or self.lane_rows > 1
+            or self.along_outputs
+            or self.cluster > 1
+            or self.peel  # its elements go to threads row by row (`held_peeled`)
+        ):
             return set()
         return {
             k

@@ -902,12 +902,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
             )
     elif p.elements_per_thread % p.vector:
         return f"elements_per_thread {p.elements_per_thread} is not a multiple of vector {p.vector}"
-    if reduction.peels(segment, p.vector) and (p.cache_row or p.cluster > 1):
-        return (
-            f"vector {p.vector} is wider than the rows allow "
-            f"({reduction.reduced_vector(segment)}): its rows are peeled, staged in shared "
-            "memory or read again from memory each pass (not cache_row or a cluster)"
-        )
+    why = _peel_error(segment, p)
+    if why:
+        return why
     _, n_red = reduction.sizes(segment)
     why = _cluster_error(device, p)
     if why:
@@ -928,6 +925,41 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
             f"{p.rows_per_block} staged rows of {n_red} take "
             f"{shared_row_bytes(segment, p.rows_per_block, p.vector)} bytes of shared memory, more than "
             f"the {device.shared_optin_per_block - SHARED_ROW_RESERVE} a block may use"
+        )
+    return None
+
+
+def peeled_edge_slots(threads_r: int, vector: int) -> int:
+    """Registers a thread of a held peeled row keeps for the row's head and tail (fewer
+    than 2 vectors, an element a lane): one slot for each of its turns over them."""
+    return -(-(2 * vector - 2) // threads_r)
+
+
+def _peel_error(segment: Segment, p: Params) -> str | None:
+    """Why `p`'s rows cannot be peeled (`reduction.peels`), or None. A peeled row's
+    elements go to threads by its offset within a vector, which changes from row to row:
+    a held row (cache_row) holds every held input by the lead's vectors, none the same in
+    every row (a weight loaded once a block), no column sums in parts (a thread's columns
+    would change), and its head and tail in registers of their own; no cluster."""
+    if not reduction.peels(segment, p.vector):
+        return None
+    wider = f"vector {p.vector} is wider than the rows allow ({reduction.reduced_vector(segment)})"
+    if p.cluster > 1:
+        return f"{wider}: its rows are peeled, not held over a cluster"
+    if not p.cache_row:
+        return None
+    peeled = reduction.peeled_accesses(segment, p.vector)
+    held = [k for k, ld in enumerate(segment.loads) if ld in held_row_inputs(segment)]
+    if segment.column_partials or peeled is None or not set(held) <= peeled[1]:
+        return (
+            f"{wider}: a held peeled row holds every held input by vectors, none the same "
+            "in every row, and takes no column sums in parts"
+        )
+    if p.elements_per_thread + peeled_edge_slots(p.threads_r, p.vector) > 64:
+        return (
+            f"{wider}: {p.elements_per_thread} elements a thread and "
+            f"{peeled_edge_slots(p.threads_r, p.vector)} of the row's head and tail: more "
+            "than 64 in registers"
         )
     return None
 
