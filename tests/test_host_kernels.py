@@ -1,0 +1,135 @@
+"""Generated kernels run on the host (tests/host_kernels.py: a fiber a GPU thread, buffers
+under AddressSanitizer, vectors under UBSan's alignment check): every peeled-row kernel of
+the GPU test against the reference, the zoo's defaults, and the emulation's own checks
+(a read past a buffer, a vector off its alignment, a wrong value) shown to fire."""
+
+import dataclasses
+import shutil
+import sys
+
+import numpy as np
+import pytest
+from fusion_zoo import ZOO, build, inputs_for
+from host_kernels import HostKernelError, run_on_host
+from test_gpu_execute import TOL
+from test_gpu_peeled_rows import CASES, LAYOUTS, VARIANTS, peel_variant
+
+from tunefuse import DataType, reference
+from tunefuse.codegen import reduction as codegen_reduction
+from tunefuse.schedulers import reduction, scheduler_for
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("g++") is None or not sys.platform.startswith("linux"),
+    reason="needs g++ on Linux (ucontext fibers, AddressSanitizer)",
+)
+
+# Rows enough for a row stride to take each of its places within a vector of 8.
+HOST_ROWS = 24
+
+
+def _changed(kind: str, changes: dict):  # noqa: ANN202
+    def choose(seg, device):  # noqa: ANN001, ANN202
+        p = scheduler_for(seg.scheduler).default_params(seg, device)
+        return dataclasses.replace(p, **changes) if seg.scheduler.value == kind else p
+
+    return choose
+
+
+def _agrees(got: list, fd, inputs: list, dtype: DataType) -> None:  # noqa: ANN001
+    for g, e in zip(got, reference.run(fd.fusion, inputs), strict=True):
+        assert g.shape == e.shape and g.dtype == e.dtype
+        out_dtype = next(d for d in DataType if d.numpy == e.dtype)
+        rtol, atol = max(TOL[out_dtype], TOL[dtype])
+        np.testing.assert_allclose(
+            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
+        )
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_peeled_rows_agree_with_the_reference_on_the_host(case):
+    """Every valid peeled variant of the GPU test's case (vectors 2-8, its VARIANTS, each
+    layout of a normalization), in one host program, and the default params."""
+    kind, dtype = CASES[case][3], CASES[case][1]
+    layouts = LAYOUTS if kind == "normalization" else ("reread",)
+    sets, names = [None], ["default"]
+    base = peel_variant(case, 2, 0, np.random.default_rng(0), rows=HOST_ROWS)
+    for layout in layouts:
+        for vector in (2, 4, 8):
+            for variant in range(len(VARIANTS)):
+                v = peel_variant(case, vector, variant, np.random.default_rng(0), layout, HOST_ROWS)
+                if v.why is None and reduction.peels(v.segment, vector):
+                    sets.append(_changed(kind, v.changes))
+                    names.append(f"{layout} vector {vector} {VARIANTS[variant]}")
+    runs = run_on_host(base.fd, base.inputs, sets)
+    for name, run in zip(names, runs, strict=True):
+        try:
+            _agrees(run.outputs, base.fd, base.inputs, dtype)
+        except AssertionError as e:
+            raise AssertionError(f"{name}: {e}") from None
+
+
+@pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16], ids=lambda d: d.value)
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_the_zoo_agrees_with_the_reference_on_the_host(name, dtype):
+    """The zoo's fusions with their default params, rows of odd length."""
+    fd = build(ZOO[name], dtype)
+    inputs = inputs_for(fd, 37, 203, np.random.default_rng(1))
+    (run,) = run_on_host(fd, inputs, [None])
+    _agrees(run.outputs, fd, inputs, dtype)
+
+
+def _row_sum_case() -> int:
+    return next(k for k, c in enumerate(CASES) if c[2] == (37, 1001))
+
+
+def _run_peeled(case: int):  # noqa: ANN202
+    """The row sums of [37, 1001] floats at vector 4: the last row, 36 * 1001 elements in,
+    starts aligned and ends with a tail of one element."""
+    v = peel_variant(case, 4, 0, np.random.default_rng(0))
+    return v, run_on_host(v.fd, v.inputs, [_changed(CASES[case][3], v.changes)])
+
+
+def test_the_host_reports_a_read_past_a_buffer(monkeypatch):
+    """A peeled row whose last vector runs past the row's end: the last row's reads past
+    the input's last byte."""
+    emit = codegen_reduction._Emitter.peel_bounds
+
+    def past_the_end(self, indent, begin, end):  # noqa: ANN001, ANN202
+        emit(self, indent, begin, end)
+        self.w(f"{indent}(void)pb;")
+        self.lines[-3] = self.lines[-3].replace(
+            f"({end} - pa) / {self.vec}", f"({end} - pa + {self.vec - 1}) / {self.vec}"
+        )
+
+    monkeypatch.setattr(codegen_reduction._Emitter, "peel_bounds", past_the_end)
+    with pytest.raises(HostKernelError, match="heap-buffer-overflow"):
+        _run_peeled(_row_sum_case())
+
+
+def test_the_host_reports_a_vector_off_its_alignment(monkeypatch):
+    emit = codegen_reduction._Emitter.peel_bounds
+
+    def misaligned(self, indent, begin, end):  # noqa: ANN001, ANN202
+        at = len(self.lines)
+        emit(self, indent, begin, end)
+        self.lines[at + 1] = self.lines[at + 1].replace(" ph = ", " ph = 1 + ")
+
+    monkeypatch.setattr(codegen_reduction._Emitter, "peel_bounds", misaligned)
+    with pytest.raises(HostKernelError, match="misaligned"):
+        _run_peeled(_row_sum_case())
+
+
+def test_the_host_computes_what_the_kernel_says(monkeypatch):
+    """A kernel that drops each row's tail runs cleanly and computes a wrong sum: the
+    comparison with the reference is what catches it."""
+    emit = codegen_reduction._Emitter.peeled_edges
+
+    def no_tail(self, body, indent, stage):  # noqa: ANN001, ANN202
+        at = len(self.lines)
+        emit(self, body, indent, stage)
+        self.lines[at] = self.lines[at].replace("(pe - pb)", "0")
+
+    monkeypatch.setattr(codegen_reduction._Emitter, "peeled_edges", no_tail)
+    v, (run,) = _run_peeled(_row_sum_case())
+    with pytest.raises(AssertionError):
+        _agrees(run.outputs, v.fd, v.inputs, CASES[_row_sum_case()][1])
