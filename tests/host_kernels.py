@@ -390,11 +390,8 @@ def _compile_and_run(
         digest = hashlib.sha1(program.encode()).hexdigest()[:12]
         src, exe = work / f"k{digest}.cpp", work / f"k{digest}"
         src.write_text(program)
-        flags = ["-std=c++20", "-O1", "-w", "-pthread", "-fno-fast-math", "-ffp-contract=off"]
+        flags = ["-std=c++20", "-O1", "-w", "-fno-fast-math", "-ffp-contract=off"]
         sanitize = ["-fsanitize=address,alignment", "-fno-sanitize-recover=all"]
-        import time as _t
-
-        _t0 = _t.time()
         built = subprocess.run(
             [cxx, *flags, *sanitize, "-o", str(exe), str(src)],
             capture_output=True,
