@@ -1049,12 +1049,13 @@ def random_params(segment, device, seed: int):  # noqa: ANN001, ANN201
     return None
 
 
-def device_plan(case: FuzzCase, split=None):  # noqa: ANN001, ANN201
+def device_plan(case: FuzzCase, split=None, device=None):  # noqa: ANN001, ANN201
     """The plan `fd.execute` makes for the case's inputs on the GPU: each array with its own
     strides and alignment (host arrays are copied contiguous before a kernel reads them), so
     the CPU interpreter runs the strided, offset, expanded and in-place paths the GPU corpus
     runs (a strided input written in place, first seen on the GPU). `split`: the plan's
-    split policy (which normalizations become a kernel a pass; default none)."""
+    split policy (which normalizations become a kernel a pass; default none); `device`: the
+    GPU profile planned for (None: none, every normalization one kernel)."""
     from dataclasses import replace
 
     from tunefuse.arrays import Device, describe_array
@@ -1072,4 +1073,6 @@ def device_plan(case: FuzzCase, split=None):  # noqa: ANN001, ANN201
                 alignment=min(array.itemsize, 16) if layout == "offset" else 16,
             )
         signature.append(sig)
-    return plan_for(case.fd.fusion, replace(bound, signature=tuple(signature)), split=split)
+    return plan_for(
+        case.fd.fusion, replace(bound, signature=tuple(signature)), device=device, split=split
+    )

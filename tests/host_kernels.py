@@ -288,72 +288,124 @@ def host_source(sources: list[str]) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class HostRun:
-    """One set of params for a plan's kernels: what ran and the outputs."""
+    """One set of params for a plan's kernels: what ran and the outputs (every output of
+    the plan, in-place ones too, by position)."""
 
     params: tuple  # of each segment
     outputs: list
 
 
+def _span(shape: tuple, strides: tuple) -> int:
+    """Elements a layout spans (0 when empty)."""
+    if any(n == 0 for n in shape):
+        return 0
+    return 1 + sum((n - 1) * s for n, s in zip(shape, strides, strict=True))
+
+
 def _buffer_bytes(b) -> int:  # noqa: ANN001 - a planning Buffer
-    span = 1 + sum((n - 1) * s for n, s in zip(b.shape, b.strides, strict=True) if n > 0)
-    if any(n == 0 for n in b.shape):
-        span = 0
-    return max(span, 0) * b.dtype.itemsize
+    return _span(b.shape, b.strides) * b.dtype.itemsize
 
 
-def run_on_host(
-    fd, inputs: list[np.ndarray], param_sets: list, arch: str = "sm_90"
-) -> list[HostRun]:  # noqa: ANN001
-    """`fd` planned for `inputs`, its kernels generated with each of `param_sets` (a
-    function (segment, device) -> params, or None for the defaults), all compiled into one
-    host program and run there on `inputs` one set after another; the outputs of each."""
+def run_on_host(fd, inputs: list, param_sets: list, arch: str = "sm_90") -> list[HostRun]:  # noqa: ANN001
+    """`fd` planned for `inputs` (contiguous arrays), its kernels generated with each of
+    `param_sets` (a function (segment, device) -> params, or None for the defaults), all
+    compiled into one host program and run there one set after another."""
     device = PROFILES[arch]
     plan = fd.plan(inputs, device=device)
+    return run_plan_on_host(plan, inputs, ["contiguous"] * len(inputs), param_sets, arch)
+
+
+def run_plan_on_host(
+    plan, inputs: list, layouts: list[str], param_sets: list, arch: str = "sm_90"
+) -> list[HostRun]:  # noqa: ANN001
+    """`plan`'s kernels for `inputs` (arrays in the strides the plan was made for, an
+    "offset" layout one element past an alignment, as the fuzzed corpus lays them out;
+    numbers for scalar inputs), generated with each of `param_sets` and run on the host."""
+    device = PROFILES[arch]
     dtypes = {b.id: b.dtype for b in plan.buffers}
     launches, sources, chosen = [], {}, []
     for choose in param_sets:
         per_set, params = [], []
         for seg in plan.segments:
             sched = scheduler_for(seg.scheduler)
-            p = choose(seg, device) if choose else sched.default_params(seg, device)
+            p = (choose(seg, device) if choose else None) or sched.default_params(seg, device)
             ks = generate(seg, p, device, dtypes)
             sources.setdefault(ks.name, ks.source)
             per_set.append((ks, kernel_launch(seg, ks, p, "host", "host")))
             params.append(p)
         launches.append(per_set)
         chosen.append(tuple(params))
-    program = host_source(list(sources.values())) + _main(plan, launches)
-    outputs = _compile_and_run(program, plan, inputs, len(param_sets))
+    scalars = _host_scalars(plan, inputs)
+    leads = {
+        b.id: (1 if layouts[b.input_index] == "offset" else 0)
+        for b in plan.buffers
+        if b.kind is BufferKind.INPUT
+    }
+    program = host_source(list(sources.values())) + _main(plan, launches, scalars, leads)
+    outputs = _compile_and_run(program, plan, inputs, leads, len(param_sets))
     return [HostRun(p, o) for p, o in zip(chosen, outputs, strict=True)]
 
 
-def _c_value(arg, value) -> str:  # noqa: ANN001
-    return f"({arg.ctype})({int(value)}LL)"
+def _host_scalars(plan, inputs: list) -> dict:  # noqa: ANN001
+    """The scalar values kernels take (as the launcher works them out): fixed ones, the
+    call's scalar inputs, and those the host computes."""
+    from tunefuse.reference import eval_node
+
+    fusion = plan.fusion
+    host = dict(plan.fixed_scalars)
+    for k, vid in enumerate(fusion.inputs):
+        if not fusion.is_tensor(vid):
+            host[vid] = inputs[k]
+    for node in plan.host_scalar_nodes:
+        env = {v: np.asarray(host[v]) for v in node.inputs}
+        for v, r in zip(node.outputs, eval_node(fusion, node, env), strict=True):
+            host[v] = r.item()
+    return host
 
 
-def _main(plan, launches) -> str:  # noqa: ANN001
-    """main(in, out): the buffers from `in` (inputs) or garbage (the rest), each set's
-    kernels in order, its outputs' buffers appended to `out`."""
+def _c_scalar(ctype: str, value: object) -> str:
+    """A C literal of `value` for a parameter of `ctype`: floats exact (hex), NaN and the
+    infinities spelled by their bits' functions."""
+    if isinstance(value, (bool, np.bool_)):
+        return f"({ctype})({int(value)})"
+    if isinstance(value, (int, np.integer)):
+        return f"({ctype})({int(value)}LL)"
+    x = float(value)
+    if np.isnan(x):
+        return f'({ctype})(std::nan(""))'
+    if np.isinf(x):
+        return f"({ctype})({'-' if x < 0 else ''}HUGE_VAL)"
+    return f"({ctype})({x.hex()})"
+
+
+def _main(plan, launches, scalars: dict, leads: dict) -> str:  # noqa: ANN001
+    """main(in, out): the inputs from `in` (again before each set: a set may write one in
+    place), garbage in the other buffers, each set's kernels in order, every output's buffer
+    appended to `out`."""
     bufs = plan.buffers
     lines = ["int main(int argc, char** argv) {", "  (void)argc;"]
     lines.append(f"  unsigned char* B[{max(len(bufs), 1)}] = {{}};")
     lines.append('  FILE* in = std::fopen(argv[1], "rb"); FILE* out = std::fopen(argv[2], "wb");')
     lines.append("  if (!in || !out) return 2;")
-    inputs = [b for b in bufs if b.kind is BufferKind.INPUT]
     for b in bufs:
-        lines.append(f"  B[{b.id}] = (unsigned char*)std::malloc({max(_buffer_bytes(b), 1)});")
-    for b in inputs:
-        n = _buffer_bytes(b)
-        lines.append(f"  if (std::fread(B[{b.id}], 1, {n}, in) != {n}) return 3;")
+        lead = leads.get(b.id, 0) * b.dtype.itemsize
+        size = max(_buffer_bytes(b) + lead, 1)
+        lines.append(f"  B[{b.id}] = (unsigned char*)std::malloc({size}) + {lead};")
     for per_set in launches:
+        lines.append("  std::rewind(in);")
         for b in bufs:
-            if b.kind is not BufferKind.INPUT:
-                lines.append(f"  std::memset(B[{b.id}], 0xA5, {max(_buffer_bytes(b), 1)});")
+            lead = leads.get(b.id, 0) * b.dtype.itemsize
+            n = _buffer_bytes(b) + lead
+            if b.kind is BufferKind.INPUT:
+                lines.append(f"  if (std::fread(B[{b.id}] - {lead}, 1, {n}, in) != {n}) return 3;")
+            else:
+                lines.append(f"  std::memset(B[{b.id}], 0xA5, {max(n, 1)});")
         for ks, kl in per_set:
             if kl.numel == 0:
                 continue
             args = []
             pointers = dict(kl.pointer_slots)
+            values = {pos: vid for pos, vid, _ in kl.scalar_slots}
             for pos, arg in enumerate(ks.args):
                 if pos in pointers:
                     args.append(f"({arg.ctype})B[{pointers[pos]}]")
@@ -364,9 +416,11 @@ def _main(plan, launches) -> str:  # noqa: ANN001
                     lines.append(f"  int* ie{id(kl)} = (int*)std::calloc(1, sizeof(int));")
                     args.append(f"({arg.ctype})ie{id(kl)}")
                 elif kl.static_args[pos] is not None:
-                    args.append(_c_value(arg, kl.static_args[pos][1]))
+                    args.append(f"({arg.ctype})({int(kl.static_args[pos][1])}LL)")
+                elif pos in values and values[pos] in scalars:
+                    args.append(_c_scalar(arg.ctype, scalars[values[pos]]))
                 else:
-                    raise HostKernelError(f"{ks.name}: argument {arg.name} is a runtime scalar")
+                    raise HostKernelError(f"{ks.name}: argument {arg.name} has no value")
             g, b = kl.grid, kl.block
             lines.append(
                 f"  tf_launch({{{g[0]}u, {g[1]}u, {g[2]}u}}, {{{b[0]}u, {b[1]}u, {b[2]}u}}, "
@@ -379,9 +433,20 @@ def _main(plan, launches) -> str:  # noqa: ANN001
     return "\n".join(lines) + "\n"
 
 
-def _compile_and_run(
-    program: str, plan, inputs: list[np.ndarray], sets: int
-) -> list[list[np.ndarray]]:  # noqa: ANN001
+def _input_bytes(b, array, lead: int) -> bytes:  # noqa: ANN001
+    """Input buffer `b`'s memory: `array` laid out in the buffer's strides, `lead` elements
+    before it."""
+    array = np.asarray(array)
+    flat = np.zeros(_span(b.shape, b.strides) + lead, dtype=array.dtype)
+    if array.size:
+        view = np.lib.stride_tricks.as_strided(
+            flat[lead:], b.shape, tuple(s * array.itemsize for s in b.strides)
+        )
+        view[...] = array
+    return flat.view(np.uint8).tobytes()
+
+
+def _compile_and_run(program: str, plan, inputs: list, leads: dict, sets: int) -> list:  # noqa: ANN001
     cxx = shutil.which("g++")
     if cxx is None:
         raise HostKernelError("no host C++ compiler (g++)")
@@ -400,15 +465,11 @@ def _compile_and_run(
         )
         if built.returncode:
             raise HostKernelError(f"the host build failed:\n{built.stderr[-4000:]}")
-        data = b""
-        for b in plan.buffers:
-            if b.kind is BufferKind.INPUT:
-                a = np.asarray(inputs[b.input_index])
-                n = _buffer_bytes(b)
-                raw = np.ascontiguousarray(a).view(np.uint8).reshape(-1).tobytes()
-                if len(raw) < n:
-                    raise HostKernelError(f"input {b.input_index}: {len(raw)} bytes, not {n}")
-                data += raw[:n]
+        data = b"".join(
+            _input_bytes(b, inputs[b.input_index], leads[b.id])
+            for b in plan.buffers
+            if b.kind is BufferKind.INPUT
+        )
         (work / "in.bin").write_bytes(data)
         env = dict(os.environ, ASAN_OPTIONS="detect_leaks=0:abort_on_error=0")
         ran = subprocess.run(
