@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from fusion_zoo import layernorm, logsumexp, rmsnorm, softmax
 from test_gpu_execute import assert_agrees
+from test_gpu_rows_per_lane import KernelVariant
 from test_gpu_split import _row_stats, _row_var_mean, run_with_reduction_params
 
 from tunefuse import DataType, FusionDefinition
@@ -78,25 +79,13 @@ def _inputs(fd, shape, rng):
     return out
 
 
-@dataclasses.dataclass(frozen=True)
-class PeelVariant:
-    fd: FusionDefinition
-    inputs: list
-    kind: str  # the scheduler of the kernel under test
-    changes: dict  # to its default params
-    segment: object
-    params: object
-    buffer_dtypes: dict
-    why: str | None  # why the params cannot run, or None
-
-
 LAYOUTS = ("reread", "staged", "held")  # a normalization's rows: from memory each pass,
 # staged in shared memory, or held in registers (a reduction's: "reread", its strided loop)
 
 
 def peel_variant(
     case: int, vector: int, variant: int, rng, layout: str = "reread", rows: int | None = None
-) -> PeelVariant:
+) -> KernelVariant:
     """CASES[case] at `vector` with VARIANTS[variant] on the sm_90 profile, one row a lane,
     no split unless the default splits (a split row's shares are peeled each); a
     normalization's rows laid out as `layout` says (LAYOUTS), never over a cluster, a held
@@ -129,7 +118,7 @@ def peel_variant(
     params = dataclasses.replace(default, **changes)
     why = sched.is_valid(seg, device, params)
     dtypes = {b.id: b.dtype for b in plan.buffers}
-    return PeelVariant(fd, inputs, kind, changes, seg, params, dtypes, why)
+    return KernelVariant(fd, inputs, kind, changes, seg, params, dtypes, why)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

@@ -86,7 +86,10 @@ def _build(define, dtype):
 
 
 @dataclasses.dataclass(frozen=True)
-class LaneVariant:
+class KernelVariant:
+    """A fusion's kernel under test at params changed from its defaults (rows a lane here,
+    peeled rows in tests/test_gpu_peeled_rows.py)."""
+
     fd: FusionDefinition
     inputs: list
     kind: str  # the scheduler of the kernel under test
@@ -99,7 +102,7 @@ class LaneVariant:
 
 def lane_variant(
     case: int, rows_per_lane: int, threads_r: int | None, rng, inner: bool = True
-) -> LaneVariant:
+) -> KernelVariant:
     """CASES[case] with `rows_per_lane` (and `threads_r`) rows a lane on the sm_90 profile,
     in the `inner` layout or the outer one (outputs along x, one element a lane: a block row
     reads consecutive outputs, its threads of a row along y); a normalization keeps its row
@@ -125,7 +128,7 @@ def lane_variant(
     params = reduction.replace(params, **changes)
     why = sched.is_valid(seg, device, params)
     dtypes = {b.id: b.dtype for b in plan.buffers}
-    return LaneVariant(fd, inputs, kind, changes, seg, params, dtypes, why)
+    return KernelVariant(fd, inputs, kind, changes, seg, params, dtypes, why)
 
 
 @pytest.mark.parametrize("case", range(len(CASES)))

@@ -13,7 +13,7 @@ from fusion_zoo import ZOO, build, inputs_for
 from fuzz import agree, corpus, device_plan, random_params
 from fuzz_corpus import _loosest_tolerance
 from host_kernels import HostKernelError, run_on_host, run_plan_on_host
-from test_gpu_execute import TOL
+from test_gpu_execute import assert_agrees
 from test_gpu_peeled_rows import CASES, LAYOUTS, VARIANTS, peel_variant
 
 from tunefuse import DataType, reference
@@ -38,16 +38,6 @@ def _changed(kind: str, changes: dict):  # noqa: ANN202
     return choose
 
 
-def _agrees(got: list, fd, inputs: list, dtype: DataType) -> None:  # noqa: ANN001
-    for g, e in zip(got, reference.run(fd.fusion, inputs), strict=True):
-        assert g.shape == e.shape and g.dtype == e.dtype
-        out_dtype = next(d for d in DataType if d.numpy == e.dtype)
-        rtol, atol = max(TOL[out_dtype], TOL[dtype])
-        np.testing.assert_allclose(
-            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
-        )
-
-
 @pytest.mark.parametrize("case", range(len(CASES)))
 def test_peeled_rows_agree_with_the_reference_on_the_host(case):
     """Every valid peeled variant of the GPU test's case (vectors 2-8, its VARIANTS, each
@@ -66,7 +56,7 @@ def test_peeled_rows_agree_with_the_reference_on_the_host(case):
     runs = run_on_host(base.fd, base.inputs, sets)
     for name, run in zip(names, runs, strict=True):
         try:
-            _agrees(run.outputs, base.fd, base.inputs, dtype)
+            assert_agrees(base.fd, base.inputs, run.outputs, dtype)
         except AssertionError as e:
             raise AssertionError(f"{name}: {e}") from None
 
@@ -78,7 +68,7 @@ def test_the_zoo_agrees_with_the_reference_on_the_host(name, dtype):
     fd = build(ZOO[name], dtype)
     inputs = inputs_for(fd, 37, 203, np.random.default_rng(1))
     (run,) = run_on_host(fd, inputs, [None])
-    _agrees(run.outputs, fd, inputs, dtype)
+    assert_agrees(fd, inputs, run.outputs, dtype)
 
 
 # The GPU test's fuzzed corpus (tests/test_gpu_fuzz.py: seed 11, 120 fusions), in parts
@@ -181,4 +171,4 @@ def test_the_host_computes_what_the_kernel_says(monkeypatch):
     monkeypatch.setattr(codegen_reduction._Emitter, "peeled_edges", no_tail)
     v, (run,) = _run_peeled(_row_sum_case())
     with pytest.raises(AssertionError):
-        _agrees(run.outputs, v.fd, v.inputs, CASES[_row_sum_case()][1])
+        assert_agrees(v.fd, v.inputs, run.outputs, CASES[_row_sum_case()][1])
