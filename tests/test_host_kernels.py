@@ -117,6 +117,54 @@ def test_the_fuzzed_corpus_agrees_with_the_reference_on_the_host(part):
     assert not failures, "\n".join(failures)
 
 
+def _peeled_params(seg, device):  # noqa: ANN001, ANN202
+    """A row reduction's or normalization's defaults with its rows peeled at the widest
+    vector (one row a lane, no cluster; a held row's elements rounded to whole peeled
+    vectors, a re-read or staged row's a vector); None where its rows do not peel or the
+    peeled params cannot run."""
+    if seg.scheduler.value not in ("reduction", "normalization"):
+        return None
+    vector = reduction.peel_vector(seg)
+    if not reduction.peels(seg, vector):
+        return None
+    sched = scheduler_for(seg.scheduler)
+    p = sched.default_params(seg, device)
+    changes = {"vector": vector, "rows_per_lane": 1}
+    if seg.scheduler.value == "normalization":
+        _, n_red = reduction.sizes(seg)
+        held = -(-n_red // (p.threads_r * vector)) * vector
+        changes.update(cluster=1, elements_per_thread=held if p.cache_row else vector)
+    peeled = dataclasses.replace(p, **changes)
+    return peeled if sched.is_valid(seg, device, peeled) is None else None
+
+
+@pytest.mark.parametrize("seed", [23, 24, 27, 28])
+def test_fuzzed_fusions_with_their_rows_peeled_agree_on_the_host(seed):
+    """Fusions of the corpus (150 a seed) whose reductions or normalizations can peel
+    their rows (odd lengths, offset, strided and expanded inputs, pads, cats, weights that
+    lie elsewhere in a vector), run with every such kernel peeled."""
+    device = PROFILES["sm_90"]
+    failures, peeled = [], 0
+    for case in corpus(seed, 150):
+        plan = device_plan(case, device=device)
+        if not any(_peeled_params(seg, device) for seg in plan.segments):
+            continue
+        peeled += 1
+        try:
+            (run,) = run_plan_on_host(plan, case.inputs, case.layouts, [_peeled_params])
+        except HostKernelError as e:
+            failures.append(f"{case}: {str(e)[:2000]}")
+            continue
+        want = reference.run(case.fd.fusion, case.inputs, include_aliased=True)
+        loosest = _loosest_tolerance(case.fd.fusion)
+        for o, got in zip(plan.outputs, run.outputs, strict=True):
+            if not agree(got, want[o.position], loosest):
+                failures.append(f"{case}: output {o.position} differs")
+                break
+    assert peeled >= 5, f"seed {seed}: only {peeled} fusions peel"
+    assert not failures, "\n".join(failures)
+
+
 def _row_sum_case() -> int:
     return next(k for k, c in enumerate(CASES) if c[2] == (37, 1001))
 
