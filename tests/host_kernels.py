@@ -28,6 +28,7 @@ from tunefuse.codegen import generate
 from tunefuse.device_info import PROFILES
 from tunefuse.planning.kernel_ir import BufferKind
 from tunefuse.runtime.launch_plan import kernel_launch
+from tunefuse.runtime.launcher import scalar_values
 from tunefuse.schedulers import scheduler_for
 
 SHIM = r"""
@@ -347,20 +348,10 @@ def run_plan_on_host(
 
 
 def _host_scalars(plan, inputs: list) -> dict:  # noqa: ANN001
-    """The scalar values kernels take (as the launcher works them out): fixed ones, the
-    call's scalar inputs, and those the host computes."""
-    from tunefuse.reference import eval_node
-
+    """The scalar values kernels take, as the launcher works them out (`scalar_values`)."""
     fusion = plan.fusion
-    host = dict(plan.fixed_scalars)
-    for k, vid in enumerate(fusion.inputs):
-        if not fusion.is_tensor(vid):
-            host[vid] = inputs[k]
-    for node in plan.host_scalar_nodes:
-        env = {v: np.asarray(host[v]) for v in node.inputs}
-        for v, r in zip(node.outputs, eval_node(fusion, node, env), strict=True):
-            host[v] = r.item()
-    return host
+    call = {vid: inputs[k] for k, vid in enumerate(fusion.inputs) if not fusion.is_tensor(vid)}
+    return scalar_values(fusion, dict(plan.fixed_scalars), plan.host_scalar_nodes, call)
 
 
 def _c_scalar(ctype: str, value: object) -> str:

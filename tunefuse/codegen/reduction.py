@@ -13,6 +13,7 @@ branch (codegen/guards.py).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -45,6 +46,9 @@ from tunefuse.schedulers.normalization import (
 )
 from tunefuse.schedulers.phases import phases_reading, segment_groups
 from tunefuse.schedulers.reduction import lane_elements, peeled_accesses, peels
+
+# A peeled row's head and tail elements (`peel_bounds`): fewer than 2 vectors.
+EDGE_ELEMENTS = "(int)((pa - pr) + (pe - pb))"
 
 
 @dataclass
@@ -664,26 +668,24 @@ class _Emitter:
             self.chunk(body, ind + "    ", not fill, set(), reads, chunk_open, chunk_close)
         self.w(f"{ind}  }}")
         self.w(f"{ind}}}")
-        vec_loads, vec_stores = self.vec_loads, self.vec_stores
-        self.vec_loads, self.vec_stores, self.edge = set(), set(), True
-        self.w(f"{ind}#pragma unroll")
-        self.w(f"{ind}for (int g = 0; g < {peeled_edge_slots(tr_n, vec)}; ++g) {{")
-        self.w(f"{ind}  const int e = tr + g * {tr_n};")
-        self.w(f"{ind}  if (row_ok && e < (int)((pa - pr) + (pe - pb))) {{")
-        inner = ind + "    "
-        self.w(f"{inner}const {it} r0 = e < (int)(pa - pr) ? pr + e : pb + (e - (int)(pa - pr));")
-        self.w(f"{inner}const int c = ({ept} + g) / {vec};")
-        self.w(f"{inner}const int v = ({ept} + g) % {vec};")
-        self.w(f"{inner}const {it} rv = r0 - v;")
-        self.unravel(self.red, "rv", inner)
-        if fill:
-            for k in self.filled_loads(False):
-                self.w(f"{inner}cl{k}[c * {vec} + v] = {self.load_inline(k, True)};")
-        else:
-            body(inner, True, True)
-        self.w(f"{ind}  }}")
-        self.w(f"{ind}}}")
-        self.vec_loads, self.vec_stores, self.edge = vec_loads, vec_stores, False
+        with self.element_by_element():
+            self.w(f"{ind}#pragma unroll")
+            self.w(f"{ind}for (int g = 0; g < {peeled_edge_slots(tr_n, vec)}; ++g) {{")
+            self.w(f"{ind}  const int e = tr + g * {tr_n};")
+            self.w(f"{ind}  if (row_ok && e < {EDGE_ELEMENTS}) {{")
+            inner = ind + "    "
+            self.edge_element(inner)
+            self.w(f"{inner}const int c = ({ept} + g) / {vec};")
+            self.w(f"{inner}const int v = ({ept} + g) % {vec};")
+            self.w(f"{inner}const {it} rv = r0 - v;")
+            self.unravel(self.red, "rv", inner)
+            if fill:
+                for k in self.filled_loads(False):
+                    self.w(f"{inner}cl{k}[c * {vec} + v] = {self.load_inline(k, True)};")
+            else:
+                body(inner, True, True)
+            self.w(f"{ind}  }}")
+            self.w(f"{ind}}}")
         self.w(f"{indent}}}")
 
     def peel_bounds(self, indent: str, begin: str, end: str) -> None:
@@ -707,20 +709,32 @@ class _Emitter:
         """A peeled row's head (pr..pa) and tail (pb..pe), fewer than 2 vectors: body for each
         element, a lane an element, every input read element by element; the inputs this pass
         stages (`stage`) written to the shared row first, as the vectors' chunks write theirs."""
-        it, tr_n = self.itype, self.p.threads_r
+        with self.element_by_element():
+            self.w(f"{indent}for (int e = tr; e < {EDGE_ELEMENTS}; e += {self.p.threads_r}) {{")
+            self.edge_element(indent + "  ")
+            self.unravel(self.red, "r0", indent + "  ")
+            self.w(f"{indent}  const int v = 0;")
+            for k in sorted(stage):
+                at = self.staged_at("r0 + v")
+                self.w(f"{indent}  sl{k}[{at}] = {self.load_inline(k, True)};")
+            body(indent + "  ", False, True)
+            self.w(f"{indent}}}")
+
+    @contextlib.contextmanager
+    def element_by_element(self):  # noqa: ANN201
+        """Emitting a peeled row's head or tail: no vector loads or stores, no chunk."""
         vec_loads, vec_stores = self.vec_loads, self.vec_stores
         self.vec_loads, self.vec_stores, self.edge = set(), set(), True
-        self.w(f"{indent}for (int e = tr; e < (int)((pa - pr) + (pe - pb)); e += {tr_n}) {{")
+        try:
+            yield
+        finally:
+            self.vec_loads, self.vec_stores, self.edge = vec_loads, vec_stores, False
+
+    def edge_element(self, indent: str) -> None:
+        """r0: the row's element that head-and-tail element e is (the head's first)."""
         self.w(
-            f"{indent}  const {it} r0 = e < (int)(pa - pr) ? pr + e : pb + (e - (int)(pa - pr));"
+            f"{indent}const {self.itype} r0 = e < (int)(pa - pr) ? pr + e : pb + (e - (int)(pa - pr));"
         )
-        self.unravel(self.red, "r0", indent + "  ")
-        self.w(f"{indent}  const int v = 0;")
-        for k in sorted(stage):
-            self.w(f"{indent}  sl{k}[{self.staged_at('r0 + v')}] = {self.load_inline(k, True)};")
-        body(indent + "  ", False, True)
-        self.w(f"{indent}}}")
-        self.vec_loads, self.vec_stores, self.edge = vec_loads, vec_stores, False
 
     def chunk(self, body, inner: str, cached: bool, stage, reads, chunk_open, chunk_close) -> None:  # noqa: ANN001
         """One chunk of V consecutive elements starting at r0: its indices, its vector loads

@@ -43,6 +43,18 @@ _INDEX_CELLS = {"i32": ctypes.c_int32, "i64": ctypes.c_int64}
 MAX_WORKSPACE_STREAMS = 8
 
 
+def scalar_values(fusion, fixed: dict, host_nodes: Sequence, scalars: dict) -> dict:  # noqa: ANN001
+    """The scalar values a plan's kernels take: its `fixed` ones, the call's `scalars`
+    (fusion value -> number) and those its `host_nodes` compute from them."""
+    host = dict(fixed)
+    host.update(scalars)
+    for node in host_nodes:
+        env = {v: np.asarray(host[v]) for v in node.inputs}
+        for v, r in zip(node.outputs, eval_node(fusion, node, env)):
+            host[v] = r.item()
+    return host
+
+
 class SplitWorkspaces:
     """A split reduction's workspaces, one per stream, each zeroed once when made.
 
@@ -195,13 +207,7 @@ class Launcher:
 
     def host_scalars(self, scalars: dict) -> dict:
         """The scalar values kernels take: fixed ones, the call's, and the host-evaluated."""
-        host = dict(self.fixed)
-        host.update(scalars)
-        for node in self.host_nodes:
-            env = {v: np.asarray(host[v]) for v in node.inputs}
-            for v, r in zip(node.outputs, eval_node(self.exe.fusion, node, env)):
-                host[v] = r.item()
-        return host
+        return scalar_values(self.exe.fusion, self.fixed, self.host_nodes, scalars)
 
     # -- the repeat call on device arrays -------------------------------------------------
     def run_device(self, inputs: Sequence[object], input_pointers: Sequence[int | None]) -> list:
