@@ -41,11 +41,24 @@ from tunefuse.runtime.executor import Executor  # noqa: E402
 from tunefuse.schedulers import scheduler_for, with_values  # noqa: E402
 
 
+def spelled(space: dict, kind: str, name: str, text: str):  # noqa: ANN201
+    """The value `text` spells for parameter `name`: a search-space choice, or an integer
+    outside the space (a peeled vector, which `is_valid` accepts but the space does not
+    search yet); SystemExit naming the parameter when it is neither."""
+    if name in space and not any(str(c) == text for c in space[name].choices):
+        if text.lstrip("-").isdigit() and all(
+            isinstance(c, int) and not isinstance(c, bool) for c in space[name].choices
+        ):
+            return int(text)
+    return choice(space, kind, name, text)
+
+
 def variant(segment, device, default, spec: str):  # noqa: ANN001, ANN201
     """The default params with the `name=value,...` changes of `spec` that apply to this
-    segment's scheduler (values as the search space spells them; `pointwise.block_size=128`
-    changes only pointwise kernels, a bare name every kernel); SystemExit naming a change
-    that is not in the space or not valid."""
+    segment's scheduler (values as the search space spells them, or integers it does not
+    search that `is_valid` accepts; `pointwise.block_size=128` changes only pointwise
+    kernels, a bare name every kernel); None where a change is not valid for this kernel
+    (`main` refuses a spec that no kernel of the plan takes)."""
     sched = scheduler_for(segment.scheduler)
     space = sched.search_space(segment, device)
     changes = {}
@@ -56,11 +69,12 @@ def variant(segment, device, default, spec: str):  # noqa: ANN001, ANN201
             if not hasattr(default, kind):
                 continue
             bare = name  # a field of nested params: "pointwise.rows" of a transpose
-        changes[bare] = choice(space, segment.scheduler.value, bare, text)
+        if not dot and bare not in space:
+            return None  # a bare name another scheduler's kernels have
+        changes[bare] = spelled(space, segment.scheduler.value, bare, text)
     params = with_values(default, changes)
-    why = sched.is_valid(segment, device, params)
-    if why is not None:
-        raise SystemExit(f"{spec}: not valid here ({why})")
+    if sched.is_valid(segment, device, params) is not None:
+        return None
     return params
 
 
@@ -107,12 +121,16 @@ def main() -> None:
     runs = {"default": Executor(fd.fusion, params_source=lambda s, d: None)}
     for spec in args[3:]:
         check_names(segments, default, spec)
-        chosen = {
-            (s.kernel_key, s.shape_key): variant(
-                s, device, scheduler_for(s.scheduler).default_params(s, device), spec
-            )
-            for s in segments
-        }
+        chosen = {}
+        changed = []
+        for i, (s, own) in enumerate(zip(segments, default, strict=True)):
+            params = variant(s, device, own, spec)
+            chosen[(s.kernel_key, s.shape_key)] = own if params is None else params
+            if params is not None and params != own:
+                changed.append(i)
+        if not changed:
+            raise SystemExit(f"{spec}: no kernel of the plan takes it (valid, and a change)")
+        print(f"{spec}: changes kernel(s) {changed} of {len(segments)}")
         runs[spec] = Executor(
             fd.fusion, params_source=lambda s, d, c=chosen: c[(s.kernel_key, s.shape_key)]
         )

@@ -5,7 +5,8 @@ and tail an element a lane) compute what the reference computes: every accumulat
 weight lies elsewhere in the vector, rmsnorm), staged ones (rows in shared memory) and held
 ones (rows in registers, the head and tail in registers of their own),
 a sliced input (rows starting one element past an alignment), a split row, rows shorter than
-a vector; and the defaults of the same rows (not peeled yet: `reduction.vector_choices`)."""
+a vector; the defaults of the same rows (peeled where `reduction.default_row_vector` says);
+rows peeled and not of one structure, each run by its own kernel."""
 
 import dataclasses
 
@@ -160,3 +161,30 @@ def test_a_peeled_row_sum_is_deterministic(rng):
     second, _ = run_with_reduction_params(fd, inputs, kind="reduction", **peeled)
     for a, b in zip(first, second, strict=True):
         assert np.array_equal(a, b)
+
+
+def test_rows_peeled_and_not_of_one_structure_run_their_own_kernels(rng):
+    """Softmax rows of 4100 (read by vectors of 4 unpeeled) and then of 4099 (peeled) with
+    the same params, in one process: each runs its own kernel (one name once served both,
+    and the second ran the first's code: a misaligned vector)."""
+    with FusionDefinition() as fd:
+        softmax(fd, DataType.Float)
+    params = {
+        "vector": 4,
+        "elements_per_thread": 4,
+        "threads_r": 256,
+        "rows_per_block": 1,
+        "cache_row": False,
+        "shared_row": True,
+        "cluster": 1,
+        "rows_per_lane": 1,
+    }
+    runs = []
+    for cols in (4100, 4099, 4100):
+        inputs = [rng.standard_normal((8, cols)).astype(np.float32)]
+        got, launched = run_with_reduction_params(fd, inputs, kind="normalization", **params)
+        assert_agrees(fd, inputs, got, DataType.Float)
+        (k,) = launched
+        runs.append((k.kernel_key, k.params, k.kernel_name))
+    assert runs[0][:2] == runs[1][:2]  # one structure, one set of params
+    assert runs[0] == runs[2] and runs[0][2] != runs[1][2]

@@ -89,7 +89,7 @@ def test_no_peel_where_a_row_is_not_the_innermost_dim_alone():
 def test_which_params_may_peel():
     seg = row_sum_segment(4096, 11955, DataType.BFloat16)
     p = reduction.default_params(seg, H100)
-    assert p.vector == 1  # defaults do not peel yet (reduction.vector_choices)
+    assert p.vector == 8  # peeled by default: `reduction.default_row_vector`
     peeled = dataclasses.replace(p, vector=8, rows_per_lane=1)
     assert reduction.is_valid(seg, H100, peeled) is None
     why = reduction.is_valid(seg, H100, dataclasses.replace(peeled, rows_per_lane=2))
@@ -267,3 +267,31 @@ def test_the_emitted_loop_visits_each_element_once_with_aligned_vectors(tmp_path
     subprocess.run(["g++", "-O1", "-w", "-o", str(exe), str(src)], check=True, timeout=600)
     out = subprocess.run([str(exe)], check=True, capture_output=True, text=True, timeout=600)
     assert out.stdout.strip() == "0"
+
+
+def test_kernels_of_one_structure_are_named_by_their_code():
+    """Rows of a multiple of the vector (read unpeeled) and rows of an odd length (peeled)
+    share a structure (the kernel key) and may share params, but not code: their kernels
+    have two names (one name served both once, and the GPU ran the first one's code for the
+    second's rows: a misaligned vector). Rows of one code keep one name whatever their
+    count."""
+    from tunefuse.codegen import generate
+
+    def kernel(rows: int, cols: int):  # noqa: ANN202
+        with FusionDefinition() as fd:
+            _softmax(fd, DataType.BFloat16)
+        plan = fd.plan([planning_view(rows, cols, DataType.BFloat16)])
+        (seg,) = plan.segments
+        p = normalization.Params(
+            threads_r=512, cache_row=False, shared_row=True, vector=4, elements_per_thread=4
+        )
+        assert normalization.is_valid(seg, H100, p) is None
+        return seg, generate(seg, p, H100, {b.id: b.dtype for b in plan.buffers})
+
+    aligned_seg, aligned = kernel(122, 57812)
+    peeled_seg, peeled = kernel(1663, 41015)
+    assert aligned_seg.kernel_key == peeled_seg.kernel_key
+    assert not reduction.peels(aligned_seg, 4) and reduction.peels(peeled_seg, 4)
+    assert aligned.name != peeled.name
+    assert kernel(7, 57812)[1].name == aligned.name
+    assert kernel(9, 41015)[1].source == peeled.source

@@ -565,20 +565,25 @@ def test_the_measured_long_rows():
 
 
 def test_the_measured_rows_of_odd_lengths():
-    """Rows no vector fits (odd lengths) keep 16 bytes a thread in flight: 4 fp32 or 8 bf16
-    loads a trip where a thread's share holds them (row sums up to 1.46x faster, H100)."""
-    for rows, cols, dtype, threads, unroll in [
-        (334, 50257, DataType.Float, 512, 4),
-        (668, 50257, DataType.BFloat16, 512, 8),
-        (4096, 5003, DataType.BFloat16, 512, 8),
-        (8192, 3001, DataType.Float, 512, 4),
-        (3000, 9999, DataType.BFloat16, 512, 8),
-        (8000, 1999, DataType.BFloat16, 512, 2),  # 3 elements a thread: 2 chunks, as before
-        (20000, 777, DataType.BFloat16, 256, 2),
-        (50000, 333, DataType.Float, 128, 2),
+    """Rows no vector fits (odd lengths) are peeled at 16 bytes where a row holds at least
+    PEEL_LEAST_VECTORS of them (`reduction.default_row_vector`), laid out as rows of that
+    vector; shorter ones keep 16 bytes a thread in flight in narrower loads (4 fp32 or 8
+    bf16 a trip where a thread's share holds them)."""
+    for rows, cols, dtype, vector, threads, unroll in [
+        (334, 50257, DataType.Float, 4, 512, 2),
+        (668, 50257, DataType.BFloat16, 8, 512, 2),
+        (4096, 5003, DataType.BFloat16, 8, 256, 2),
+        (8192, 3001, DataType.Float, 4, 256, 2),
+        (3000, 9999, DataType.BFloat16, 8, 512, 2),
+        (8000, 1999, DataType.BFloat16, 8, 64, 4),
+        (20000, 777, DataType.BFloat16, 8, 32, 4),
+        (50000, 333, DataType.Float, 4, 32, 4),
+        (50000, 255, DataType.Float, 1, 64, 4),  # 63.75 vectors of 4: not peeled
+        (50000, 511, DataType.BFloat16, 1, 128, 2),  # 63.9 vectors of 8: not peeled
     ]:
         p = reduction.default_params(row_sum_segment(rows, cols, dtype), H100)
-        assert (p.vector, p.threads_r, p.unroll) == (1, threads, unroll), (rows, cols, dtype)
+        got = (p.vector, p.threads_r, p.unroll)
+        assert got == (vector, threads, unroll), (rows, cols, dtype, got)
 
 
 def var_mean_segment(rows: int, cols: int):  # noqa: ANN201

@@ -54,9 +54,9 @@ def shape_key(extents: Sequence[int]) -> str:
     return "x".join(str(e) for e in extents)
 
 
-def kernel_name(scheduler: str, kernel_key: str, params: object, constants: Sequence) -> str:
-    text = kernel_key + repr(params) + (repr(list(constants)) if constants else "")
-    return f"tf_{scheduler}_{digest(text)[:16]}"
+def kernel_name(scheduler: str, code: str) -> str:
+    """A kernel's name: a digest of its code (with its own name left out)."""
+    return f"tf_{scheduler}_{digest(code)[:16]}"
 
 
 def source_key(source: str, arch: str, nvrtc: str, options: Sequence[str] = ()) -> str:

@@ -23,7 +23,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
-    "25"  # bump when generated code changes: tuned records of another version are not used
+    "26"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -47,6 +47,8 @@ CODEGEN_VERSION = (
 #     count of times (unrolled: their loads in flight together).
 # 25: consecutive transpose tiles run along the writes' innermost dim (they were along the
 #     reads'): a tile's stores finish the sectors its neighbour's began while both are in L2.
+# 26: a kernel's name is a digest of its code (`kernel_name`), not of its segment's structure
+#     and params: rows peeled or not under one structure and params are two kernels.
 
 
 @dataclass(frozen=True)
@@ -61,11 +63,18 @@ class KernelSource:
     workspace_bytes: int = 0  # device memory, zeroed when made, the launch passes last (WS)
 
 
-def kernel_name(segment: Segment, params: object, args: tuple[KernelArg, ...] = ()) -> str:
-    """A name unique to the code: the segment's structure, the params and, for a static_shape
-    kernel, the constants it declares (its binary serves that shape alone)."""
-    constants = [(a.name, a.constant) for a in args if a.constant is not None]
-    return keys.kernel_name(segment.scheduler.value, segment.kernel_key, params, constants)
+# The name a kernel's body is emitted with, replaced by `kernel_name` once the body is known.
+UNNAMED = "tf_kernel_being_named"
+
+
+def kernel_name(kind: SchedulerKind, body: str) -> str:
+    """A name unique to the code: a digest of the body emitted as UNNAMED. The segment's
+    structure and the params do not decide the code alone: a row peeled at a vector (the
+    params) is read by aligned vectors only where its length, strides and offsets are not
+    multiples of it, and two shapes of one structure once shared a name while their code
+    differed (the GPU ran the first one's kernel, loaded by that name, for the second:
+    a misaligned vector)."""
+    return keys.kernel_name(kind.value, body)
 
 
 def emitted_params(segment: Segment, params: object) -> object:
@@ -95,22 +104,23 @@ def generate(
             segment, params, [t.itemsize for _, _, t in partial_fields(segment)]
         )  # type: ignore[arg-type]
         args.append(KernelArg("WS", "unsigned char* __restrict__", "workspace", (workspace,)))
-    name = kernel_name(segment, params, tuple(args))
     kind = segment.scheduler
     dynamic_shared = 0
     if kind is SchedulerKind.POINTWISE or emitted is not params:
-        body = emit_pointwise(segment, name, args, emitted)  # type: ignore[arg-type]
+        body = emit_pointwise(segment, UNNAMED, args, emitted)  # type: ignore[arg-type]
     elif kind is SchedulerKind.TRANSPOSE:
-        body = emit_transpose(segment, name, args, params)  # type: ignore[arg-type]
+        body = emit_transpose(segment, UNNAMED, args, params)  # type: ignore[arg-type]
     else:
         body, dynamic_shared = emit_reduction(
             segment,
-            name,
+            UNNAMED,
             args,
             params,
             kind is SchedulerKind.NORMALIZATION,
             launch_blocks(segment, device, params),
         )
+    name = kernel_name(kind, body)
+    body = body.replace(UNNAMED, name)
     grid, block, smem = scheduler.grid(segment, device, params)
     if grid[2] > 65535:
         grid = (grid[0], grid[1], 65535)

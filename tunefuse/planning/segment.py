@@ -166,7 +166,10 @@ class Segment:
 
     @cached_property
     def structure(self) -> str:
-        """Everything that decides the generated code, sizes and strides left out."""
+        """What decides the generated code, sizes and strides left out: the kernel key,
+        by which tuned params are kept. The code of a row peeled at a vector also follows
+        its length, strides and offsets modulo the vector: kernels are named by their code
+        (`codegen.kernel_name`), not by this."""
 
         def pattern(offset: Affine) -> str:
             if not offset.is_affine:

@@ -33,8 +33,8 @@ def nothing_fetched(code_keys: Sequence[str], sources: Sequence[KernelSource]) -
 
 def by_kernel_name(cubins: Mapping[str, bytes]) -> Fetcher:
     """The fetcher of binaries compiled elsewhere (a process pool), by kernel name: a
-    kernel's name is a digest of what decides its code (its segment's structure, params and
-    constants), so on one device the name identifies the binary."""
+    kernel's name is a digest of its code (`codegen.kernel_name`), so on one device the
+    name identifies the binary."""
 
     def fetch(code_keys: Sequence[str], sources: Sequence[KernelSource]) -> dict:
         return {

@@ -166,7 +166,7 @@ def balanced_threads(row_vectors: int, most_vectors: int, max_threads: int) -> i
 
 
 def _fewer_idle_slots(
-    segment: Segment, device: DeviceInfo, threads: int, ept: int
+    segment: Segment, device: DeviceInfo, threads: int, ept: int, vector: int
 ) -> tuple[int, int]:
     """(threads, elements a thread) of a row held in registers: the power of two's, or
     `balanced_threads`' (at most as many elements a thread) where that keeps more rows
@@ -176,7 +176,6 @@ def _fewer_idle_slots(
     [4096, 5120] 103 -> 78); softmax's one held input did not (bf16 [3276, 10240] 60.4 ->
     63.5 with 640 threads of 2 vectors for 512 of 3: the same rows an SM by the estimate)."""
     _, n_red = reduction.sizes(segment)
-    vector = reduction.reduced_vector(segment)
     row_vectors = -(-n_red // vector)
     even = balanced_threads(row_vectors, ept // vector, device.max_threads_per_block)
     even_ept = vectors_of_share(n_red, even, vector)
@@ -216,7 +215,9 @@ def shared_row_fits(
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
     """The layout (`_layout`); a layout that re-reads its rows from memory loads and stores
     evict-first in its output pass where that keeps its re-reads in L2 (`protects_rereads`)."""
-    p = _layout(segment, device)
+    p = _layout(segment, device, peel=True)
+    if reduction.peels(segment, p.vector) and is_valid(segment, device, p) is not None:
+        p = _layout(segment, device, peel=False)
     if p.cache_row or p.shared_row:
         return p
     return replace(p, evict_first=protects_rereads(segment, device, p))
@@ -244,7 +245,7 @@ def protects_rereads(segment: Segment, device: DeviceInfo, p: Params) -> bool:
     return resident <= device.l2_bytes < n_out * reread_row_bytes(segment)
 
 
-def _layout(segment: Segment, device: DeviceInfo) -> Params:
+def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
     """The row in registers (one read of memory), 16-byte vectors, enough threads that each
     holds at most 32 elements; rows too long for that are staged in shared memory, held over
     a cluster of blocks (sm_90, `_row_over_cluster`) or re-read through L1/L2.
@@ -252,7 +253,9 @@ def _layout(segment: Segment, device: DeviceInfo) -> Params:
     of it for softmax fp32 and bf16, layernorm fp32 and rmsnorm bf16 8192x4096 in
     `benchmarks/sweep.py CASE DTYPE 8192 4096 inner=True cache_row=True unroll=1 --all`
     (softmax bf16 52.3 us against ~55 for 256 threads). Rows along a strided dim (the
-    innermost dim not reduced): `_strided_rows`."""
+    innermost dim not reduced): `_strided_rows`. Rows of more than a warp's vectors are read
+    peeled where `peel` and that pays (`reduction.default_row_vector`; staged rows at most
+    STAGED_PEEL_BYTES a vector); clusters are not peeled."""
     if segment.reduce_dims and len(segment.extents) - 1 not in segment.reduce_dims:
         return _strided_rows(segment, device)
     if segment.column_partials:
@@ -280,6 +283,12 @@ def _layout(segment: Segment, device: DeviceInfo) -> Params:
             rows //= 2
         ept = -(-row_vectors // threads) * vector
         return _row_in_registers(segment, device, threads, rows, ept, vector)
+    unpeeled = vector
+    if peel:
+        vector = reduction.default_row_vector(segment)
+        staged_vector = reduction.default_row_vector(segment, STAGED_PEEL_BYTES)
+    else:
+        staged_vector = vector
     most = held_elements_most(segment)
     threads = 32
     while threads < device.max_threads_per_block and -(-n_red // threads) > most:
@@ -288,31 +297,35 @@ def _layout(segment: Segment, device: DeviceInfo) -> Params:
     # One block per `rows` rows, no grid-stride (blocks_per_sm 0): softmax 8192x4096 fp32
     # 95.7 -> 94.1 us, layernorm 95.8 -> 95.3 against 32 blocks an SM (benchmarks/sweep.py).
     if ept <= MAX_CACHED_ELEMENTS:
-        staged_instead = _staged_not_held(segment, device, threads)
+        staged_instead = _staged_not_held(segment, device, threads, staged_vector)
         if staged_instead is not None:
             return staged_instead
-        threads, ept = _fewer_idle_slots(segment, device, threads, ept)
+        threads, ept = _fewer_idle_slots(segment, device, threads, ept, vector)
         rows = max(1, 128 // threads)
         return _row_in_registers(segment, device, threads, rows, ept, vector)
     # Too long for registers: staged in shared memory where it fits (read once), else re-read.
     # A staged row of more than half an SM's shared memory leaves one block an SM: it takes
     # every thread the SM may run, so that enough loads are in flight (Little's law).
     # (A row that no two passes read is read once as it is: nothing to stage.)
-    staged = shared_row_bytes(segment, 1) > 0 and shared_row_fits(segment, device, 1)
+    staged = shared_row_bytes(segment, 1) > 0 and shared_row_fits(segment, device, 1, staged_vector)
     if not staged and shared_row_bytes(segment, 1) > 0:
-        over_cluster = _row_over_cluster(segment, device, vector)
+        over_cluster = _row_over_cluster(segment, device, unpeeled)
         if over_cluster is not None:
             return over_cluster
     if staged:
         resident = max(
-            1, device.shared_per_sm // (shared_row_bytes(segment, 1) + SHARED_ROW_RESERVE)
+            1,
+            device.shared_per_sm
+            // (shared_row_bytes(segment, 1, staged_vector) + SHARED_ROW_RESERVE),
         )
         threads = 32
         while threads * 2 <= min(
             device.max_threads_per_block, device.max_threads_per_sm // resident
         ):
             threads *= 2
-    return _row_not_held(segment, threads if staged else min(threads, 512), vector, staged)
+    if staged:
+        return _row_not_held(segment, threads, staged_vector, True)
+    return _row_not_held(segment, min(threads, 512), vector, False)
 
 
 def _row_not_held(segment: Segment, threads: int, vector: int, staged: bool) -> Params:
@@ -353,10 +366,21 @@ def _row_not_held(segment: Segment, threads: int, vector: int, staged: bool) -> 
 # 14.6 -> 15.3, layernorm fp32 [128, 32768] 19.2 -> 20.6), which stay held, and 5-6% at
 # rmsnorm [2048, 32768] fp32, [4096, 32768] bf16 and layernorm fp32 [2331, 18676], left so.
 STAGED_ROW_THREADS = 512
+# A staged row is peeled at vectors of at most 8 bytes: at 16 it lost to 8 on every staged
+# cell measured (H200, benchmarks/ab.py, rows of odd lengths staged at vector 1 by default:
+# `benchmarks/surface/peeled_rows_2026-11-26/staged_probe_h200.log`): bf16 rmsnorm [5443,
+# 16637] 145.5 us unpeeled, 105.6 at 4, 114.9 at 8; [3008, 33649] 187.5 / 135.8 / 143.8;
+# layernorm [3008, 33649] 204.8 / 172.5 / 187.2 (162.6 at 2); softmax [2201, 30001] 140.1 /
+# 112.8 / 113.7; fp32 layernorm [2314, 18407] 127.2 / 121.7 at 2 / 140.5 at 4, rmsnorm
+# [3001, 17001] 153.5 / 125.1 / 127.5. A row aligned at 8 bytes is not peeled wider
+# (layernorm bf16 [5443, 16636] 136.8 us at 4, 198.0 peeled at 8).
+STAGED_PEEL_BYTES = 8
 
 
-def _staged_not_held(segment: Segment, device: DeviceInfo, threads: int) -> Params | None:
-    """The staged layout of a row whose held layout takes `threads`, where that is every
+def _staged_not_held(
+    segment: Segment, device: DeviceInfo, threads: int, vector: int
+) -> Params | None:
+    """The staged layout (rows read at `vector`) of a row whose held layout takes `threads`, where that is every
     thread a block may have, there are more rows than SMs (with fewer, an SM runs one row
     at a time either way, and the held row's threads finish it sooner), the row has one
     held input and it fits shared memory; else None."""
@@ -366,12 +390,12 @@ def _staged_not_held(segment: Segment, device: DeviceInfo, threads: int) -> Para
         or n_out <= device.sm_count
         or len(held_row_inputs(segment)) != 1
         or shared_row_bytes(segment, 1) == 0
-        or not shared_row_fits(segment, device, 1)
+        or not shared_row_fits(segment, device, 1, vector)
     ):
         return None
-    resident = device.shared_per_sm // (shared_row_bytes(segment, 1) + SHARED_ROW_RESERVE)
+    resident = device.shared_per_sm // (shared_row_bytes(segment, 1, vector) + SHARED_ROW_RESERVE)
     staged_threads = device.max_threads_per_block if resident <= 1 else STAGED_ROW_THREADS
-    return _row_not_held(segment, staged_threads, reduction.reduced_vector(segment), True)
+    return _row_not_held(segment, staged_threads, vector, True)
 
 
 # Rows along a strided dim (softmax over the channels of [N, C, L]: the innermost dim is

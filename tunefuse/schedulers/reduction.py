@@ -206,10 +206,57 @@ def widest_vector_choice(segment: Segment) -> int:
 
 
 def vector_choices(segment: Segment) -> list[int]:
-    """The search space's vectors: 1 to `max_vector`, powers of two. Peeled vectors
-    (`widest_vector_choice`) are valid but not yet searched or chosen by default: their
-    kernels await their GPU tests and a judge on the GPU (tests/test_gpu_peeled_rows.py)."""
-    return [v for v in (1, 2, 4, 8) if max_vector(segment) % v == 0]
+    """The search space's vectors: 1 to `widest_vector_choice` (peeled rows included),
+    powers of two."""
+    return [v for v in (1, 2, 4, 8) if widest_vector_choice(segment) % v == 0]
+
+
+# Rows peeled by default: where a row holds at least PEEL_LEAST_VECTORS of the peeled vector
+# (H100, benchmarks/ab.py, default -> the same layout peeled at 16 bytes, 42 cells drawn
+# between the surface's, seed 120; `benchmarks/surface/peeled_rows_2026-11-26/`): row sums
+# fp32 [159, 353187] 124.9 -> 95.0 us, [360, 164257] 122.7 -> 95.8, bf16 [320, 261882] 83.3
+# -> 71.5, [13240, 562] 15.9 -> 14.8; logsumexp fp32 [382, 97337] 79.6 -> 63.6, [10,
+# 5608007] 156.9 -> 105.3; softmax re-read bf16 [434, 306670] 484.2 -> 308.6, held bf16
+# [391, 13123] 29.7 -> 17.8. Shorter rows lost (rows a lane give way to one row a lane: bf16
+# row sums [78054, 67] 11.2 -> 18.9; held rows of 31-34 vectors 1-3%).
+PEEL_LEAST_VECTORS = 64
+
+
+def default_row_vector(segment: Segment, most_bytes: int = MAX_VECTOR_BYTES) -> int:
+    """The vector a row's default layout reads: `peel_vector` (at most `most_bytes` of the
+    widest load) where that is wider than `max_vector`, a row holds at least
+    PEEL_LEAST_VECTORS of it, and no load read by vectors unpeeled would be read an element
+    a lane peeled (`narrows_a_load`); else `max_vector`."""
+    unpeeled = max_vector(segment)
+    if not vectors_along_reduction(segment):
+        return unpeeled
+    _, n_red = sizes(segment)
+    peeled = min(peel_vector(segment), max(1, most_bytes // widest_load(segment)))
+    if (
+        peeled <= unpeeled
+        or n_red < PEEL_LEAST_VECTORS * peeled
+        or (unpeeled > 1 and narrows_a_load(segment, peeled))
+    ):
+        return unpeeled
+    return peeled
+
+
+# Peeling at 4 a row that reads at 2 unpeeled loads layernorm's weight and bias (the same
+# place in every row, another place of a vector in each) an element a lane, not 2 at a time:
+# H200, default -> peeled (`benchmarks/surface/peeled_rows_2026-11-26/judgedP_*`): layernorm
+# bf16 [2595, 27618] 111.3 -> 118.6 us, [97, 65746] 20.5 -> 22.4, rmsnorm bf16 [25, 316838]
+# 24.0 -> 24.8. Rows read an element at a time unpeeled lose nothing there.
+def narrows_a_load(segment: Segment, vec: int) -> bool:
+    """True when a unit-stride load of the rows would be read an element a lane with rows
+    peeled at `vec` (`peeled_accesses`): it lies elsewhere within a vector than the lead."""
+    last = len(segment.extents) - 1
+    accesses = peeled_accesses(segment, vec)
+    unit = {
+        k
+        for k, ld in enumerate(segment.loads)
+        if ld.offset.is_affine and coeff(ld.offset, segment, last) == 1
+    }
+    return accesses is None or not unit <= accesses[1]
 
 
 def peels(segment: Segment, vector: int) -> bool:
@@ -259,7 +306,15 @@ def sizes(segment: Segment) -> tuple[int, int]:
 def default_params(segment: Segment, device: DeviceInfo) -> Params:
     """The layout (below), then a split of the reduced extent where its rows cannot fill the
     GPU; compiled to fit the blocks an SM that a one-wave grid needs (`one_wave_blocks`)."""
-    p = _layout_defaults(segment, device)
+    p = _defaults_at(segment, device, default_row_vector(segment))
+    if peels(segment, p.vector) and is_valid(segment, device, p) is not None:
+        return _defaults_at(segment, device, max_vector(segment))
+    return p
+
+
+def _defaults_at(segment: Segment, device: DeviceInfo, vector: int) -> Params:
+    """`default_params` with rows read at `vector` where they run along the reduction."""
+    p = _layout_defaults(segment, device, vector)
     p = replace(p, split=default_split(segment, device, p))
     return replace(p, min_blocks=one_wave_blocks(segment, device, p))
 
@@ -509,8 +564,9 @@ def short_row_lanes(segment: Segment, row_vectors: int, vector: int) -> int:
     return pow2_at_least(max(run, -(-row_vectors // SHORT_ROW_VECTORS)))
 
 
-def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
-    """Measured on H100 with benchmarks/sweep.py and benchmarks/ab.py (row and column sums)."""
+def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Params:
+    """Measured on H100 with benchmarks/sweep.py and benchmarks/ab.py (row and column sums);
+    contiguous rows read at `vector`."""
     n_out, n_red = sizes(segment)
     if reduced_is_contiguous(segment):
         # Rows of at least 256 vectors: a thread loads 2 vectors of its row, both in flight,
@@ -519,7 +575,6 @@ def _layout_defaults(segment: Segment, device: DeviceInfo) -> Params:
         # fp32 8.2 against 8.4). Shorter rows: 4 vectors a thread, 512-thread blocks (16384 x
         # 512 fp32: 16.5 us against 17.0 for 2). Rows a block are halved until there are 8
         # blocks an SM (2048 x 1024: 2048 blocks, not 256).
-        vector = max_vector(segment)
         row_vectors = -(-n_red // vector)
         if row_vectors <= 32:
             threads_r = short_row_lanes(segment, row_vectors, vector)
