@@ -11,8 +11,10 @@ case against variants of them, timed alternately with benchmarks/run.py's `timed
 CASE is a tests/fusion_zoo.py case (SHAPE rows x cols), a benchmarks/surface.py pattern not in
 the zoo (col, var_mean0, middle, row: SHAPE as the surface lays it out) or a fusion of
 examples/seed_fusions.py (SHAPE its input's). Each variant is a comma-separated list of
-name=value changes to the default params. The rounds alternate default, variant 1, variant 2,
-...: drift hits them all alike.
+name=value changes to the default params: values the search space holds, or integers it does
+not that `is_valid` accepts; in a plan of several kernels a variant changes the kernels it is
+valid for (it says which) and is refused where it is valid for none. The rounds alternate
+default, variant 1, variant 2, ...: drift hits them all alike.
 """
 
 from __future__ import annotations

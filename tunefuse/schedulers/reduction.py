@@ -154,11 +154,7 @@ def peeled_accesses(segment: Segment, vec: int) -> tuple[int, frozenset[int]] | 
             and dict(segment.buffer_alignments).get(buffer, 1) >= vec * dtype.itemsize
         )
 
-    unit = [
-        k
-        for k, ld in enumerate(segment.loads)
-        if ld.offset.is_affine and coeff(ld.offset, segment, last) == 1
-    ]
+    unit = unit_stride_loads(segment)
     moving = [k for k in unit if any(coeff(segment.loads[k].offset, segment, j) for j in outer)]
     if not unit:
         return None
@@ -249,14 +245,19 @@ def default_row_vector(segment: Segment, most_bytes: int = MAX_VECTOR_BYTES) -> 
 def narrows_a_load(segment: Segment, vec: int) -> bool:
     """True when a unit-stride load of the rows would be read an element a lane with rows
     peeled at `vec` (`peeled_accesses`): it lies elsewhere within a vector than the lead."""
-    last = len(segment.extents) - 1
     accesses = peeled_accesses(segment, vec)
-    unit = {
+    return accesses is None or not set(unit_stride_loads(segment)) <= accesses[1]
+
+
+def unit_stride_loads(segment: Segment) -> list[int]:
+    """The loads that walk the innermost dim element by element (a row's, and a weight's
+    along it)."""
+    last = len(segment.extents) - 1
+    return [
         k
         for k, ld in enumerate(segment.loads)
         if ld.offset.is_affine and coeff(ld.offset, segment, last) == 1
-    }
-    return accesses is None or not unit <= accesses[1]
+    ]
 
 
 def peels(segment: Segment, vector: int) -> bool:
