@@ -67,3 +67,26 @@ def test_one_name_a_code_and_one_code_a_name():
                         assert by_code.setdefault(code, kname) == kname, (name, cols, params)
     assert kernels > 300
     assert len(by_name) > 60  # rows of different alignments did make different code
+
+
+def test_fuzzed_fusions_name_each_code_once():
+    """The fuzzed corpus (odd lengths, offset, strided and expanded inputs, pads, cats),
+    planned as on the GPU, with default and random params: one name a code, one code a
+    name."""
+    from fuzz import corpus, device_plan, random_params
+
+    by_name: dict[str, str] = {}
+    by_code: dict[str, str] = {}
+    for case in corpus(31, 200):
+        plan = device_plan(case, device=DEVICE)
+        dtypes = {b.id: b.dtype for b in plan.buffers}
+        for seg in plan.segments:
+            default = scheduler_for(seg.scheduler).default_params(seg, DEVICE)
+            for params in (default, random_params(seg, DEVICE, 31)):
+                if params is None:
+                    continue
+                ks = generate(seg, params, DEVICE, dtypes)
+                code = ks.source.split("\n", 1)[1].replace(ks.name, "KERNEL")
+                assert by_name.setdefault(ks.name, code) == code, (case, params)
+                assert by_code.setdefault(code, ks.name) == ks.name, (case, params)
+    assert len(by_name) > 100
