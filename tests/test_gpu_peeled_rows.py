@@ -32,7 +32,8 @@ def _sliced_row_sum(fd, dtype):
 
 def _sliced_softmax(fd, dtype):
     """softmax over dim 1 of x[:, 1:] of x [33, 1030], its output dense: the load and the
-    store lie at different places of a vector, so its rows are not peeled."""
+    store lie at different places of a vector, so a peeled row is read by vectors and
+    written an element a lane."""
     x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
     xf = fd.ops.cast(fd.ops.slice(x, [0, 1], [33, 1030]), DataType.Float)
     m = fd.ops.max(xf, dims=[1], keepdim=True)

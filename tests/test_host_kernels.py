@@ -120,11 +120,12 @@ def test_the_fuzzed_corpus_agrees_with_the_reference_on_the_host(part):
 def _peeled_params(seg, device):  # noqa: ANN001, ANN202
     """A row reduction's or normalization's defaults with its rows peeled at the widest
     vector (one row a lane, no cluster; a held row's elements rounded to whole peeled
-    vectors, a re-read or staged row's a vector); None where its rows do not peel or the
+    vectors, a re-read or staged row's a vector; stores that lie elsewhere in a vector than
+    the row's loads written an element a lane); None where its rows do not peel or the
     peeled params cannot run."""
     if seg.scheduler.value not in ("reduction", "normalization"):
         return None
-    vector = reduction.peel_vector(seg)
+    vector = reduction.peel_vector(seg, element_stores=True)
     if not reduction.peels(seg, vector):
         return None
     sched = scheduler_for(seg.scheduler)
@@ -141,8 +142,8 @@ def _peeled_params(seg, device):  # noqa: ANN001, ANN202
 @pytest.mark.parametrize("seed", [23, 24, 27, 28])
 def test_fuzzed_fusions_with_their_rows_peeled_agree_on_the_host(seed):
     """Fusions of the corpus (150 a seed) whose reductions or normalizations can peel
-    their rows (odd lengths, offset, strided and expanded inputs, pads, cats, weights that
-    lie elsewhere in a vector), run with every such kernel peeled."""
+    their rows (odd lengths, offset, strided and expanded inputs, pads, cats, weights and
+    outputs that lie elsewhere in a vector), run with every such kernel peeled."""
     device = PROFILES["sm_90"]
     failures, peeled = [], 0
     for case in corpus(seed, 150):

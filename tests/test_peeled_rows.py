@@ -43,8 +43,8 @@ def test_odd_rows_peel_at_the_widest_vector_of_16_bytes():
         seg = row_sum_segment(64, cols, dtype)
         assert reduction.reduced_vector(seg) < vec
         assert reduction.peel_vector(seg) == vec
-        lead, loads = reduction.peeled_accesses(seg, vec)
-        assert (lead, loads) == (0, frozenset({0}))
+        row = reduction.peeled_accesses(seg, vec)
+        assert (row.lead, row.loads) == (0, frozenset({0}))
         assert reduction.peels(seg, vec) and not reduction.peels(seg, 1)
 
 
@@ -54,7 +54,7 @@ def test_rows_that_take_a_vector_unpeeled_are_not_peeled():
     assert not reduction.peels(seg, 8)
 
 
-def test_a_normalization_peels_only_where_its_stores_lie_where_its_loads_do():
+def test_a_normalization_reads_by_vectors_only_what_lies_where_its_row_does():
     """softmax of odd rows: its output lies where its input does (dense both). A layernorm's
     weight (the same place in every row) is read an element a lane, the row by vectors."""
     seg = _plan_segment(_softmax, (128, 5003), DataType.BFloat16)
@@ -71,10 +71,39 @@ def test_a_normalization_peels_only_where_its_stores_lie_where_its_loads_do():
 
     plan = fd.plan([planning_view(64, 3001, DataType.Float), np.zeros(3001, np.float32)])
     (seg,) = [s for s in plan.segments if s.scheduler.value == "normalization"]
-    lead, loads = reduction.peeled_accesses(seg, 4)
-    x_load = seg.loads[lead]
-    assert {seg.loads[k].buffer for k in loads} == {x_load.buffer}
-    assert len(seg.loads) > len(loads)  # the weight: an element a lane
+    row = reduction.peeled_accesses(seg, 4)
+    x_load = seg.loads[row.lead]
+    assert {seg.loads[k].buffer for k in row.loads} == {x_load.buffer}
+    assert len(seg.loads) > len(row.loads)  # the weight: an element a lane
+    assert row.stores_by_vector
+
+
+def test_a_softmax_of_a_sliced_input_writes_its_dense_output_an_element_a_lane():
+    """softmax over x[:, 1:] of x [33, 1030] into a dense output: its loads start one element
+    past a vector and its stores at 1029 * i, another place of a vector in each row. Peeled,
+    the row is read by vectors and written an element a lane: valid params, not searched
+    nor chosen by default until timed on the GPU (`reduction.peel_vector`)."""
+    with FusionDefinition() as fd:
+        x = fd.define_tensor(shape=[-1, -1], dtype=DataType.BFloat16)
+        xf = fd.ops.cast(fd.ops.slice(x, [0, 1], [33, 1030]), DataType.Float)
+        m = fd.ops.max(xf, dims=[1], keepdim=True)
+        e = fd.ops.exp(fd.ops.sub(xf, m))
+        fd.add_output(
+            fd.ops.cast(fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True)), DataType.BFloat16)
+        )
+    (seg,) = fd.plan([planning_view(33, 1030, DataType.BFloat16)]).segments
+    row = reduction.peeled_accesses(seg, 8)
+    assert row.loads == {row.lead} and not row.stores and not row.stores_by_vector
+    assert reduction.peel_vector(seg) == 1 and reduction.peel_vector(seg, element_stores=True) == 8
+    assert reduction.vector_choices(seg) == [1]
+    p = normalization.default_params(seg, H100)
+    assert p.vector == 1
+    reread = dataclasses.replace(
+        p, cache_row=False, shared_row=False, cluster=1, vector=8, elements_per_thread=8
+    )
+    assert normalization.is_valid(seg, H100, reread) is None
+    held = dataclasses.replace(reread, cache_row=True, threads_r=64, elements_per_thread=24)
+    assert normalization.is_valid(seg, H100, held) is None
 
 
 def test_no_peel_where_a_row_is_not_the_innermost_dim_alone():

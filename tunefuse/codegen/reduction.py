@@ -338,8 +338,8 @@ class _Emitter:
         # Peeled rows (`schedulers.reduction.peeled_accesses`): the strided loop reads a row
         # by vectors at aligned addresses only, from the first such element of the row (its
         # lead load's) to the last whole vector; the head before and the tail after it are
-        # read an element a lane (`peeled_edges`). Only the loads lying where the lead does
-        # are read by vectors.
+        # read an element a lane (`peeled_edges`). Only the loads and full-size stores lying
+        # where the lead does are read and written by vectors; the others an element a lane.
         self.peel = peels(segment, self.vec) and not self.along_outputs
         self.peel_lead = -1
         self.edge = False  # emitting a peeled row's head or tail: no vector, no chunk
@@ -350,8 +350,9 @@ class _Emitter:
             )
             peeled = peeled_accesses(segment, self.vec)
             assert peeled is not None, "peels only where peeled_accesses allows"
-            self.peel_lead = peeled[0]
-            self.vec_loads &= peeled[1]
+            self.peel_lead = peeled.lead
+            self.vec_loads &= peeled.loads
+            self.vec_stores &= peeled.stores
             if self.cache:  # the row's head and tail in registers of their own
                 self.slots += peeled_edge_slots(p.threads_r, self.vec)
         self.divided_by = self.reductions_used_as_divisors()

@@ -974,7 +974,7 @@ def _peel_error(segment: Segment, p: Params) -> str | None:
         return None
     peeled = reduction.peeled_accesses(segment, p.vector)
     held = [k for k, ld in enumerate(segment.loads) if ld in held_row_inputs(segment)]
-    if segment.column_partials or peeled is None or not set(held) <= peeled[1]:
+    if segment.column_partials or peeled is None or not set(held) <= peeled.loads:
         return (
             f"{wider}: a held peeled row holds every held input by vectors, none the same "
             "in every row, and takes no column sums in parts"

@@ -130,16 +130,32 @@ def _unit_vector(segment: Segment, accesses: list, last: int) -> int:
 # vector is aligned to: its first elements up to the first such address (the head) and its
 # last ones past the last whole vector (the tail) one element a lane, the rest in vectors.
 # Each row's head is its own (row i of [N, R] starts at i * R): it is computed a row from the
-# offset of the row's lead load, and every other access read by vectors must lie at the same
-# place of a vector (`peeled_accesses`). Rows read by the strided loop only (re-read, or
-# reduced, one row a lane): a held or staged row's elements have fixed slots.
-def peeled_accesses(segment: Segment, vec: int) -> tuple[int, frozenset[int]] | None:
-    """(the lead load, the loads read by vectors) of rows peeled at `vec`, or None where
-    they cannot be: the innermost dim is the one reduced dim, the lead (the first load
-    unit-stride along it that moves with a row) fits a vector, and every full-size store is
-    unit-stride, fits a vector and lies where the lead does (offset and every row stride
-    congruent modulo `vec`). Unit-stride loads that lie elsewhere (layernorm's weight, at
-    the same place in every row) are read an element a lane."""
+# offset of the row's lead load, and every other access read or written by vectors must lie
+# at the same place of a vector (`peeled_accesses`); the others go an element a lane. Rows
+# read by the strided loop only (re-read, or reduced, one row a lane): a held or staged row's
+# elements have fixed slots.
+@dataclass(frozen=True)
+class PeeledRow:
+    """How rows peeled at a vector are read and written (`peeled_accesses`)."""
+
+    lead: int  # the load whose offset places a row's vectors
+    loads: frozenset[int]  # loads read by vectors (the other loads: an element a lane)
+    stores: frozenset[int]  # full-size stores written by vectors (the others: an element a lane)
+    full_stores: frozenset[int]  # every full-size store
+
+    @property
+    def stores_by_vector(self) -> bool:
+        """Every full-size store is written by vectors."""
+        return self.stores == self.full_stores
+
+
+def peeled_accesses(segment: Segment, vec: int) -> PeeledRow | None:
+    """How rows peeled at `vec` are read and written, or None where they cannot be: the
+    innermost dim is the one reduced dim and the lead (the first load unit-stride along it
+    that moves with a row) fits a vector. Loads and full-size stores that are unit-stride,
+    fit a vector and lie where the lead does (offset and every row stride congruent modulo
+    `vec`) are read or written by vectors; the others an element a lane (layernorm's weight,
+    at the same place in every row; the dense output of a softmax over a sliced input)."""
     last = len(segment.extents) - 1
     if tuple(segment.reduce_dims) != (last,) or vec < 2:
         return None
@@ -163,42 +179,45 @@ def peeled_accesses(segment: Segment, vec: int) -> tuple[int, frozenset[int]] | 
     if not fits(ld.offset, ld.dtype, ld.buffer):
         return None
     at = phase(ld.offset)
-    for st in segment.stores:
-        if st.reduced:
-            continue
-        if not (
-            st.offset.is_affine
-            and coeff(st.offset, segment, last) == 1
-            and fits(st.offset, st.dtype, st.buffer)
-            and phase(st.offset) == at
-        ):
-            return None
+    full = frozenset(k for k, st in enumerate(segment.stores) if not st.reduced)
+    stores = frozenset(
+        k
+        for k in full
+        if segment.stores[k].offset.is_affine
+        and coeff(segment.stores[k].offset, segment, last) == 1
+        and fits(segment.stores[k].offset, segment.stores[k].dtype, segment.stores[k].buffer)
+        and phase(segment.stores[k].offset) == at
+    )
     loads = frozenset(
         k
         for k in unit
         if phase(segment.loads[k].offset) == at
         and fits(segment.loads[k].offset, segment.loads[k].dtype, segment.loads[k].buffer)
     )
-    return lead, loads
+    return PeeledRow(lead, loads, stores, full)
 
 
-def peel_vector(segment: Segment) -> int:
+def peel_vector(segment: Segment, element_stores: bool = False) -> int:
     """The widest vector (2 to 8 elements, at most 16 bytes) rows peeled there read
-    (`peeled_accesses`); 1 where none."""
+    (`peeled_accesses`); 1 where none. Unless `element_stores`, only where every full-size
+    store is written by vectors: rows that write an element a lane (a softmax over a sliced
+    input into a dense output) are valid params, proven on the host, but neither searched
+    nor chosen by default until they are timed on the GPU."""
     best = 1
     for vec in (2, 4, 8):
-        if peeled_accesses(segment, vec) is None:
+        row = peeled_accesses(segment, vec)
+        if row is None or not (element_stores or row.stores_by_vector):
             break
         best = vec
     return best
 
 
-def widest_vector_choice(segment: Segment) -> int:
+def widest_vector_choice(segment: Segment, element_stores: bool = False) -> int:
     """The widest vector a kernel of `segment` may take: `max_vector`, or wider where its
     rows may be peeled (`peel_vector`)."""
     if not vectors_along_reduction(segment):
         return max_vector(segment)
-    return max(max_vector(segment), peel_vector(segment))
+    return max(max_vector(segment), peel_vector(segment, element_stores))
 
 
 def vector_choices(segment: Segment) -> list[int]:
@@ -245,8 +264,8 @@ def default_row_vector(segment: Segment, most_bytes: int = MAX_VECTOR_BYTES) -> 
 def narrows_a_load(segment: Segment, vec: int) -> bool:
     """True when a unit-stride load of the rows would be read an element a lane with rows
     peeled at `vec` (`peeled_accesses`): it lies elsewhere within a vector than the lead."""
-    accesses = peeled_accesses(segment, vec)
-    return accesses is None or not set(unit_stride_loads(segment)) <= accesses[1]
+    row = peeled_accesses(segment, vec)
+    return row is None or not set(unit_stride_loads(segment)) <= row.loads
 
 
 def unit_stride_loads(segment: Segment) -> list[int]:
@@ -962,8 +981,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         and p.rows_per_block > 1
     ):
         return "rows of an inner reduction must fill warps"
-    if p.vector < 1 or widest_vector_choice(segment) % p.vector:
-        return f"vector {p.vector} (at most {widest_vector_choice(segment)} here)"
+    widest = widest_vector_choice(segment, element_stores=True)
+    if p.vector < 1 or widest % p.vector:
+        return f"vector {p.vector} (at most {widest} here)"
     if peels(segment, p.vector) and p.rows_per_lane != 1:
         return (
             f"vector {p.vector} is wider than the rows allow ({reduced_vector(segment)}): "
