@@ -380,10 +380,10 @@ STAGED_PEEL_BYTES = 8
 def _staged_not_held(
     segment: Segment, device: DeviceInfo, threads: int, vector: int
 ) -> Params | None:
-    """The staged layout (rows read at `vector`) of a row whose held layout takes `threads`, where that is every
-    thread a block may have, there are more rows than SMs (with fewer, an SM runs one row
-    at a time either way, and the held row's threads finish it sooner), the row has one
-    held input and it fits shared memory; else None."""
+    """The staged layout (rows read at `vector`) of a row whose held layout takes
+    `threads`, where that is every thread a block may have, there are more rows than SMs
+    (with fewer, an SM runs one row at a time either way, and the held row's threads finish
+    it sooner), the row has one held input and it fits shared memory; else None."""
     n_out, _ = reduction.sizes(segment)
     if (
         threads < device.max_threads_per_block
