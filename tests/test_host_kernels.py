@@ -1,9 +1,11 @@
 """Generated kernels run on the host (tests/host_kernels.py: a fiber a GPU thread, buffers
 under AddressSanitizer, vectors under UBSan's alignment check): every peeled-row kernel of
-the GPU test against the reference, the zoo's defaults, and the emulation's own checks
-(a read past a buffer, a vector off its alignment, a wrong value) shown to fire."""
+the GPU test against the reference, the zoo's defaults, strided rows in blocks of whole
+slabs, and the emulation's own checks (a read past a buffer, a vector off its alignment, a
+wrong value) shown to fire."""
 
 import dataclasses
+import pathlib
 import shutil
 import sys
 
@@ -164,6 +166,58 @@ def test_fuzzed_fusions_with_their_rows_peeled_agree_on_the_host(seed):
                 break
     assert peeled >= 5, f"seed {seed}: only {peeled} fusions peel"
     assert not failures, "\n".join(failures)
+
+
+SLAB_BLOCKS = [
+    # (pattern, dtype, shape [A, R, L], changes): strided rows (the innermost dim not
+    # reduced) in blocks of whole slabs' outputs, rows_per_block a multiple of L rather than
+    # a power of two: each warp reads consecutive addresses. The variants of
+    # benchmarks/surface/middle_slabs_probe/slab_probe.sh.txt, owed to the GPU.
+    ("middle_softmax", DataType.Float, (5, 300, 6), {"rows_per_block": 6, "threads_r": 64}),
+    ("middle_softmax", DataType.Float, (5, 300, 6), {"rows_per_block": 6, "threads_r": 128}),
+    ("middle_softmax", DataType.Float, (5, 300, 6), {"rows_per_block": 12, "threads_r": 64}),
+    ("middle_softmax", DataType.BFloat16, (9, 26, 17), {"rows_per_block": 17, "threads_r": 32}),
+    ("middle_softmax", DataType.BFloat16, (9, 26, 17), {"rows_per_block": 34, "threads_r": 16}),
+    ("middle", DataType.BFloat16, (7, 3, 37), {"rows_per_block": 37}),
+    ("middle", DataType.BFloat16, (7, 3, 37), {"rows_per_block": 74}),
+    ("middle", DataType.Float, (5, 300, 6), {"rows_per_block": 6, "threads_r": 128}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SLAB_BLOCKS)))
+def test_strided_rows_in_blocks_of_whole_slabs_agree_on_the_host(case):
+    """Each SLAB_BLOCKS variant (a normalization re-read, staged and held; a reduction as
+    it is), planned without a device so that a normalization stays one kernel."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    from patterns import pattern_fusion
+
+    pattern, dtype, shape, changes = SLAB_BLOCKS[case]
+    fd = pattern_fusion(pattern, dtype)
+    x = (np.random.default_rng(case).standard_normal(shape) * 2 + 1).astype(dtype.numpy)
+    plan = fd.plan([x])
+    kind = plan.segments[0].scheduler.value
+    layouts = (
+        [
+            {"cache_row": False, "shared_row": False, "elements_per_thread": 1, "vector": 1},
+            {"cache_row": False, "shared_row": True, "elements_per_thread": 1, "vector": 1},
+            {},
+        ]
+        if kind == "normalization"
+        else [{}]
+    )
+    sets = []
+    for layout in layouts:
+        params = {**changes, **layout}
+
+        def choose(seg, device, params=params):  # noqa: ANN001, ANN202
+            sched = scheduler_for(seg.scheduler)
+            p = dataclasses.replace(sched.default_params(seg, device), **params)
+            assert sched.is_valid(seg, device, p) is None, sched.is_valid(seg, device, p)
+            return p
+
+        sets.append(choose)
+    for run in run_plan_on_host(plan, [x], ["contiguous"], sets):
+        assert_agrees(fd, [x], run.outputs, dtype)
 
 
 def _row_sum_case() -> int:
