@@ -7,7 +7,7 @@ the defaults and with the widest vector, peeled or not: one name a code, one cod
 import dataclasses
 
 import numpy as np
-from fusion_zoo import ZOO, build
+from fusion_zoo import ZOO, build, inputs_for
 
 from tunefuse import DataType
 from tunefuse.codegen import generate
@@ -17,24 +17,11 @@ from tunefuse.schedulers import reduction, scheduler_for
 DEVICE = PROFILES["sm_90"]
 
 
-def _view(shape: tuple[int, ...], dtype: DataType) -> np.ndarray:
-    """A view of one element: planning reads no data."""
-    base = np.zeros(1, dtype.numpy)
-    strides = [base.itemsize]
-    for extent in reversed(shape[1:]):
-        strides.insert(0, strides[0] * extent)
-    return np.lib.stride_tricks.as_strided(base, shape, tuple(strides))
-
-
 def _kernels(name: str, dtype: DataType, rows: int, cols: int):  # noqa: ANN202
     """(name, body without its header, params) of each kernel of the zoo case at [rows, cols],
     with its default params and, where its rows run along a vector, the widest vector."""
     fd = build(ZOO[name], dtype)
-    views = [
-        _view((rows, cols) if fd.fusion.values[v].rank == 2 else (cols,), dtype)
-        for v in fd.fusion.inputs
-    ]
-    plan = fd.plan(views, device=DEVICE)
+    plan = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0)), device=DEVICE)
     dtypes = {b.id: b.dtype for b in plan.buffers}
     for seg in plan.segments:
         sched = scheduler_for(seg.scheduler)

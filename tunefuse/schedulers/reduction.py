@@ -164,10 +164,10 @@ def peeled_accesses(segment: Segment, vec: int) -> PeeledRow | None:
     def phase(offset) -> tuple[int, ...]:  # noqa: ANN001 - an Affine
         return (offset.const % vec, *(coeff(offset, segment, j) % vec for j in outer))
 
-    def fits(offset, dtype, buffer: int) -> bool:  # noqa: ANN001
+    def fits(access) -> bool:  # noqa: ANN001 - a segment's load or store
         return (
-            vec * dtype.itemsize <= MAX_VECTOR_BYTES
-            and dict(segment.buffer_alignments).get(buffer, 1) >= vec * dtype.itemsize
+            vec * access.dtype.itemsize <= MAX_VECTOR_BYTES
+            and dict(segment.buffer_alignments).get(access.buffer, 1) >= vec * access.dtype.itemsize
         )
 
     unit = unit_stride_loads(segment)
@@ -175,25 +175,22 @@ def peeled_accesses(segment: Segment, vec: int) -> PeeledRow | None:
     if not unit:
         return None
     lead = (moving or unit)[0]
-    ld = segment.loads[lead]
-    if not fits(ld.offset, ld.dtype, ld.buffer):
+    if not fits(segment.loads[lead]):
         return None
-    at = phase(ld.offset)
+    at = phase(segment.loads[lead].offset)
+
+    def by_vector(access) -> bool:  # noqa: ANN001 - a segment's load or store
+        return fits(access) and phase(access.offset) == at
+
     full = frozenset(k for k, st in enumerate(segment.stores) if not st.reduced)
     stores = frozenset(
         k
         for k in full
         if segment.stores[k].offset.is_affine
         and coeff(segment.stores[k].offset, segment, last) == 1
-        and fits(segment.stores[k].offset, segment.stores[k].dtype, segment.stores[k].buffer)
-        and phase(segment.stores[k].offset) == at
+        and by_vector(segment.stores[k])
     )
-    loads = frozenset(
-        k
-        for k in unit
-        if phase(segment.loads[k].offset) == at
-        and fits(segment.loads[k].offset, segment.loads[k].dtype, segment.loads[k].buffer)
-    )
+    loads = frozenset(k for k in unit if by_vector(segment.loads[k]))
     return PeeledRow(lead, loads, stores, full)
 
 
