@@ -10,7 +10,7 @@ import numpy as np
 from fusion_zoo import ZOO, build, inputs_for
 
 from tunefuse import DataType
-from tunefuse.codegen import generate
+from tunefuse.codegen import generate, kernel_body
 from tunefuse.device_info import PROFILES
 from tunefuse.schedulers import reduction, scheduler_for
 
@@ -37,7 +37,7 @@ def _kernels(name: str, dtype: DataType, rows: int, cols: int):  # noqa: ANN202
             if sched.is_valid(seg, DEVICE, params) is not None:
                 continue
             ks = generate(seg, params, DEVICE, dtypes)
-            yield ks.name, ks.source.split("\n", 1)[1].replace(ks.name, "KERNEL"), params
+            yield ks.name, kernel_body(ks), params
 
 
 def test_one_name_a_code_and_one_code_a_name():
@@ -73,7 +73,7 @@ def test_fuzzed_fusions_name_each_code_once():
                 if params is None:
                     continue
                 ks = generate(seg, params, DEVICE, dtypes)
-                code = ks.source.split("\n", 1)[1].replace(ks.name, "KERNEL")
+                code = kernel_body(ks)
                 assert by_name.setdefault(ks.name, code) == code, (case, params)
                 assert by_code.setdefault(code, ks.name) == ks.name, (case, params)
     assert len(by_name) > 100

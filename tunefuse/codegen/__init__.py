@@ -150,8 +150,20 @@ def code_identity(kernel: KernelSource) -> str:
     (the header and the kernel's name carry the params). Two params values can give one
     kernel: a pointwise grid of one block whatever its blocks an SM, `min_blocks` past what
     the block's threads allow. The tuner measures each identity once."""
-    body = kernel.source.split("\n", 1)[1].replace(kernel.name, "KERNEL")
-    return repr((body, kernel.grid, kernel.block, kernel.shared_bytes, kernel.workspace_bytes))
+    return repr(
+        (
+            kernel_body(kernel),
+            kernel.grid,
+            kernel.block,
+            kernel.shared_bytes,
+            kernel.workspace_bytes,
+        )
+    )
+
+
+def kernel_body(kernel: KernelSource) -> str:
+    """A kernel's code less what names it: the header (it carries the params) and its name."""
+    return kernel.source.split("\n", 1)[1].replace(kernel.name, "KERNEL")
 
 
 def partial_blocks(segment: Segment, device: DeviceInfo, params: object) -> int:
