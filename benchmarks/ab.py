@@ -9,11 +9,12 @@ case against variants of them, timed alternately with benchmarks/run.py's `timed
 --torch-compile adds torch.compile of the case (zoo cases) to the rounds.
 
 CASE is a tests/fusion_zoo.py case (SHAPE rows x cols), a benchmarks/surface.py pattern not in
-the zoo (col, var_mean0, middle, row: SHAPE as the surface lays it out) or a fusion of
-examples/seed_fusions.py (SHAPE its input's). Each variant is a comma-separated list of
-name=value changes to the default params: values the search space holds, or integers it does
-not that `is_valid` accepts; in a plan of several kernels a variant changes the kernels it is
-valid for (it says which) and is refused where it is valid for none. The rounds alternate
+the zoo (col, var_mean0, middle, row: SHAPE as the surface lays it out) or a fusion of one
+input of examples/seed_fusions.py (SHAPE its input's; --fusions=FILE takes another fusion
+file's, e.g. benchmarks/padded_vocab.py). Each variant is a comma-separated list of
+name=value changes to the default params: values the search space holds, or integers it
+does not that `is_valid` accepts; in a plan of several kernels a variant changes the kernels
+it is valid for (it says which) and is refused where it is valid for none. The rounds alternate
 default, variant 1, variant 2, ...: drift hits them all alike.
 """
 
@@ -90,8 +91,9 @@ def check_names(segments, defaults, spec: str) -> None:  # noqa: ANN001
             raise SystemExit(f"{item}: the plan has no {kind} kernel (it has {sorted(kinds)})")
 
 
-def case(name: str, dtype: DataType, shape: tuple[int, ...]):  # noqa: ANN201
-    """(fusion definition, torch inputs): a fusion_zoo case, or a seed fusion of one input."""
+def case(name: str, dtype: DataType, shape: tuple[int, ...], fusions: pathlib.Path):  # noqa: ANN201
+    """(fusion definition, torch inputs): a fusion_zoo case, or a fusion of one input of the
+    fusion file `fusions`."""
     if name in ZOO:
         return zoo_case(name, dtype, *shape)
     if name in SURFACE_ONLY:
@@ -101,10 +103,11 @@ def case(name: str, dtype: DataType, shape: tuple[int, ...]):  # noqa: ANN201
             for _ in range(ROW_OPERANDS.get(name, 0))
         ]
         return pattern_fusion(name, dtype), [x, *weights]
-    seeds = {c.name: c for c in load_fusion_file(ROOT / "examples" / "seed_fusions.py")}
+    seeds = {c.name: c for c in load_fusion_file(fusions)}
     if name not in seeds:
         raise SystemExit(
-            f"{name}: neither a fusion_zoo case {sorted(ZOO)} nor a seed fusion {sorted(seeds)}"
+            f"{name}: neither a fusion_zoo case {sorted(ZOO)} nor a fusion of {fusions} "
+            f"{sorted(seeds)}"
         )
     return seeds[name].build(), [torch.randn(*shape, device="cuda").to(torch_dtype(dtype))]
 
@@ -116,7 +119,9 @@ def main() -> None:
         raise SystemExit(__doc__)
     name, dtype_name, shape_text = args[0], args[1], args[2]
     rounds = int(opts.get("rounds", 5))
-    fd, inputs = case(name, DataType(dtype_name), tuple(int(n) for n in shape_text.split("x")))
+    fusions = pathlib.Path(opts.get("fusions", ROOT / "examples" / "seed_fusions.py"))
+    shape = tuple(int(n) for n in shape_text.split("x"))
+    fd, inputs = case(name, DataType(dtype_name), shape, fusions)
     device = runtime(0).info
     segments = make_plan(fd.fusion, inputs, device=device).segments
     default = tuple(scheduler_for(s.scheduler).default_params(s, device) for s in segments)

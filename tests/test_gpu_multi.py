@@ -90,6 +90,32 @@ def test_kernels_with_launch_attributes_run_on_device_1(torch, name, rows, cols,
         )
 
 
+def test_rows_peeled_and_not_run_their_own_kernels_on_each_device(torch, rng):
+    """Softmax rows of 4100 (read by vectors of 4 unpeeled) and of 4099 (peeled): one
+    structure, the same default params, two codes. Run alternately on cuda:1 and cuda:0,
+    each device loads each kernel by its own name (a digest of its code)."""
+    from tunefuse.codegen import generate
+    from tunefuse.device_info import H100
+    from tunefuse.schedulers import scheduler_for
+
+    fd = build(ZOO["softmax"], DataType.Float)
+    names = set()
+    for cols in (4100, 4099):
+        plan = fd.plan(inputs_for(fd, 8, cols, rng), device=H100)
+        (seg,) = plan.segments
+        params = scheduler_for(seg.scheduler).default_params(seg, H100)
+        assert params.vector == 4, params
+        names.add(generate(seg, params, H100, {b.id: b.dtype for b in plan.buffers}).name)
+    assert len(names) == 2  # the case still runs two kernels of one structure
+    for cols in (4100, 4099, 4100, 4099):
+        host = inputs_for(fd, 8, cols, rng)
+        want = reference.run(fd.fusion, host)[0]
+        for device in ("cuda:1", "cuda:0"):
+            (out,) = fd.execute([torch.from_numpy(x).to(device) for x in host])
+            assert out.device == torch.device(device)
+            np.testing.assert_allclose(out.cpu().numpy(), want, rtol=1e-5, atol=1e-6)
+
+
 def test_draws_and_scalar_outputs_stay_on_device_1(torch):
     """An unseeded draw on device-1 inputs takes its seed from the process stream and
     writes on cuda:1; a fusion whose only output is a full reduction returns it there."""

@@ -179,6 +179,31 @@ def test_short_runs_of_outputs_put_a_rows_threads_along_x(dtype, shape, inner, r
     assert_agrees(fd, inputs, got, computed(dtype))
 
 
+@pytest.mark.parametrize(
+    "dtype,shape,staged",
+    [
+        (DataType.Float, (1188, 1235, 6), True),  # 64 threads a row, the slab staged
+        (DataType.BFloat16, (1188, 1045, 2), True),
+        (DataType.BFloat16, (1188, 519, 15), False),  # a run of 15: re-read
+        (DataType.BFloat16, (1188, 5534, 2), True),  # 128 threads a row
+        (DataType.Float, (1200, 333, 31), False),  # a run one short of a warp
+        (DataType.Half, (1188, 777, 3), True),
+    ],
+)
+def test_runs_shorter_than_a_warp_take_a_block_a_slab(dtype, shape, staged, rng):
+    """Rows too long to hold whose outputs' run is shorter than a warp: a block a slab's
+    outputs (`normalization.SLAB_THREADS`), staged or re-read; the results agree with the
+    reference."""
+    with FusionDefinition() as fd:
+        middle_softmax(fd, dtype)
+    inputs = [(rng.standard_normal(shape) * 3).astype(dtype.numpy)]
+    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    (norm,) = [k for k in launched if "cache_row" in k.params]
+    assert norm.params["rows_per_block"] == shape[2]
+    assert norm.params.get("shared_row", False) is staged
+    assert_agrees(fd, inputs, got, computed(dtype))
+
+
 # (case, held): the held cases whose rows fit the registers; the re-read cases whose plan
 # runs one normalization on the GPU (3 and 6 run a kernel a pass there).
 VECTOR_CASES = [(c, True) for c in (0, 1, 2, 5, 9, 10)] + [(c, False) for c in (0, 1, 7, 8, 9, 10)]

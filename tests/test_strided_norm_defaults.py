@@ -3,6 +3,7 @@ along x and a row in the registers of the threads along y (no GPU): the default 
 surface of shapes, and the measured points."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -125,9 +126,95 @@ def test_strided_rows_take_outputs_along_x(n, c_log, c_odd, l_log, dtype, device
         lane_bytes = p.elements_per_thread * dtype.itemsize
         assert (p.rows_per_lane // 2) * lane_bytes < normalization.STRIDED_LANE_BYTES
         assert p.rows_per_lane * p.elements_per_thread <= reduction.LANE_ELEMENTS
-    else:
-        assert p.rows_per_lane == 1 and p.unroll == 4
+        return
+    assert p.rows_per_lane == 1 and p.unroll == 4
+    if not takes_whole_slabs(seg, device):
         assert p.threads_r * p.rows_per_block == 1024 or p.rows_per_block < 32
+        return
+    assert_whole_slabs(seg, device, p, dtype)
+
+
+def takes_whole_slabs(seg, device) -> bool:  # noqa: ANN001
+    """Whether re-read or staged strided rows take a block a slab: runs shorter than a warp,
+    and slabs enough to keep the SMs busy."""
+    n_out, _ = reduction.sizes(seg)
+    run = normalization.outputs_run(seg)
+    return run < reduction.WARP and normalization.sm_balance(-(-n_out // run), device) >= 0.8
+
+
+def assert_whole_slabs(seg, device, p, dtype) -> None:  # noqa: ANN001
+    """A block a slab's outputs (a warp's loads consecutive), 32 threads a row doubled while
+    a thread's share is over 128 bytes (128 threads at most), staged where the run is under
+    8 elements and the slab fits."""
+    _, n_red = reduction.sizes(seg)
+    run = normalization.outputs_run(seg)
+    assert not p.cache_row and p.rows_per_lane == 1 and p.unroll == 4
+    assert p.rows_per_block == run and p.vector == 1 and p.elements_per_thread == 1
+    assert 32 <= p.threads_r <= 128 and p.threads_r * run <= device.max_threads_per_block
+    halved = -(-n_red // (p.threads_r // 2)) * dtype.itemsize
+    assert p.threads_r == 32 or halved > normalization.SLAB_SHARE_BYTES
+    doubled = -(-n_red // p.threads_r) * dtype.itemsize
+    assert (
+        p.threads_r == 128
+        or 2 * p.threads_r * run > device.max_threads_per_block
+        or doubled <= normalization.SLAB_SHARE_BYTES
+    )
+    staged = replace(p, shared_row=True)
+    assert p.shared_row == (run < 8 and normalization.is_valid(seg, device, staged) is None)
+
+
+@given(
+    n=st.integers(50, 60000),
+    c=st.integers(257, 40000),
+    run=st.integers(2, 40),
+    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=300, deadline=None)
+def test_rows_too_long_to_hold_in_runs_shorter_than_a_warp_take_a_block_a_slab(
+    n, c, run, dtype, device
+):
+    """Strided rows too long for registers whose outputs' run (L of [N, C, L]) is shorter
+    than a warp: a block a slab's L outputs where the N slabs keep the SMs busy
+    (`normalization.SLAB_THREADS`); valid either way."""
+    seg = norm_segment((n, c, run), dtype, device)
+    if seg is None:  # a kernel a pass (`split_reason`)
+        return
+    p = normalization.default_params(seg, device)
+    assert normalization.is_valid(seg, device, p) is None
+    if p.cache_row or not takes_whole_slabs(seg, device):
+        assert p.rows_per_block != run or p.cache_row or run >= 32 or run == 1
+        return
+    assert_whole_slabs(seg, device, p, dtype)
+
+
+def test_whole_slabs_at_the_measured_points():
+    """H200 (`benchmarks/surface/whole_slabs_2026-11-27/`): (threads a row, staged) of the
+    probed cells; fewer slabs than keep the SMs busy, and runs of a warp, keep the old
+    layout."""
+
+    def params(shape, dtype):  # noqa: ANN001, ANN202
+        seg = norm_segment(shape, dtype, H100)
+        return None if seg is None else normalization.default_params(seg, H100)
+
+    for shape, dtype, want in [
+        ((9005, 1235, 6), DataType.Float, (64, 6, True)),
+        ((5710, 1203, 2), DataType.Float, (64, 2, True)),
+        ((8488, 559, 3), DataType.Float, (32, 3, True)),
+        ((16021, 1045, 2), DataType.BFloat16, (32, 2, True)),
+        ((2604, 519, 15), DataType.BFloat16, (32, 15, False)),
+        ((7213, 5534, 2), DataType.BFloat16, (128, 2, True)),
+    ]:
+        p = params(shape, dtype)
+        assert (p.threads_r, p.rows_per_block, p.shared_row) == want, (shape, p)
+    for shape, dtype in [
+        ((148, 17874, 2), DataType.BFloat16),  # 148 slabs: 56% of the SMs' time
+        ((56, 13520, 3), DataType.Float),
+        ((300, 1067, 14), DataType.Float),
+        ((4000, 1000, 32), DataType.Float),  # a warp's run
+    ]:
+        p = params(shape, dtype)
+        assert p is None or p.rows_per_block != shape[2], (shape, p)
 
 
 def test_the_measured_points():
@@ -302,3 +389,26 @@ def test_short_run_and_pair_layouts_compile(shape, dtype, inner, vector, arch):
         assert "__shfl_xor_sync" in source and "__syncthreads" not in source
     name = source[source.index("tf_normalization_") :].split("(")[0]
     assert compile_kernel(source, name, arch).cubin
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize(
+    "shape, dtype, staged",
+    [
+        ((1188, 1235, 6), DataType.Float, True),  # 64 threads a row, the slab staged
+        ((1188, 1045, 2), DataType.BFloat16, True),
+        ((1188, 519, 15), DataType.BFloat16, False),  # a run of 15: re-read
+        ((1188, 5534, 2), DataType.BFloat16, True),  # 128 threads a row
+    ],
+)
+def test_whole_slab_layouts_compile(shape, dtype, staged, arch):
+    """The defaults' kernels of a block a slab compile for sm_80 and sm_90 (the GPU tests,
+    test_gpu_strided_norms, check their values)."""
+    seg = norm_segment(shape, dtype, H100)
+    p = normalization.default_params(seg, H100)
+    assert (p.rows_per_block, p.shared_row) == (shape[2], staged), p
+    with FusionDefinition() as fd:
+        middle_softmax(fd, dtype)
+    plan = fd.plan([view(shape, dtype)], device=H100)
+    kernel = generate(seg, p, H100, {b.id: b.dtype for b in plan.buffers})
+    assert compile_kernel(kernel.source, kernel.name, arch).cubin

@@ -150,7 +150,7 @@ class Scheduler(Protocol):
 #    along the reads is short (`transpose.READ_ROW_TILES`, `Params.along_writes`). Short
 #    rows of one element a vector take at most 2 elements a lane, 4 where every store is
 #    reduced (`reduction.SCALAR_ROW_ELEMENTS`), not lanes of 64-byte runs.
-HEURISTICS_VERSION = 32
+HEURISTICS_VERSION = 33
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

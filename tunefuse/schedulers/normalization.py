@@ -568,6 +568,9 @@ def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
         ept = vectors_of_share(n_red, threads, 1)
         lanes = _strided_rows_a_lane(segment, device, outputs, ept)
         return Params(threads, outputs, False, 0, True, ept, 1, 1, evict_first, rows_per_lane=lanes)
+    slab = _whole_slabs(segment, device)
+    if slab is not None:
+        return slab
     if threads <= STRIDED_WIDE_HELD_THREADS and vector * reduction.widest_load(segment) == 16:
         lanes = min(STRIDED_WIDE_BLOCK // threads, pow2_at_least(-(-n_out // vector)))
         blocks = -(-n_out // (lanes * vector))
@@ -586,6 +589,64 @@ def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
     threads, outputs = (32, STRIDED_BLOCK_ROWS) if wide else (16, 2 * STRIDED_BLOCK_ROWS)
     outputs = min(outputs, pow2_at_least(n_out))
     return Params(threads, outputs, False, 0, False, 1, 1, 4, evict_first)
+
+
+# Strided rows too long to hold whose outputs' run (L of [N, C, L]) is shorter than a warp
+# take a block of one slab's L outputs (rows_per_block = L, a row's threads along y): a
+# warp's lanes (x = l, y = r) then read the consecutive addresses r * L + l of one slab,
+# where a block of 32 outputs read 32 / L runs of L elements a slab apart, most of each
+# sector unused. SLAB_THREADS threads a row, doubled while a thread's share of its row comes
+# to more than SLAB_SHARE_BYTES (up to SLAB_MOST_THREADS); the slab is staged in shared
+# memory where its run is under SLAB_STAGED_RUN elements and it fits, else re-read. H200,
+# softmax over the middle dim, 13 cells of the seed-12 between surface (ab.py, default ->
+# this rule, torch.compile; `benchmarks/surface/whole_slabs_2026-11-27/`): bf16 [16021,
+# 1045, 2] 303.6 -> 70.0 us (118.2), [5295, 1175, 5] 143.6 -> 66.0 (122.5), [2604, 519, 15]
+# 60.3 -> 49.0 (83.8); fp32 [5710, 1203, 2] 142.8 -> 40.8 (50.7), [8488, 559, 3] 100.8 ->
+# 42.8 (73.7), [9005, 1235, 6] 381.7 -> 189.1 (206.3), [2159, 309, 25] 62.9 -> 63.2 (89.2).
+# 128 or 256 threads a row lost to 32 and 64 at every cell (up to 4x at 256); staged and
+# re-read slabs were within 10% of each other but at bf16 L = 5 (66.0 staged, 92.6 re-read).
+# Judged on 40 other cells the rule moved (seeds 313 and 777, old and new alternated,
+# `judgedS_h200_summary.txt`): geomean 0.624 of the old time, 0.637 of torch.compile's (old
+# 1.022); bf16 [7213, 5534, 2] 846.5 -> 156.4 us (227.8), fp32 [24983, 739, 3] 395.9 ->
+# 150.8 (199.1). It lost where the slabs left SMs idle (fp32 [56, 13520, 3] +8%, bf16 [148,
+# 17874, 2] +17%, [89, 19849, 4] +19%: `sm_balance` 0.42-0.67, once split by a kernel a
+# pass) -> those keep the old layout; and at bf16 [15226, 290, 19] (+7.5%, re-read).
+SLAB_THREADS = 32
+SLAB_MOST_THREADS = 128
+SLAB_SHARE_BYTES = 128
+SLAB_STAGED_RUN = 8
+
+
+def _whole_slabs(segment: Segment, device: DeviceInfo) -> Params | None:
+    """Strided rows of runs shorter than a warp, a block a slab's outputs (SLAB_THREADS);
+    None where the runs are a warp or longer, the slabs (a block each) leave SMs idle
+    (`sm_balance` under MIN_SM_BALANCE: such rows run a kernel a pass, `split_reason`), or
+    no such block is valid."""
+    run = outputs_run(segment)
+    n_out, n_red = reduction.sizes(segment)
+    if run >= reduction.WARP or sm_balance(-(-n_out // run), device) < MIN_SM_BALANCE:
+        return None
+    width = reduction.widest_load(segment)
+    threads = SLAB_THREADS
+    while (
+        threads < SLAB_MOST_THREADS
+        and 2 * threads * run <= device.max_threads_per_block
+        and -(-n_red // threads) * width > SLAB_SHARE_BYTES
+    ):
+        threads *= 2
+    reread = Params(
+        threads_r=threads,
+        rows_per_block=run,
+        inner=False,
+        blocks_per_sm=0,
+        cache_row=False,
+        elements_per_thread=1,
+        vector=1,
+        unroll=4,
+        evict_first=evict_first_pays(segment),
+    )
+    staged = [replace(reread, shared_row=True)] if run < SLAB_STAGED_RUN else []
+    return next((p for p in [*staged, reread] if is_valid(segment, device, p) is None), None)
 
 
 # Rows of 2-byte elements too long for STRIDED_VECTOR outputs a lane (more than
