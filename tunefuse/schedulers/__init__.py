@@ -150,6 +150,10 @@ class Scheduler(Protocol):
 #    along the reads is short (`transpose.READ_ROW_TILES`, `Params.along_writes`). Short
 #    rows of one element a vector take at most 2 elements a lane, 4 where every store is
 #    reduced (`reduction.SCALAR_ROW_ELEMENTS`), not lanes of 64-byte runs.
+# 33: strided normalization rows too long to hold whose outputs' run is shorter than a warp
+#    take a block a slab's outputs, staged where the run is under 8 elements
+#    (`normalization.SLAB_THREADS`). A strided reduction of one thread a column of a few
+#    bytes takes rows a lane (`reduction._outer_rows_a_lane`).
 HEURISTICS_VERSION = 33
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

@@ -651,7 +651,23 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
             segment, device, rows, lane_elements(segment, p), vector, least
         )
         return replace(p, rows_per_lane=per_lane)
-    return _outer_defaults(segment, device)
+    return _outer_rows_a_lane(segment, device, _outer_defaults(segment, device))
+
+
+# A strided reduction of one thread a column whose column is a few bytes (the sum over the
+# middle dim of [A, C, L] with C of 2-7) takes rows a lane by the inner layouts' rule
+# (`default_rows_per_lane`: LANE_BYTES of loads a lane, the grid keeping 8 blocks an SM): a
+# lane's 3 loads of 2 bytes left too little in flight. H200, bf16 [646397, 3, 37] 115.6 us
+# -> 77.2 with 2 rows a lane, 75.3 with 4, 75.5 with 8 (torch.compile 62.5; ab.py).
+def _outer_rows_a_lane(segment: Segment, device: DeviceInfo, p: Params) -> Params:
+    """`p` with rows a lane where one thread reads a column of a few bytes."""
+    if p.threads_r > 1 or p.split > 1 or p.vector > 1:
+        return p
+    per_lane = default_rows_per_lane(
+        segment, device, p.rows_per_block, lane_elements(segment, p), p.vector
+    )
+    lanes = replace(p, rows_per_lane=per_lane)
+    return lanes if per_lane > 1 and is_valid(segment, device, lanes) is None else p
 
 
 # A thread of a long row keeps LONG_ROW_BYTES in flight a trip: 2 chunks of 16-byte vectors,
