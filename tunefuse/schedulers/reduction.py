@@ -657,15 +657,27 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
 # A strided reduction of one thread a column whose column is a few bytes (the sum over the
 # middle dim of [A, C, L] with C of 2-7) takes rows a lane by the inner layouts' rule
 # (`default_rows_per_lane`: LANE_BYTES of loads a lane, the grid keeping 8 blocks an SM): a
-# lane's 3 loads of 2 bytes left too little in flight. H200, bf16 [646397, 3, 37] 115.6 us
-# -> 77.2 with 2 rows a lane, 75.3 with 4, 75.5 with 8 (torch.compile 62.5; ab.py).
+# lane's 3 loads of 2 bytes left too little in flight. At most OUTER_LANE_LOADS loads a lane
+# (the outer layouts' 8 chunks in flight). H200, bf16 [646397, 3, 37] 115.6 us -> 77.2 with
+# 2 rows a lane, 75.3 with 4, 75.5 with 8 (torch.compile 62.5; ab.py). Judged with the
+# inner rule's rows a lane alone (no cap) on the 42 cells of seeds 12, 313 and 777 it moved
+# (H200, old and new alternated; `benchmarks/surface/whole_slabs_2026-11-27/
+# judgedL_h200_summary.txt`): geomean 0.847; columns of 2-4 gained (bf16 [8193280, 2, 5]
+# 152.1 -> 100.2 us, var_mean0 bf16 [3, 28317641] 183.8 -> 125.3; fp32 sums [2, 24025723]
+# 100.0 -> 87.3), of 5 tied, and bf16 column sums of 6 rows lost 22-25% with 2 rows a lane
+# (12 loads): hence the cap.
+OUTER_LANE_LOADS = 8
+
+
 def _outer_rows_a_lane(segment: Segment, device: DeviceInfo, p: Params) -> Params:
-    """`p` with rows a lane where one thread reads a column of a few bytes."""
+    """`p` with rows a lane where one thread reads a column of a few bytes (at most
+    OUTER_LANE_LOADS loads a lane)."""
     if p.threads_r > 1 or p.split > 1 or p.vector > 1:
         return p
-    per_lane = default_rows_per_lane(
-        segment, device, p.rows_per_block, lane_elements(segment, p), p.vector
-    )
+    column = lane_elements(segment, p)
+    per_lane = default_rows_per_lane(segment, device, p.rows_per_block, column, p.vector)
+    while per_lane > 1 and per_lane * column > OUTER_LANE_LOADS:
+        per_lane //= 2
     lanes = replace(p, rows_per_lane=per_lane)
     return lanes if per_lane > 1 and is_valid(segment, device, lanes) is None else p
 
