@@ -160,3 +160,37 @@ def test_the_defaults_take_several_rows_a_lane_where_rows_are_a_few_bytes(
     got, launched = run_with_reduction_params(fd, inputs)
     assert max(k.params.get("rows_per_lane", 1) for k in launched) > 1
     assert_agrees(fd, inputs, got, dtype)
+
+
+def _column_sum(fd, dtype):
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    fd.add_output(fd.ops.sum(x, dims=[0]))
+
+
+def _column_var_mean(fd, dtype):
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=[0], correction=1)
+    fd.add_output(var)
+    fd.add_output(mean)
+
+
+@pytest.mark.parametrize(
+    "define,dtype,shape,rows_per_lane",
+    [
+        (functools.partial(middle_reduction, op="sum"), DataType.BFloat16, (20000, 3, 37), 2),
+        (functools.partial(middle_reduction, op="max"), DataType.Float, (300001, 2, 3), 2),
+        (_column_sum, DataType.BFloat16, (2, 2200003), 4),
+        (_column_var_mean, DataType.Float, (3, 1100001), 2),
+    ],
+)
+def test_the_defaults_take_rows_a_lane_where_a_thread_reads_a_short_column(
+    define, dtype, shape, rows_per_lane, rng
+):
+    """A strided reduction of one thread a column of a few bytes (`reduction.
+    _outer_rows_a_lane`): the default takes rows a lane, and agrees with the reference."""
+    fd = _build(define, dtype)
+    inputs = _inputs(define, fd, shape, rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    (k,) = launched
+    assert (k.params["threads_r"], k.params["rows_per_lane"]) == (1, rows_per_lane), k.params
+    assert_agrees(fd, inputs, got, dtype)
