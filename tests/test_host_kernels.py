@@ -188,12 +188,36 @@ SLAB_BLOCKS = [
 def test_strided_rows_in_blocks_of_whole_slabs_agree_on_the_host(case):
     """Each SLAB_BLOCKS variant (a normalization re-read, staged and held; a reduction as
     it is), planned without a device so that a normalization stays one kernel."""
+    _variant_agrees_on_the_host(*SLAB_BLOCKS[case], seed=case)
+
+
+OUTER_LANES = [
+    # (pattern, dtype, shape, changes): strided reductions of one thread a column of a few
+    # bytes, rows a lane (`reduction._outer_rows_a_lane`), the last tile of lanes partly empty
+    ("middle", DataType.BFloat16, (7, 3, 37), {"threads_r": 1, "rows_per_lane": 2}),
+    ("middle", DataType.BFloat16, (9, 2, 5), {"threads_r": 1, "rows_per_lane": 4}),
+    ("col", DataType.BFloat16, (2, 1001), {"threads_r": 1, "vector": 1, "rows_per_lane": 4}),
+    ("col", DataType.Float, (3, 999), {"threads_r": 1, "vector": 1, "rows_per_lane": 2}),
+    ("var_mean0", DataType.Float, (3, 777), {"threads_r": 1, "vector": 1, "rows_per_lane": 2}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(OUTER_LANES)))
+def test_short_columns_rows_a_lane_agree_on_the_host(case):
+    """Each OUTER_LANES variant, rows_per_block 64 so that the last tile is partly empty."""
+    pattern, dtype, shape, changes = OUTER_LANES[case]
+    _variant_agrees_on_the_host(pattern, dtype, shape, {**changes, "rows_per_block": 64}, case)
+
+
+def _variant_agrees_on_the_host(pattern, dtype, shape, changes, seed) -> None:  # noqa: ANN001
+    """A surface pattern's kernel with `changes` to its defaults (a normalization re-read,
+    staged and held), planned without a device so that a normalization stays one kernel,
+    agrees with the reference on the host."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
     from patterns import pattern_fusion
 
-    pattern, dtype, shape, changes = SLAB_BLOCKS[case]
     fd = pattern_fusion(pattern, dtype)
-    x = (np.random.default_rng(case).standard_normal(shape) * 2 + 1).astype(dtype.numpy)
+    x = (np.random.default_rng(seed).standard_normal(shape) * 2 + 1).astype(dtype.numpy)
     plan = fd.plan([x])
     kind = plan.segments[0].scheduler.value
     layouts = (
