@@ -288,3 +288,13 @@ def test_long_fp32_strided_rows_are_held_four_outputs_a_lane(case, rng):
     got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
     assert [(k.params["cache_row"], k.params["vector"]) for k in launched] == [(True, 4)]
     assert_agrees(fd, inputs, got, computed(dtype))
+
+
+@pytest.mark.parametrize("shape", [(0, 300, 3), (5, 300, 0), (0, 7, 0)])
+def test_a_strided_normalization_of_no_rows_returns_empty_outputs(shape):
+    """Softmax over dim 1 with an empty dim not reduced: planned (its layout once divided by
+    the zero outputs), nothing launched, an empty output of the input's shape."""
+    with FusionDefinition() as fd:
+        middle_softmax(fd, DataType.Float)
+    (out,) = fd.execute([np.zeros(shape, np.float32)])
+    assert tuple(out.shape) == shape

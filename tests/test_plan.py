@@ -1,6 +1,7 @@
 """Concretization, aliasing and segmentation (CPU): the plan of the seed fusions and more,
 and proof that running the plan kernel by kernel keeps the fusion's meaning."""
 
+import fusion_zoo
 import ml_dtypes
 import numpy as np
 import pytest
@@ -823,3 +824,39 @@ def test_32_bit_indices_leave_room_for_a_loop_that_overshoots_the_last_element(n
     x = np.lib.stride_tricks.as_strided(np.zeros(1, np.float32), (1, n), (0, 0))
     (seg,) = make_plan(fd.fusion, [x]).segments
     assert seg.index_type == index_type
+
+
+@pytest.mark.parametrize("device_name", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(
+    "define,shape",
+    [
+        (fusion_zoo.softmax_over(3, 1), (0, 300, 3)),  # no slabs
+        (fusion_zoo.softmax_over(3, 1), (5, 300, 0)),  # slabs of no outputs
+        (fusion_zoo.softmax_over(3, 1), (0, 7, 0)),
+        (fusion_zoo.column_layernorm, (300, 0)),
+        (fusion_zoo.column_layernorm, (0, 0)),
+        (fusion_zoo.softmax_over(2, 1), (0, 300)),
+        (fusion_zoo.layernorm, (0, 5000)),
+    ],
+)
+def test_normalizations_with_no_output_rows_plan_and_are_empty(define, shape, device_name):
+    """A normalization whose rows number zero (an empty dim not reduced) plans on every device
+    (its layout's arithmetic divided by the zero outputs and the zero-length runs: softmax
+    over dim 1 of [0, 300, 3] raised ZeroDivisionError), launches nothing and returns empty
+    outputs."""
+    from tunefuse.device_info import PROFILES
+    from tunefuse.schedulers import scheduler_for
+
+    device = PROFILES[device_name]
+    with FusionDefinition() as fd:
+        define(fd, DataType.Float)
+    inputs = [
+        np.zeros(shape if fd.fusion.values[v].rank == len(shape) else shape[1:], np.float32)
+        for v in fd.fusion.inputs
+    ]
+    plan = fd.plan(inputs, device=device)
+    for seg in plan.segments:
+        sched = scheduler_for(seg.scheduler)
+        assert sched.is_valid(seg, device, sched.default_params(seg, device)) is None
+    assert all(o.size == 0 for o in run_via_plan(fd.fusion, inputs))
+    assert_plan_matches_reference(fd, inputs)

@@ -624,7 +624,9 @@ def _whole_slabs(segment: Segment, device: DeviceInfo) -> Params | None:
     no such block is valid."""
     run = outputs_run(segment)
     n_out, n_red = reduction.sizes(segment)
-    if run >= reduction.WARP or sm_balance(-(-n_out // run), device) < MIN_SM_BALANCE:
+    if n_out == 0 or run >= reduction.WARP:
+        return None
+    if sm_balance(-(-n_out // run), device) < MIN_SM_BALANCE:
         return None
     width = reduction.widest_load(segment)
     threads = SLAB_THREADS
@@ -828,7 +830,9 @@ def _row_over_cluster(segment: Segment, device: DeviceInfo, vector: int) -> Para
 
 def sm_balance(blocks: int, device: DeviceInfo) -> float:
     """The share of the SMs' time `blocks` blocks of one an SM at a time keep busy (the last
-    wave's idle SMs are the rest)."""
+    wave's idle SMs are the rest); 1.0 for no blocks (nothing to run leaves nothing idle)."""
+    if blocks == 0:
+        return 1.0
     waves = -(-blocks // device.sm_count)
     return blocks / (waves * device.sm_count)
 
