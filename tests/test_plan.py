@@ -6,8 +6,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hyp
 from strategies import fusions
 from test_frontend import ROOT
+from test_pointwise_defaults import view
 
 from tunefuse import DataType, FusionDefinition, InputMismatchError, ShapeError, reference
 from tunefuse.arrays import strides_in_order
@@ -860,3 +862,60 @@ def test_normalizations_with_no_output_rows_plan_and_are_empty(define, shape, de
         assert sched.is_valid(seg, device, sched.default_params(seg, device)) is None
     assert all(o.size == 0 for o in run_via_plan(fd.fusion, inputs))
     assert_plan_matches_reference(fd, inputs)
+
+
+def _middle_sum(fd, dtype):  # noqa: ANN001, ANN202
+    x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
+    fd.add_output(fd.ops.sum(x, dims=[1]))
+
+
+def _column_var_mean(fd, dtype):  # noqa: ANN001, ANN202
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=[0], correction=1)
+    fd.add_output(var)
+    fd.add_output(mean)
+
+
+REDUCING = [
+    *(fusion_zoo.ZOO[name] for name in ("softmax", "layernorm", "rmsnorm", "logsumexp")),
+    *(fusion_zoo.ZOO[name] for name in ("row_sum", "col_sum")),
+    fusion_zoo.column_layernorm,
+    fusion_zoo.softmax_over(3, 0),
+    fusion_zoo.softmax_over(3, 1),
+    fusion_zoo.softmax_over(3, 2),
+    fusion_zoo.logsumexp_over(0),
+    _middle_sum,
+    _column_var_mean,
+]
+
+
+@given(
+    define=hyp.sampled_from(REDUCING),
+    dims=hyp.lists(hyp.sampled_from([0, 1, 2, 3, 5, 31, 33, 300, 5000]), min_size=3, max_size=3),
+    dtype=hyp.sampled_from([DataType.Float, DataType.BFloat16]),
+    device_name=hyp.sampled_from(["sm_80", "sm_90"]),
+)
+@settings(max_examples=300, deadline=None)
+def test_reductions_and_normalizations_plan_every_shape_with_empty_or_tiny_dims(
+    define, dims, dtype, device_name
+):
+    """Every reducing fusion of the zoo, over shapes of empty, tiny and odd extents, plans on
+    every device with valid defaults, or is refused by name (the max of an empty dim): no
+    arithmetic error from a layout's sizes."""
+    from tunefuse.device_info import PROFILES
+    from tunefuse.schedulers import scheduler_for
+
+    device = PROFILES[device_name]
+    with FusionDefinition() as fd:
+        define(fd, dtype)
+    rank = fd.fusion.values[fd.fusion.inputs[0]].rank
+    shape = tuple(dims[:rank])
+    inputs = [view(shape[rank - fd.fusion.values[v].rank :], dtype) for v in fd.fusion.inputs]
+    try:
+        plan = fd.plan(inputs, device=device)
+    except ShapeError as e:
+        assert "cannot reduce the empty dims" in str(e)
+        return
+    for seg in plan.segments:
+        sched = scheduler_for(seg.scheduler)
+        assert sched.is_valid(seg, device, sched.default_params(seg, device)) is None, seg
