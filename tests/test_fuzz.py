@@ -52,9 +52,9 @@ def test_the_corpus_is_deterministic_and_reaches_every_op():
     assert all(np.array_equal(a, b) for a, b in zip(again.inputs, cases[5].inputs))
     layouts = {layout for c in cases for layout in c.layouts}
     assert layouts == {"contiguous", "offset", "permuted", "strided", "expanded", "scalar"}
-    assert any(0 in np.shape(x) for c in cases for x in c.inputs) or any(
-        1 in np.shape(x) for c in cases for x in c.inputs
-    )
+    # empty extents (fuzz.EMPTY_SHARE of the cases) and extents of one
+    assert sum(any(0 in np.shape(x) for x in c.inputs) for c in cases) >= COUNT // 100
+    assert any(1 in np.shape(x) for c in cases for x in c.inputs)
 
 
 def test_every_fuzzed_plan_agrees_with_the_reference_and_stays_in_bounds():
