@@ -53,7 +53,8 @@ class Params:
     # workspace, and the last of them to arrive combines the shares in a fixed order and
     # stores (one kernel). For outputs too few to fill the GPU.
     split: int = 1
-    # Rows a lane (inner layouts, unsplit): a lane takes this many rows of a tile,
+    # Rows a lane (unsplit; inner layouts, and outer ones of one thread a column: a lane then
+    # takes that many outputs): a lane takes this many rows of a tile,
     # rows_per_block apart, and loads all of them into registers before reducing any, so that
     # rows of a few bytes still give each lane enough loads in flight.
     rows_per_lane: int = 1
