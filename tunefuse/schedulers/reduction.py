@@ -758,8 +758,9 @@ def _split_bytes(segment: Segment) -> int:
 
 def _in_flight(segment: Segment, p: Params, blocks: int) -> int:
     """Bytes `blocks` blocks of a strided reduction have in flight: each lane `unroll`
-    loads of its vector of outputs."""
-    return blocks * block_threads(p) * p.vector * widest_load(segment) * p.unroll
+    loads of its vector of outputs, for each of its rows a lane."""
+    lane = p.vector * widest_load(segment) * p.unroll * p.rows_per_lane
+    return blocks * block_threads(p) * lane
 
 
 def _fills_unsplit(segment: Segment, device: DeviceInfo, p: Params) -> bool:
