@@ -37,6 +37,7 @@ from surface import _torch_fn  # noqa: E402
 from sweep import choice, torch_dtype, zoo_case  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
+from tunefuse.errors import DefinitionError  # noqa: E402
 from tunefuse.fusion_file import load_fusion_file  # noqa: E402
 from tunefuse.planning.plan import make_plan  # noqa: E402
 from tunefuse.runtime.device import runtime  # noqa: E402
@@ -103,7 +104,10 @@ def case(name: str, dtype: DataType, shape: tuple[int, ...], fusions: pathlib.Pa
             for _ in range(ROW_OPERANDS.get(name, 0))
         ]
         return pattern_fusion(name, dtype), [x, *weights]
-    seeds = {c.name: c for c in load_fusion_file(fusions)}
+    try:
+        seeds = {c.name: c for c in load_fusion_file(fusions)}
+    except DefinitionError as e:
+        raise SystemExit(f"--fusions: {e}") from None
     if name not in seeds:
         raise SystemExit(
             f"{name}: neither a fusion_zoo case {sorted(ZOO)} nor a fusion of {fusions} "
