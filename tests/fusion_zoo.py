@@ -82,6 +82,14 @@ def col_sum(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
     fd.add_output(fd.ops.sum(fd.define_tensor(shape=[-1, -1], dtype=dtype), dims=[0]))
 
 
+def column_var_mean(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
+    """var and mean over dim 0 of [R, C] in Float (BatchNorm's statistics; not in ZOO)."""
+    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+    var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=[0], correction=1)
+    fd.add_output(var)
+    fd.add_output(mean)
+
+
 def transpose2d(fd: FusionDefinition, dtype: DataType = DataType.Float) -> None:
     x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
     fd.add_output(fd.ops.set(fd.ops.permute(x, dims=[1, 0])))

@@ -10,7 +10,7 @@ import functools
 
 import numpy as np
 import pytest
-from fusion_zoo import layernorm, logsumexp, rmsnorm, softmax
+from fusion_zoo import col_sum, column_var_mean, layernorm, logsumexp, rmsnorm, softmax
 from test_gpu_execute import assert_agrees
 from test_gpu_split import _row_stats, _row_var_mean, middle_reduction, run_with_reduction_params
 
@@ -162,25 +162,13 @@ def test_the_defaults_take_several_rows_a_lane_where_rows_are_a_few_bytes(
     assert_agrees(fd, inputs, got, dtype)
 
 
-def _column_sum(fd, dtype):
-    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
-    fd.add_output(fd.ops.sum(x, dims=[0]))
-
-
-def _column_var_mean(fd, dtype):
-    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
-    var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=[0], correction=1)
-    fd.add_output(var)
-    fd.add_output(mean)
-
-
 @pytest.mark.parametrize(
     "define,dtype,shape,rows_per_lane",
     [
         (functools.partial(middle_reduction, op="sum"), DataType.BFloat16, (20000, 3, 37), 2),
         (functools.partial(middle_reduction, op="max"), DataType.Float, (300001, 2, 3), 2),
-        (_column_sum, DataType.BFloat16, (2, 2200003), 4),
-        (_column_var_mean, DataType.Float, (3, 1100001), 2),
+        (col_sum, DataType.BFloat16, (2, 2200003), 4),
+        (column_var_mean, DataType.Float, (3, 1100001), 2),
     ],
 )
 def test_the_defaults_take_rows_a_lane_where_a_thread_reads_a_short_column(

@@ -1,6 +1,8 @@
 """Concretization, aliasing and segmentation (CPU): the plan of the seed fusions and more,
 and proof that running the plan kernel by kernel keeps the fusion's meaning."""
 
+import functools
+
 import fusion_zoo
 import ml_dtypes
 import numpy as np
@@ -9,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hyp
 from strategies import fusions
 from test_frontend import ROOT
+from test_gpu_split import middle_reduction
 from test_pointwise_defaults import view
 
 from tunefuse import DataType, FusionDefinition, InputMismatchError, ShapeError, reference
@@ -864,18 +867,6 @@ def test_normalizations_with_no_output_rows_plan_and_are_empty(define, shape, de
     assert_plan_matches_reference(fd, inputs)
 
 
-def _middle_sum(fd, dtype):  # noqa: ANN001, ANN202
-    x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
-    fd.add_output(fd.ops.sum(x, dims=[1]))
-
-
-def _column_var_mean(fd, dtype):  # noqa: ANN001, ANN202
-    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
-    var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=[0], correction=1)
-    fd.add_output(var)
-    fd.add_output(mean)
-
-
 REDUCING = [
     *(fusion_zoo.ZOO[name] for name in ("softmax", "layernorm", "rmsnorm", "logsumexp")),
     *(fusion_zoo.ZOO[name] for name in ("row_sum", "col_sum")),
@@ -884,8 +875,8 @@ REDUCING = [
     fusion_zoo.softmax_over(3, 1),
     fusion_zoo.softmax_over(3, 2),
     fusion_zoo.logsumexp_over(0),
-    _middle_sum,
-    _column_var_mean,
+    functools.partial(middle_reduction, op="sum"),
+    fusion_zoo.column_var_mean,
 ]
 
 
