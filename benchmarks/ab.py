@@ -124,6 +124,11 @@ def main() -> None:
     name, dtype_name, shape_text = args[0], args[1], args[2]
     rounds = int(opts.get("rounds", 5))
     fusions = pathlib.Path(opts.get("fusions", ROOT / "examples" / "seed_fusions.py"))
+    if "fusions" in opts:  # a file named is read whatever the case: a bad one is refused
+        try:
+            load_fusion_file(fusions)
+        except DefinitionError as e:
+            raise SystemExit(f"--fusions: {e}") from None
     shape = tuple(int(n) for n in shape_text.split("x"))
     fd, inputs = case(name, DataType(dtype_name), shape, fusions)
     device = runtime(0).info

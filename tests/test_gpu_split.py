@@ -154,6 +154,47 @@ def test_rows_reduced_by_lane_groups_smaller_than_a_warp(
         )
 
 
+def _middle_var_mean(fd, dtype):
+    x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
+    var, mean = fd.ops.var_mean(x, dims=[1], correction=1)
+    fd.add_output(var)
+    fd.add_output(mean)
+
+
+@pytest.mark.parametrize(
+    "build,dtype,shape",
+    [
+        (functools.partial(middle_reduction, op="sum"), DataType.Float, (100, 701, 7)),
+        (functools.partial(middle_reduction, op="sum"), DataType.BFloat16, (2000, 257, 2)),
+        (functools.partial(middle_reduction, op="sum"), DataType.Float, (5, 513, 31)),
+        (functools.partial(middle_reduction, op="sum"), DataType.BFloat16, (4, 100003, 6)),
+        (functools.partial(middle_reduction, op="max"), DataType.Half, (6, 65537, 3)),
+        (_middle_var_mean, DataType.Float, (33, 4099, 5)),
+        (_middle_var_mean, DataType.BFloat16, (12, 12345, 9)),
+    ],
+)
+def test_middle_reductions_of_runs_shorter_than_a_warp_take_a_block_a_slab(
+    build, dtype, shape, rng
+):
+    """A strided reduction whose outputs' run is shorter than a warp (L of [A, C, L]) takes
+    a block of one slab's L outputs (`reduction.SLAB_THREADS_R`; 2-byte outputs in pairs
+    where L is even), split or not; the results agree with the reference."""
+    with FusionDefinition() as fd:
+        build(fd, dtype)
+    inputs = _inputs(dtype, shape, rng)
+    got, launched = run_with_reduction_params(fd, inputs, None)
+    (kernel,) = launched
+    slab = kernel.params["rows_per_block"] * kernel.params.get("vector", 1)
+    assert not kernel.params["inner"] and slab == shape[2]
+    assert kernel.params["threads_r"] >= 16
+    for g, e in zip(got, reference.run(fd.fusion, inputs)):
+        out_dtype = next(d for d in DataType if d.numpy == e.dtype)
+        rtol, atol = max(TOL[out_dtype], TOL[dtype])
+        np.testing.assert_allclose(
+            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
+        )
+
+
 # -- the workspace: zeroed once per stream, its counters left at zero by every launch ----------
 def _split_launcher(fd):
     """The launchers of `fd`'s runner that run a split kernel, and those kernels."""

@@ -5,10 +5,14 @@ import dataclasses
 
 import ml_dtypes
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from test_codegen_compile import ARCHS
 
 from tunefuse import DataType, FusionDefinition
+from tunefuse.codegen import generate
+from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import A100, H100
 from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.schedulers import normalization, reduction
@@ -846,3 +850,94 @@ def test_the_measured_short_columns_a_lane():
     ]:
         p = reduction.default_params(seg, H100)
         assert (p.threads_r, p.rows_per_lane) == (1, rows), p
+
+
+@given(
+    outer=st.integers(1, 1 << 16),
+    reduced=st.one_of(st.integers(2, 300), st.integers(301, 1 << 20)),
+    inner=st.integers(2, 40),
+    dtype=st.sampled_from(list(NUMPY)),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=300, deadline=None)
+def test_short_runs_of_long_columns_take_a_block_a_slab(outer, reduced, inner, dtype, device):
+    """A sum over the middle dim of [A, C, L] whose strided layout would read a block row
+    across runs (L under a warp) takes a block of one slab's outputs where there are at
+    least SLAB_LEAST_SLABS slabs and a column of SLAB_LEAST_COLUMN: L / vector lanes a row
+    (at most SLAB_LANE_BYTES loaded a lane, a whole number of lanes a run), at least
+    SLAB_THREADS_R threads a column and blocks of no fewer threads than let an SM's most
+    blocks fill it, doubled only to fill half the GPU unsplit; otherwise the old layout."""
+    seg = middle_sum_segment(outer, reduced, inner, dtype)
+    p = reduction.default_params(seg, device)
+    assert reduction.is_valid(seg, device, p) is None
+    old = reduction._outer_defaults(seg, device)
+    slab = reduction._whole_slabs(seg, device, old)
+    if reduced < reduction.SLAB_LEAST_COLUMN or outer < reduction.SLAB_LEAST_SLABS:
+        assert slab is None
+    if inner >= reduction.WARP or old.threads_r == 1:
+        assert slab is None
+    if slab is None:
+        return
+    assert dataclasses.replace(p, split=1, min_blocks=0) == slab
+    lanes, threads, vector = p.rows_per_block, p.threads_r, p.vector
+    assert not p.inner and lanes * vector == inner
+    assert vector * dtype.itemsize <= reduction.SLAB_LANE_BYTES
+    assert (
+        vector == 1
+        or dtype.itemsize * vector * 2 > reduction.SLAB_LANE_BYTES
+        or inner % (2 * vector)
+    )
+    least_block = device.max_threads_per_sm // device.max_blocks_per_sm
+    least = max(reduction.SLAB_THREADS_R, 1 << (-(-least_block // lanes) - 1).bit_length())
+    assert threads >= least and threads * lanes <= device.max_threads_per_block
+    resident = device.sm_count * device.max_threads_per_sm
+    fills = 2 * outer * lanes * threads >= resident
+    assert threads == least or fills
+    assert threads == least or 2 * outer * lanes * (threads // 2) < resident
+
+
+def test_the_measured_slabs_of_short_runs():
+    """H200 (`benchmarks/surface/reduction_slabs_2026-11-27/`; old layout -> this one,
+    torch.compile): fp32 [37, 178967, 6] 75.7 -> 58.8 us (65.6) with 16 threads a column and
+    a split, bf16 [9088, 6555, 2] 183.3 -> 84.1 (77.8) a pair a lane, 64 threads a column,
+    bf16 [21, 15022, 26] 16.1 -> 14.2 (14.0) 13 pairs; one slab (a column sum, [1, C, L]),
+    columns under 256 (bf16 [8712, 145, 5]) and runs of a warp keep the old layout."""
+    for shape, dtype, layout in [
+        ((37, 178967, 6), DataType.Float, (16, 6, 1)),
+        ((9088, 6555, 2), DataType.BFloat16, (64, 1, 2)),
+        ((21, 15022, 26), DataType.BFloat16, (16, 13, 2)),
+        ((14733, 258, 27), DataType.BFloat16, (16, 27, 1)),
+        ((1000, 2000, 12), DataType.Float, (16, 12, 1)),
+        ((300, 20000, 10), DataType.Float, (64, 10, 1)),
+    ]:
+        p = reduction.default_params(middle_sum_segment(*shape, dtype), H100)
+        assert (p.threads_r, p.rows_per_block, p.vector) == layout, (shape, p)
+    for seg in [
+        middle_sum_segment(1, 1151001, 5, DataType.BFloat16),
+        middle_sum_segment(8712, 145, 5, DataType.BFloat16),
+        middle_sum_segment(64, 4000, 32, DataType.Float),
+        column_sum_segment(1324261, 3, DataType.Float),
+    ]:
+        old = reduction._outer_defaults(seg, H100)
+        assert reduction._whole_slabs(seg, H100, old) is None
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize(
+    "shape, dtype, split",
+    [
+        ((37, 178967, 6), DataType.Float, True),
+        ((21, 15022, 26), DataType.BFloat16, True),  # 13 pairs a block row
+        ((9088, 6555, 2), DataType.BFloat16, False),  # one pair
+        ((14733, 258, 27), DataType.BFloat16, False),
+    ],
+)
+def test_slab_layouts_compile(shape, dtype, split, arch):
+    """The defaults' kernels of a block a slab compile for sm_80 and sm_90 (their values:
+    `test_gpu_split.py::test_middle_reductions_of_runs_shorter_than_a_warp_take_a_block_a_slab`)."""
+    seg = middle_sum_segment(*shape, dtype)
+    p = reduction.default_params(seg, H100)
+    assert p.rows_per_block * p.vector == shape[2] and (p.split > 1) is split, p
+    buffers = {b: dtype if b == seg.loads[0].buffer else DataType.Float for b in seg.buffer_ids}
+    kernel = generate(seg, p, H100, buffers)
+    assert compile_kernel(kernel.source, kernel.name, arch).cubin

@@ -48,8 +48,8 @@ def test_strided_rows_take_outputs_along_x(n, c_log, c_odd, l_log, dtype, device
     p = normalization.default_params(seg, device)
     assert normalization.is_valid(seg, device, p) is None
     n_out, n_red = reduction.sizes(seg)
-    run_bytes = normalization.outputs_run(seg) * dtype.itemsize
-    assert normalization.outputs_run(seg) == 1 << l_log
+    run_bytes = reduction.outputs_run(seg) * dtype.itemsize
+    assert reduction.outputs_run(seg) == 1 << l_log
     if p.inner:
         # runs of a few bytes: a held row's threads along x, doubled to a 64-byte patch
         # while a thread keeps 4 elements of its row
@@ -138,7 +138,7 @@ def takes_whole_slabs(seg, device) -> bool:  # noqa: ANN001
     """Whether re-read or staged strided rows take a block a slab: runs shorter than a warp,
     and slabs enough to keep the SMs busy."""
     n_out, _ = reduction.sizes(seg)
-    run = normalization.outputs_run(seg)
+    run = reduction.outputs_run(seg)
     return run < reduction.WARP and normalization.sm_balance(-(-n_out // run), device) >= 0.8
 
 
@@ -147,7 +147,7 @@ def assert_whole_slabs(seg, device, p, dtype) -> None:  # noqa: ANN001
     a thread's share is over 128 bytes (128 threads at most), staged where the run is under
     8 elements and the slab fits."""
     _, n_red = reduction.sizes(seg)
-    run = normalization.outputs_run(seg)
+    run = reduction.outputs_run(seg)
     assert not p.cache_row and p.rows_per_lane == 1 and p.unroll == 4
     assert p.rows_per_block == run and p.vector == 1 and p.elements_per_thread == 1
     assert 32 <= p.threads_r <= 128 and p.threads_r * run <= device.max_threads_per_block

@@ -154,7 +154,12 @@ class Scheduler(Protocol):
 #    take a block a slab's outputs, staged where the run is under 8 elements
 #    (`normalization.SLAB_THREADS`). A strided reduction of one thread a column of a few
 #    bytes takes rows a lane (`reduction._outer_rows_a_lane`).
-HEURISTICS_VERSION = 33
+# 34: a strided reduction whose outputs' run is shorter than its block row (the sum over
+#    the middle dim of [A, C, L], L under a warp; at least 4 slabs, columns of 256) takes a
+#    block of one slab's outputs, 2-byte outputs in pairs where L is even
+#    (`reduction.SLAB_THREADS_R`); a split of blocks under 256 threads counts them as a
+#    fraction of one (`reduction.SPLIT_BLOCK_THREADS`).
+HEURISTICS_VERSION = 34
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -10,7 +10,6 @@ combine their totals through distributed shared memory (memory is read once)."""
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 from tunefuse.device_info import DeviceInfo
@@ -501,17 +500,11 @@ STRIDED_INNER_SPAN_BYTES = 64
 STRIDED_INNER_ELEMENTS = 4  # a thread's elements of its row, at least, as threads double
 
 
-def outputs_run(segment: Segment) -> int:
-    """Consecutive outputs at one element of a strided row: the product of the extents
-    after the last reduced dim."""
-    return math.prod(segment.extents[max(segment.reduce_dims) + 1 :])
-
-
 def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
     """`_strided_layout`, a held row's threads along x where the outputs' runs are short
     (STRIDED_INNER_RUN_BYTES)."""
     p = _strided_layout(segment, device)
-    run_bytes = outputs_run(segment) * reduction.widest_load(segment)
+    run_bytes = reduction.outputs_run(segment) * reduction.widest_load(segment)
     if (
         not p.cache_row
         or p.cluster > 1
@@ -622,7 +615,7 @@ def _whole_slabs(segment: Segment, device: DeviceInfo) -> Params | None:
     None where the runs are a warp or longer, the slabs (a block each) leave SMs idle
     (`sm_balance` under MIN_SM_BALANCE: such rows run a kernel a pass, `split_reason`), or
     no such block is valid."""
-    run = outputs_run(segment)
+    run = reduction.outputs_run(segment)
     n_out, n_red = reduction.sizes(segment)
     if n_out == 0 or run >= reduction.WARP:
         return None

@@ -656,7 +656,8 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
             segment, device, rows, lane_elements(segment, p), vector, least
         )
         return replace(p, rows_per_lane=per_lane)
-    return _outer_rows_a_lane(segment, device, _outer_defaults(segment, device))
+    p = _outer_defaults(segment, device)
+    return _whole_slabs(segment, device, p) or _outer_rows_a_lane(segment, device, p)
 
 
 # A strided reduction of one thread a column whose column is a few bytes (the sum over the
@@ -737,6 +738,7 @@ OUTER_THREAD_ELEMENTS = 16  # a strided thread's loop: two trips of 8 loads in f
 UNSPLIT_BYTES = 4
 SPLIT_BYTES = 64
 SPLIT_BLOCKS_PER_SM = 8
+SPLIT_BLOCK_THREADS = 256  # SPLIT_BLOCKS_PER_SM blocks of this many threads fill an SM
 # Where one narrow output a lane fills the GPU unsplit (a block an SM of 1024 threads of one
 # 2-byte load each) but a wider lane would not, the wider lane split still pays where its
 # rows are long enough that each share keeps VECTOR_TRIPS trips at the split _outer_split
@@ -781,15 +783,18 @@ def _split_by_work(segment: Segment, p: Params) -> int:
 def _outer_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
     """1 where the unsplit grid fills the GPU (`_fills_unsplit`) or a split cannot run;
     else enough shares a row for `_split_bytes` a resident thread in flight, within
-    `_split_by_work`, and no more blocks than whole waves of resident blocks hold: a grid a
-    few blocks past a wave runs a second wave for them (fp32 column sums of 1024 outputs,
-    272 blocks of 1024 threads where 264 are resident: 123.2 us; 256 blocks 106.9)."""
+    `_split_by_work`, at most SPLIT_BLOCKS_PER_SM blocks of SPLIT_BLOCK_THREADS an SM (so
+    many more of fewer threads: a slab's, `_whole_slabs`), and no more blocks than whole
+    waves of resident blocks hold: a grid a few blocks past a wave runs a second wave for
+    them (fp32 column sums of 1024 outputs, 272 blocks of 1024 threads where 264 are
+    resident: 123.2 us; 256 blocks 106.9)."""
     if _fills_unsplit(segment, device, p) or split_error(segment, replace(p, split=2)):
         return 1
     resident = device.sm_count * device.max_threads_per_sm
     wave = device.sm_count * resident_blocks(p, device)
     target = -(-_split_bytes(segment) * resident // _in_flight(segment, p, 1))
-    blocks = min(target, SPLIT_BLOCKS_PER_SM * device.sm_count)
+    small = max(1, SPLIT_BLOCK_THREADS // block_threads(p))  # blocks of fewer threads: more
+    blocks = min(target, SPLIT_BLOCKS_PER_SM * device.sm_count * small)
     if blocks > wave:
         blocks = blocks // wave * wave
     return max(1, min(blocks // row_tiles(segment, p), _split_by_work(segment, p)))
@@ -946,6 +951,92 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
         threads_r == 1 and n_red > unroll and shares_sectors_across_trips(segment)
     )
     return Params(threads_r, rows, False, 32, vector, unroll, evict_first)
+
+
+def outputs_run(segment: Segment) -> int:
+    """Consecutive outputs at one reduced element: the product of the extents after the
+    last reduced dim (L of the sum over the middle dim of [A, C, L])."""
+    return math.prod(segment.extents[max(segment.reduce_dims) + 1 :])
+
+
+# A strided reduction whose outputs' run (L of [A, C, L]) is shorter than its block row
+# takes a block of one slab's L outputs (rows_per_block = L / vector): a warp's lanes (x =
+# l, y = r) read the consecutive addresses r * L + l of one slab, where a block row of 32
+# outputs (or 32 vectors) reads 32 / L runs a slab apart, most of each sector unused (ncu,
+# H200, fp32 [37, 178967, 6]: 10.2M sectors loaded for the old layout's 0.72M requests,
+# 5.9M for the slab block's 1.24M; DRAM 54% -> 61% of peak, 61.3 -> 55.1 us).
+# - SLAB_THREADS_R threads a column (a warp then spans a whole run a reduced element), more
+#   where blocks of so few threads would leave an SM's threads idle at its most blocks (32
+#   threads a column for L = 2 or 3), doubled until the slabs hold half the GPU's resident
+#   threads where a block of at most max_threads_per_block does; where none does, a split
+#   fills the GPU (`_outer_split`, which counts a block of under SPLIT_BLOCK_THREADS as a
+#   fraction of one) and the blocks keep the least.
+# - A lane loads at most SLAB_LANE_BYTES: 2-byte outputs go in pairs where L is even (bf16
+#   [21, 15022, 26] 19.3 us one a lane, 14.2 a pair; [31868, 639, 6] 110.3 -> 84.8).
+# - Only columns of SLAB_LEAST_COLUMN or more (each thread OUTER_THREAD_ELEMENTS of its
+#   column at SLAB_THREADS_R; bf16 [8712, 145, 5] 13.5 -> 14.4 us, [3863, 170, 8] 12.7 ->
+#   12.2) and SLAB_LEAST_SLABS or more slabs: a column sum ([R, N] with N < 32: one slab)
+#   and [1, C, L] lost up to 3.7x (a Welford of 3 outputs split 2768 ways), [2-3, C, L]
+#   went either way (0.84 to 1.08).
+# First as ab.py variants (H200, the old layout -> slab blocks of 16 / 32 / 64 threads a
+# column at the old split; torch.compile): fp32 [37, 178967, 6] 75.2 -> 58.0 / 63.0 / 59.2
+# (65.0), [16, 874140, 4] 102.1 -> 72.7 / 76.9 / 77.9 (99.9), bf16 [300, 20000, 10] 70.1 ->
+# 135.3 / 57.5 / 52.8 (55.9; 300 slabs of 160 threads leave the GPU idle). Then the rule,
+# old code against new alternated twice on the 55 cells of the seed-313 and seed-12 between
+# surfaces it moves (`benchmarks/surface/reduction_slabs_2026-11-27/`): geomean 0.814 of
+# the old time, 0.854 of torch.compile's (old 1.049), cells over 1.10x torch.compile 18 ->
+# 7; fp32 [37613, 651, 2] 117.1 -> 64.2, bf16 [9088, 6555, 2] 183.3 -> 84.1 (77.8); it
+# lost on bf16 runs of odd L with short columns: [14733, 258, 27] 71.4 -> 90.7, [1595,
+# 348, 9] 11.9 -> 14.3, [15451, 1614, 5] 104.7 -> 111.9.
+SLAB_THREADS_R = 16
+SLAB_LEAST_COLUMN = SLAB_THREADS_R * OUTER_THREAD_ELEMENTS
+SLAB_LEAST_SLABS = 4
+SLAB_LANE_BYTES = 4
+
+
+def _whole_slabs(segment: Segment, device: DeviceInfo, p: Params) -> Params | None:
+    """A block a slab's outputs (`SLAB_THREADS_R`) for the strided layout `p`; None where
+    `p` has one thread a column, its block row lies within one run, the run is a warp or
+    longer, a column is shorter than SLAB_LEAST_COLUMN, a load's slab is not contiguous
+    (its innermost reduced dim is not `run` elements apart), or no such block is valid."""
+    n_out, n_red = sizes(segment)
+    if n_out == 0 or p.threads_r == 1 or n_red < SLAB_LEAST_COLUMN:
+        return None
+    run = outputs_run(segment)
+    slabs = -(-n_out // run)
+    if run >= WARP or p.rows_per_block * p.vector <= run or slabs < SLAB_LEAST_SLABS:
+        return None
+    r = segment.reduce_dims[-1]
+    pitches = {coeff(ld.offset, segment, r) for ld in segment.loads if ld.offset.is_affine}
+    if any(not ld.offset.is_affine for ld in segment.loads) or pitches - {0, run}:
+        return None
+    vector = 1  # a lane's outputs: SLAB_LANE_BYTES at most, a whole number of them a run
+    while (
+        2 * vector * widest_load(segment) <= SLAB_LANE_BYTES
+        and run % (2 * vector) == 0
+        and output_vector(segment) % (2 * vector) == 0
+    ):
+        vector *= 2
+    lanes = run // vector
+    resident = device.sm_count * device.max_threads_per_sm
+    # blocks of fewer threads than this leave an SM's threads idle at its most blocks
+    least_block = device.max_threads_per_sm // device.max_blocks_per_sm
+    least = max(SLAB_THREADS_R, pow2_at_least(-(-least_block // lanes)))
+    threads = least
+    while 2 * slabs * lanes * threads < resident and n_red >= 2 * threads * OUTER_THREAD_ELEMENTS:
+        threads *= 2
+    if threads * lanes > device.max_threads_per_block or 2 * slabs * lanes * threads < resident:
+        threads = least
+    slab = Params(
+        threads,
+        lanes,
+        False,
+        32,
+        vector,
+        min(8, pow2_at_most(n_red // threads)),
+        evict_first_pays(segment),
+    )
+    return slab if is_valid(segment, device, slab) is None else None
 
 
 # A strided thread of one thread a column (threads_r 1) reads consecutive reduced elements in
