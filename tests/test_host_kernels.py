@@ -209,6 +209,31 @@ def test_short_columns_rows_a_lane_agree_on_the_host(case):
     _variant_agrees_on_the_host(pattern, dtype, shape, {**changes, "rows_per_block": 64}, case)
 
 
+SLABS = [
+    # (dtype, shape of [A, C, L], changes): strided reductions of runs under a warp, a block
+    # a slab (`reduction._whole_slabs`): one output a lane, pairs of bf16, 13 pairs a block
+    # row, a run of 3 (32 threads a column); split as the defaults split them, and by 3
+    (DataType.Float, (9, 300, 7), {}),
+    (DataType.BFloat16, (6, 700, 6), {}),
+    (DataType.BFloat16, (5, 520, 26), {"split": 3}),
+    (DataType.Float, (4, 3001, 3), {"split": 1}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(SLABS)))
+def test_a_block_a_slab_agrees_on_the_host(case):
+    """Each SLABS case's defaults are a block of one slab's outputs, and agree."""
+    dtype, shape, changes = SLABS[case]
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    from patterns import pattern_fusion
+
+    x = np.zeros(shape, dtype.numpy)
+    (seg,) = pattern_fusion("middle", dtype).plan([x]).segments
+    p = scheduler_for(seg.scheduler).default_params(seg, PROFILES["sm_90"])
+    assert not p.inner and p.rows_per_block * p.vector == shape[2], p
+    _variant_agrees_on_the_host("middle", dtype, shape, changes, case)
+
+
 def _variant_agrees_on_the_host(pattern, dtype, shape, changes, seed) -> None:  # noqa: ANN001
     """A surface pattern's kernel with `changes` to its defaults (a normalization re-read,
     staged and held), planned without a device so that a normalization stays one kernel,
