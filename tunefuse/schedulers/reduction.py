@@ -995,10 +995,12 @@ SLAB_LANE_BYTES = 4
 
 
 def _whole_slabs(segment: Segment, device: DeviceInfo, p: Params) -> Params | None:
-    """A block a slab's outputs (`SLAB_THREADS_R`) for the strided layout `p`; None where
-    `p` has one thread a column, its block row lies within one run, the run is a warp or
-    longer, a column is shorter than SLAB_LEAST_COLUMN, a load's slab is not contiguous
-    (its innermost reduced dim is not `run` elements apart), or no such block is valid."""
+    """A block a slab's outputs (`SLAB_THREADS_R`) in place of the strided layout `p`: the
+    run's outputs in lanes of up to SLAB_LANE_BYTES, a whole number of lanes a run. None
+    where `p` has one thread a column or its block row lies within one run, the run is a
+    warp or longer, there are fewer than SLAB_LEAST_SLABS slabs or a column is shorter than
+    SLAB_LEAST_COLUMN, a load's slab is not contiguous (its innermost reduced dim is not
+    `run` elements apart), or no such block is valid."""
     n_out, n_red = sizes(segment)
     if n_out == 0 or p.threads_r == 1 or n_red < SLAB_LEAST_COLUMN:
         return None
