@@ -34,10 +34,21 @@ ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm", "logsumexp", "bias_gel
 # [outputs/64, reduced, 64] (softmax over the channels: a strided row, 5x torch.compile
 # before the twenty-sixth session, and no pattern caught it)
 # "column_layernorm" normalizes dim 0 of [reduced, outputs] with a weight of [outputs]
-# (BatchNorm1d's training forward: a strided row with a Welford, laid out as "col")
-SURFACE_ONLY = ("row", "col", "var_mean0", "middle", "middle_softmax", "column_layernorm")
+# (BatchNorm1d's training forward: a strided row with a Welford, laid out as "col");
+# "middle_var_mean" is var_mean over the middle dim (a strided Welford whose outputs' runs
+# are short between the grid's points: a block a slab, `reduction._whole_slabs`)
+SURFACE_ONLY = (
+    "row",
+    "col",
+    "var_mean0",
+    "middle",
+    "middle_var_mean",
+    "middle_softmax",
+    "column_layernorm",
+)
 COLUMN_PATTERNS = ("col", "var_mean0", "column_layernorm")  # laid out [reduced, outputs]
-MIDDLE_PATTERNS = ("middle", "middle_softmax")  # laid out [outputs/64, reduced, 64]
+# laid out [outputs/64, reduced, 64]
+MIDDLE_PATTERNS = ("middle", "middle_var_mean", "middle_softmax")
 NORMALIZATIONS = {
     "softmax": softmax,
     "layernorm": layernorm,
@@ -60,6 +71,11 @@ def pattern_fusion(pattern: str, dtype: DataType) -> FusionDefinition:
         elif pattern == "middle":
             x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
             fd.add_output(fd.ops.sum(x, dims=[1]))
+        elif pattern == "middle_var_mean":
+            x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
+            var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=[1], correction=1)
+            fd.add_output(var)
+            fd.add_output(mean)
         elif pattern == "middle_softmax":
             softmax_over(3, 1)(fd, dtype)
         elif pattern == "column_layernorm":

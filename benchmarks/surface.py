@@ -4,7 +4,7 @@ total bytes, from one huge row to many tiny ones, with the default
 heuristics, side by side with torch.compile and copy bandwidth in the same run. Judges a
 heuristic between the benchmark's points, not only on them.
 
-    python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle softmax
+    python3 benchmarks/surface.py --out DIR [--patterns row col var_mean0 middle middle_var_mean softmax
         layernorm rmsnorm logsumexp bias_gelu transpose2d] [--mbytes 16 256]
         [--dtypes float bfloat16] [--step 4] [--min-reduced N] [--max-reduced N]
         [--widths 2560 3000 ...] [--no-peers] [--between N [--seed S] [--no-grid]]
@@ -73,6 +73,7 @@ def _torch_fn(pattern: str):
         "row": lambda x: x.sum(1),
         "col": lambda x: x.sum(0),
         "middle": lambda x: x.sum(1),
+        "middle_var_mean": lambda x: torch.var_mean(x.float(), dim=1, correction=1),
         "middle_softmax": lambda x: torch.softmax(x.float(), dim=1).to(x.dtype),
         "var_mean0": lambda x: torch.var_mean(x.float(), dim=0, correction=1),
         "column_layernorm": _column_layernorm,
