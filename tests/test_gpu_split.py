@@ -15,8 +15,8 @@ from tunefuse import DataType, FusionDefinition, reference
 pytestmark = pytest.mark.gpu
 
 
-def _var_mean(fd, dtype, dim):
-    x = fd.define_tensor(shape=[-1, -1], dtype=dtype)
+def _var_mean(fd, dtype, dim, rank=2):
+    x = fd.define_tensor(shape=[-1] * rank, dtype=dtype)
     var, mean = fd.ops.var_mean(x, dims=[dim], correction=1)
     fd.add_output(var)
     fd.add_output(mean)
@@ -24,6 +24,7 @@ def _var_mean(fd, dtype, dim):
 
 _var_mean0 = functools.partial(_var_mean, dim=0)  # over columns: BatchNorm's statistics
 _row_var_mean = functools.partial(_var_mean, dim=1)
+_middle_var_mean = functools.partial(_var_mean, dim=1, rank=3)  # over [A, C, L]'s C
 
 
 def _row_stats(fd, dtype):
@@ -152,13 +153,6 @@ def test_rows_reduced_by_lane_groups_smaller_than_a_warp(
         np.testing.assert_allclose(
             g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
         )
-
-
-def _middle_var_mean(fd, dtype):
-    x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
-    var, mean = fd.ops.var_mean(x, dims=[1], correction=1)
-    fd.add_output(var)
-    fd.add_output(mean)
 
 
 @pytest.mark.parametrize(

@@ -1012,12 +1012,9 @@ def _whole_slabs(segment: Segment, device: DeviceInfo, p: Params) -> Params | No
     pitches = {coeff(ld.offset, segment, r) for ld in segment.loads if ld.offset.is_affine}
     if any(not ld.offset.is_affine for ld in segment.loads) or pitches - {0, run}:
         return None
-    vector = 1  # a lane's outputs: SLAB_LANE_BYTES at most, a whole number of them a run
-    while (
-        2 * vector * widest_load(segment) <= SLAB_LANE_BYTES
-        and run % (2 * vector) == 0
-        and output_vector(segment) % (2 * vector) == 0
-    ):
+    vector, width, most = 1, widest_load(segment), output_vector(segment)
+    # a lane's outputs: SLAB_LANE_BYTES at most, a whole number of them a run
+    while 2 * vector * width <= SLAB_LANE_BYTES and run % (2 * vector) == most % (2 * vector) == 0:
         vector *= 2
     lanes = run // vector
     resident = device.sm_count * device.max_threads_per_sm
