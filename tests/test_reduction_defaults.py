@@ -717,7 +717,8 @@ def test_rows_an_odd_pitch_apart_take_the_widest_lane_that_keeps_a_third_of_the_
     """Where a sum over the middle dim fills the GPU unsplit one output a lane and its rows
     are not a multiple of 128 bytes apart, its lanes take the widest vector (within
     LANE_VECTOR_BYTES) whose grid still fills it and keeps ODD_PITCH_LANE_THREADS of the
-    resident threads: a wider one would not, a narrower one leaves bytes a load behind."""
+    resident threads: a wider one would not, a narrower one leaves bytes a load behind.
+    Runs under a warp that take a block a slab instead are the slab property's cells."""
     seg = middle_sum_segment(outer, reduced, inner, dtype)
     p = reduction.default_params(seg, H100)
     assert reduction.is_valid(seg, H100, p) is None
@@ -725,6 +726,7 @@ def test_rows_an_odd_pitch_apart_take_the_widest_lane_that_keeps_a_third_of_the_
     one = reduction._outer_layout(seg, 1, H100)
     if (
         p.inner
+        or reduction._whole_slabs(seg, H100, reduction._outer_defaults(seg, H100)) is not None
         or inner * itemsize % reduction.BLOCK_ROW_BYTES == 0
         or not reduction._fills_unsplit(seg, H100, one)
         or p.split > 1
