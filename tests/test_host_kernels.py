@@ -199,6 +199,11 @@ OUTER_LANES = [
     ("col", DataType.BFloat16, (2, 1001), {"threads_r": 1, "vector": 1, "rows_per_lane": 4}),
     ("col", DataType.Float, (3, 999), {"threads_r": 1, "vector": 1, "rows_per_lane": 2}),
     ("var_mean0", DataType.Float, (3, 777), {"threads_r": 1, "vector": 1, "rows_per_lane": 2}),
+    # up to OUTER_LANE_LOADS (16) loads a lane, and outputs' runs of 3 (fast divisors)
+    ("col", DataType.BFloat16, (6, 1001), {"threads_r": 1, "vector": 1, "rows_per_lane": 2}),
+    ("col", DataType.BFloat16, (7, 999), {"threads_r": 1, "vector": 1, "rows_per_lane": 2}),
+    ("middle", DataType.BFloat16, (9, 3, 3), {"threads_r": 1, "rows_per_lane": 4}),
+    ("var_mean0", DataType.BFloat16, (3, 1003), {"threads_r": 1, "vector": 1, "rows_per_lane": 4}),
 ]
 
 
@@ -207,6 +212,28 @@ def test_short_columns_rows_a_lane_agree_on_the_host(case):
     """Each OUTER_LANES variant, rows_per_block 64 so that the last tile is partly empty."""
     pattern, dtype, shape, changes = OUTER_LANES[case]
     _variant_agrees_on_the_host(pattern, dtype, shape, {**changes, "rows_per_block": 64}, case)
+
+
+HELD_OUTER = [
+    # (pattern, dtype, shape, changes): strided normalization rows held in registers
+    # (`codegen.reduction.clamped_fill`), a thread's share of the row as the defaults make it
+    # or longer than the row (its chunks past the row's end read the row's last element)
+    ("middle_softmax", DataType.BFloat16, (3, 26, 17), {"threads_r": 2, "elements_per_thread": 13}),
+    ("middle_softmax", DataType.Float, (5, 10, 7), {"threads_r": 1, "elements_per_thread": 16}),
+    ("middle_softmax", DataType.Float, (4, 7, 9), {"threads_r": 2, "elements_per_thread": 6}),
+    ("middle_softmax", DataType.BFloat16, (6, 33, 5), {"threads_r": 4, "elements_per_thread": 9}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(HELD_OUTER)))
+def test_held_strided_rows_agree_on_the_host(case):
+    """Each HELD_OUTER variant, rows held one a thread-group (rows_per_block 32: the last tile
+    partly empty), agrees and reads nothing past its buffers."""
+    pattern, dtype, shape, changes = HELD_OUTER[case]
+    held = {"cache_row": True, "shared_row": False, "vector": 1, "rows_per_lane": 1}
+    _variant_agrees_on_the_host(
+        pattern, dtype, shape, {**changes, **held, "rows_per_block": 32}, case
+    )
 
 
 SLABS = [

@@ -23,7 +23,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
-    "26"  # bump when generated code changes: tuned records of another version are not used
+    "27"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -49,6 +49,9 @@ CODEGEN_VERSION = (
 #     reads'): a tile's stores finish the sectors its neighbour's began while both are in L2.
 # 26: a kernel's name is a digest of its code (`kernel_name`), not of its segment's structure
 #     and params: rows peeled or not under one structure and params are two kernels.
+# 27: a kernel of 32-bit indices divides by its extents through fast divisors computed on the
+#     host (F<j>, `expr.fast_divisor`: a multiply-high and a shift); a lane's rows (rows a
+#     lane) load with a condition on each row's last chunk alone (`clamped_fill`).
 
 
 @dataclass(frozen=True)

@@ -379,6 +379,13 @@ template <typename T> __device__ __forceinline__ T tf_max_exp_sum_total(TfMaxExp
   return (n == 0 || tf_isfinite(w.max)) ? w.sum : T(__int_as_float(0x7fffffff));
 }
 
+// n / d for 0 <= n < 2**31 by d's fast divisor f = (shift << 32) | magic (codegen.expr's
+// fast_divisor, computed on the host): a multiply-high, an add and a shift.
+__device__ __forceinline__ int tf_fast_div(int n, long long f) {
+  const unsigned int t = __umulhi((unsigned int)n, (unsigned int)f);
+  return (int)((t + (unsigned int)n) >> (unsigned int)(f >> 32));
+}
+
 template <typename T, int N> struct __align__(sizeof(T) * N) TfVec { T v[N]; };
 
 // Data read once (no broadcast, one pass over it) is loaded evict-first (ld.global.cs), so

@@ -15,6 +15,7 @@ from tunefuse.codegen.expr import (
     load_text,
     moves_with_every_dim,
     render_affine,
+    unravel_lines,
 )
 from tunefuse.codegen.guards import guarded_loads
 from tunefuse.planning.segment import Segment
@@ -54,11 +55,7 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
     lines.append(f"  const {it} {slow}0 = (({it})blockIdx.x / tiles) * {tile};")
     lines.append(f"  const int lane = threadIdx.x * {vec};")
     lines.append(f"  for ({it} z = blockIdx.z; z < rest; z += gridDim.z) {{")
-    if others:
-        lines.append(f"    {it} z_rem = z;")
-        for j in reversed(others[1:]):
-            lines.append(f"    const {it} i{j} = z_rem % E{j}; z_rem /= E{j};")
-        lines.append(f"    const {it} i{others[0]} = z_rem;")
+    lines += unravel_lines(others, "z", lambda j: f"E{j}", lambda j: f"i{j}", it, "    ")
     # Read phase: thread (x, y) takes elements lane .. lane + V - 1 of the tile's rows y,
     # y + rows, ... Where its loads are narrower than 16 bytes (odd extents leave vector 1),
     # as a loop of tile / rows trips, a count the compiler knows: unrolled, every row's loads

@@ -230,7 +230,7 @@ def kernel_launch(
         elif arg.kind == "index_error":
             static.append(None)
             index_error = pos
-        elif arg.kind == "gather":
+        elif arg.kind in ("gather", "divisor"):
             static.append(index_arg(np.int64(index_value(segment, arg.kind, arg.ref))))
         elif arg.kind in ("extent", "offset", "coeff"):
             static.append(index_arg(itype(index_value(segment, arg.kind, arg.ref))))

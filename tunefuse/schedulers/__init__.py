@@ -159,7 +159,9 @@ class Scheduler(Protocol):
 #    block of one slab's outputs, 2-byte outputs in pairs where L is even
 #    (`reduction.SLAB_THREADS_R`); a split of blocks under 256 threads counts them as a
 #    fraction of one (`reduction.SPLIT_BLOCK_THREADS`).
-HEURISTICS_VERSION = 34
+# 35: a strided reduction of one thread a column takes rows a lane up to 16 loads a lane
+#    (`reduction.OUTER_LANE_LOADS`, was 8), since a lane's rows load unpredicated (codegen 27).
+HEURISTICS_VERSION = 35
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

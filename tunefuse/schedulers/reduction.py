@@ -671,10 +671,15 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
 # judgedL_h200_summary.txt`): geomean 0.847; columns of 2-4 gained (bf16 [8193280, 2, 5]
 # 152.1 -> 100.2 us, var_mean0 bf16 [3, 28317641] 183.8 -> 125.3; fp32 sums [2, 24025723]
 # 100.0 -> 87.3), of 5 tied, and bf16 column sums of 6 rows lost 22-25% with 2 rows a lane
-# (12 loads): hence the cap. The capped rule on those 35 cells and 24 of seeds 999 and 2024
+# (12 loads): hence a cap of 8. The capped rule on those 35 cells and 24 of seeds 999 and 2024
 # drawn after it (`judgedL_final_h200_summary.txt`): geomean 0.839 of the old time, 1.152
-# of torch.compile's (old 1.373); worst bf16 [4141, 4, 451] 13.4 -> 14.4 us.
-OUTER_LANE_LOADS = 8
+# of torch.compile's (old 1.373); worst bf16 [4141, 4, 451] 13.4 -> 14.4 us. The loss at 12
+# loads was the kernel's, not the rule's: each load behind its own predicate, the compiler
+# reduced a lane's first row before it loaded the second (`codegen.reduction.clamped_fill`).
+# Since the fill's loads go unpredicated, 16 (H200, ab.py: bf16 column sums of 6 rows 123.9
+# us -> 91.1 with 2 rows a lane, of 5 103.6 -> 84.4, of 7 108.4 -> 82.1; var_mean0 bf16 [3,
+# 28317641] 133.6 -> 127.1 with 4; middle bf16 [646397, 3, 37] 74.5 -> 66.4 with 4).
+OUTER_LANE_LOADS = 16
 
 
 def _outer_rows_a_lane(segment: Segment, device: DeviceInfo, p: Params) -> Params:
