@@ -50,8 +50,9 @@ CODEGEN_VERSION = (
 # 26: a kernel's name is a digest of its code (`kernel_name`), not of its segment's structure
 #     and params: rows peeled or not under one structure and params are two kernels.
 # 27: a kernel of 32-bit indices divides by its extents through fast divisors computed on the
-#     host (F<j>, `expr.fast_divisor`: a multiply-high and a shift); a lane's rows (rows a
-#     lane) load with a condition on each row's last chunk alone (`clamped_fill`).
+#     host (F<j>, `expr.fast_divisor`: a multiply-high and a shift); a held row of an outer
+#     layout (rows a lane, or a normalization's cache_row) loads with a condition on its last
+#     chunk alone (`reduction.clamped_fill`).
 
 
 @dataclass(frozen=True)

@@ -473,11 +473,3 @@ def unravel_lines(
             lines.append(f"{indent}const {itype} {var_name(j)} = {rem} % {e}; {rem} /= {e};")
     lines.append(f"{indent}const {itype} {var_name(target_vars[0])} = {rem};")
     return lines
-    rem = f"{linear}_rem"
-    lines.append(f"{indent}{itype} {rem} = {linear};")
-    for j in reversed(target_vars[1:]):
-        lines.append(
-            f"{indent}const {itype} {var_name(j)} = {rem} % {extents_of(j)}; {rem} /= {extents_of(j)};"
-        )
-    lines.append(f"{indent}const {itype} {var_name(target_vars[0])} = {rem};")
-    return lines
