@@ -20,8 +20,9 @@ TORCH = {DataType.Float: "float32", DataType.BFloat16: "bfloat16", DataType.Doub
     [
         (DataType.Float, 4, 100003),  # output rows shorter than a tile: pointwise
         (DataType.BFloat16, 33, 70001),
-        (DataType.Float, 1000003, 3),  # input rows of 3: looping over them
+        (DataType.Float, 1000003, 3),  # input rows of 3: tiles of whole rows (4 long)
         (DataType.BFloat16, 70001, 2),
+        (DataType.BFloat16, 4194304, 8),  # whole rows of 16 bytes, 16-byte writes
         (DataType.Double, 5000, 4),
         (DataType.Float, 262147, 13),  # 16-tiles, ragged on both sides
         (DataType.Double, 9999, 16),
@@ -118,3 +119,73 @@ def test_either_tile_order_equals_torch(dtype, shape, along_writes):
         expected = x.transpose(1, 2) + 1
     (out,) = Executor(fd.fusion, params_source=choose).run([x])
     assert seen and torch.equal(out, expected)
+
+
+@pytest.mark.parametrize(
+    "dtype,shape,changes",
+    [
+        (
+            DataType.BFloat16,
+            (18, 100001),
+            dict(tile=18, tile_reads=288, vector=2, read_vector=1, block_rows=32),
+        ),
+        (
+            DataType.BFloat16,
+            (18, 100001),
+            dict(tile=18, tile_reads=96, vector=2, read_vector=1, block_rows=32, padding=0),
+        ),
+        (
+            DataType.BFloat16,
+            (1000006, 2),
+            dict(tile=512, tile_reads=2, vector=2, read_vector=2, block_rows=1, padding=0),
+        ),
+        (
+            DataType.Float,
+            (100000, 4),
+            dict(tile=256, tile_reads=4, vector=4, read_vector=2, block_rows=2, padding=0),
+        ),
+        (
+            DataType.BFloat16,
+            (323, 14176),
+            dict(tile=32, tile_reads=64, vector=1, read_vector=8, block_rows=4),
+        ),
+        (
+            DataType.Float,
+            (54, 65310),
+            dict(tile=54, tile_reads=108, vector=2, read_vector=2, block_rows=8, padding=0),
+        ),
+        (DataType.Float, (61, 3333), dict(tile=24, tile_reads=40, vector=1, block_rows=5)),
+        (
+            DataType.BFloat16,
+            (3, 333, 1026),
+            dict(tile=96, tile_reads=64, vector=1, read_vector=2, block_rows=2),
+        ),
+    ],
+)
+def test_rectangular_tiles_equal_torch(dtype, shape, changes):
+    """Tiles longer along one dim than the other, whole rows of a short dim, reads of
+    other widths than the writes, rows of threads that do not divide the tile, either
+    layout in shared memory: bit for bit."""
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from tunefuse import FusionDefinition
+    from tunefuse.runtime.executor import Executor
+    from tunefuse.schedulers import scheduler_for, transpose
+
+    def choose(seg, device):
+        default = scheduler_for(seg.scheduler).default_params(seg, device)
+        p = dataclasses.replace(default, **changes)
+        assert transpose.is_valid(seg, device, p) is None, transpose.is_valid(seg, device, p)
+        return p
+
+    x = torch.randn(*shape, device="cuda").to(getattr(torch, TORCH[dtype]))
+    if len(shape) == 2:
+        fd = build(transpose2d, dtype)
+        expected = x.t().contiguous()
+    else:
+        with FusionDefinition() as fd:
+            batched_transpose(fd, dtype)
+        expected = x.transpose(1, 2) + 1
+    (out,) = Executor(fd.fusion, params_source=choose).run([x])
+    assert torch.equal(out, expected)

@@ -9,9 +9,10 @@ import pathlib
 import shutil
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
-from fusion_zoo import ZOO, build, inputs_for
+from fusion_zoo import ZOO, build, inputs_for, transpose2d
 from fuzz import agree, corpus, device_plan, random_params
 from fuzz_corpus import _loosest_tolerance
 from host_kernels import HostKernelError, run_on_host, run_plan_on_host
@@ -21,7 +22,7 @@ from test_gpu_peeled_rows import CASES, LAYOUTS, VARIANTS, peel_variant
 from tunefuse import DataType, reference
 from tunefuse.codegen import reduction as codegen_reduction
 from tunefuse.device_info import PROFILES
-from tunefuse.schedulers import reduction, scheduler_for
+from tunefuse.schedulers import reduction, scheduler_for, transpose
 
 pytestmark = pytest.mark.skipif(
     shutil.which("g++") is None or not sys.platform.startswith("linux"),
@@ -351,3 +352,61 @@ def test_the_host_computes_what_the_kernel_says(monkeypatch):
     v, (run,) = _run_peeled(_row_sum_case())
     with pytest.raises(AssertionError):
         assert_agrees(v.fd, v.inputs, run.outputs, CASES[_row_sum_case()][1])
+
+
+# Rectangular tiles and reads wider than the writes (transpose `tile_reads`, `read_vector`):
+# (rows, cols, dtype, changes) of x [rows, cols] written as [cols, rows]. Tiles as long as a
+# short dim, tiles past a dim's end, rows of threads that do not divide the tile, and a
+# tile's reads spread over the block's threads differently from its writes.
+RECTANGULAR_TILES = [
+    (
+        18,
+        1001,
+        DataType.BFloat16,
+        dict(tile=18, tile_reads=288, vector=2, read_vector=1, block_rows=32),
+    ),
+    (
+        2000,
+        2,
+        DataType.BFloat16,
+        dict(tile=512, tile_reads=2, vector=8, read_vector=2, block_rows=2, padding=0),
+    ),
+    (1000, 4, DataType.Float, dict(tile=256, tile_reads=4, vector=4, read_vector=4, block_rows=2)),
+    (
+        323,
+        1416,
+        DataType.BFloat16,
+        dict(tile=32, tile_reads=64, vector=1, read_vector=8, block_rows=4),
+    ),
+    (
+        323,
+        1416,
+        DataType.BFloat16,
+        dict(tile=32, tile_reads=0, vector=1, read_vector=8, block_rows=4),
+    ),
+    (61, 333, DataType.Float, dict(tile=24, tile_reads=40, vector=1, block_rows=5)),
+    (61, 330, DataType.Float, dict(tile=20, tile_reads=30, vector=1, read_vector=2, block_rows=3)),
+    (
+        6,
+        1001,
+        DataType.Float,
+        dict(tile=8, tile_reads=128, vector=2, read_vector=1, block_rows=32, along_writes=False),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", range(len(RECTANGULAR_TILES)))
+def test_rectangular_transpose_tiles_agree_on_the_host(case):
+    rows, cols, dtype, changes = RECTANGULAR_TILES[case]
+    fd = build(transpose2d, dtype)
+    x = (
+        np.random.default_rng(case)
+        .standard_normal((rows, cols))
+        .astype(np.float32 if dtype is DataType.Float else ml_dtypes.bfloat16)
+    )
+    device = PROFILES["sm_90"]
+    (seg,) = fd.plan([x], device=device).segments
+    p = dataclasses.replace(scheduler_for(seg.scheduler).default_params(seg, device), **changes)
+    assert transpose.is_valid(seg, device, p) is None, transpose.is_valid(seg, device, p)
+    (run,) = run_on_host(fd, [x], [_changed("transpose", changes)])
+    np.testing.assert_array_equal(np.asarray(run.outputs[0]), x.T)

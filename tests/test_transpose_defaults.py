@@ -40,8 +40,10 @@ def transpose_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
 @settings(max_examples=300, deadline=None)
 def test_skinny_and_tall_transposes(rows, cols, dtype, device):
     """Output rows shorter than a tile (rows < 64): the pointwise kernel; input rows of at
-    most SKINNY_ROW_BYTES: the 2-D pointwise kernel looping over them in one wave of
-    blocks, a thread's rows SKINNY_ROW_BYTES in all where its vector allows; rows of at
+    most SKINNY_ROW_BYTES: a tile of whole rows where they are of 2-byte elements, a power
+    of two long, and the output's rows take vectors; else the 2-D pointwise kernel looping
+    over them in one wave of blocks, a thread's rows SKINNY_ROW_BYTES in all where its
+    vector allows; rows of at
     most SMALL_TILE elements of 4 bytes or more: 16-tiles; else 64-tiles, or SCALAR_TILE
     tiles where the loads are one element (odd extents), however many rows of tiles (the
     grid's x holds them all). Valid either way."""
@@ -52,6 +54,18 @@ def test_skinny_and_tall_transposes(rows, cols, dtype, device):
     itemsize = np.dtype(NUMPY[dtype]).itemsize
     if rows < 64:
         assert p.tile == 0 and p.pointwise == pointwise.default_params(seg, device)
+    elif (
+        cols * itemsize <= transpose.SKINNY_ROW_BYTES
+        and itemsize < 4
+        and cols & (cols - 1) == 0
+        and transpose.max_write_vector(seg) > 1
+    ):
+        # a tile of whole rows: WHOLE_ROWS_TILE rows, vectors as wide as each side allows
+        assert (p.tile, p.tile_reads, p.padding) == (transpose.WHOLE_ROWS_TILE, cols, 0)
+        assert p.vector == transpose.max_write_vector(seg) > 1
+        assert p.read_vector == transpose.max_read_vector(seg)
+        threads = transpose.block_threads(p)
+        assert threads == max(transpose.WHOLE_ROWS_THREADS, transpose.WHOLE_ROWS_TILE // p.vector)
     elif cols * itemsize <= transpose.SKINNY_ROW_BYTES:
         assert p.tile == 0 and p.pointwise.split == 1
         assert p.pointwise.blocks_per_sm == device.max_threads_per_sm // p.pointwise.block_size
@@ -80,13 +94,23 @@ def test_skinny_and_tall_transposes(rows, cols, dtype, device):
 
 
 def test_the_measured_points():
-    """H100 (the comment at SKINNY_ROW_BYTES): each skinny shape's winner."""
+    """H100 (the comment at SKINNY_ROW_BYTES) and H200 (at WHOLE_ROWS_TILE): each skinny
+    shape's winner."""
     for rows, cols, dtype, tile, split in [
-        (1 << 24, 8, DataType.BFloat16, 0, 1),  # 436.4 tiled -> 190.4 looping, 2 rows a thread
+        (
+            1 << 24,
+            8,
+            DataType.BFloat16,
+            512,
+            None,
+        ),  # 436.4 tiled -> 190.4 looping; H200 whole rows 166.0 -> 134.4
         (1 << 23, 8, DataType.Float, 0, 1),  # 319.7 -> 187.5
         (4, 1 << 24, DataType.Float, 0, 0),  # 599.4 tiled -> 184.6 us
         (1 << 24, 4, DataType.Float, 0, 1),  # 872.2 tiled -> 186.9 looping
-        (1 << 26, 2, DataType.BFloat16, 0, 1),  # 6719.6 -> 185.5
+        (1 << 26, 2, DataType.BFloat16, 512, None),  # 6719.6 -> 185.5; whole rows (H200)
+        (53380944, 2, DataType.BFloat16, 512, None),  # H200: 129.1 -> 107.8 us whole rows
+        (1000000, 4, DataType.Float, 0, 1),  # H200: 14.2 looping, 15.6 whole rows
+        (671655, 10, DataType.BFloat16, 0, 1),  # H200: 16.0 looping, 29.7 whole rows
         (1 << 22, 16, DataType.Float, 16, None),  # 282.7 -> 200.5
         (1 << 22, 32, DataType.BFloat16, 64, None),  # 3806 before one grid dim of tiles: 200.2
         (8192, 4096, DataType.Float, 64, None),
@@ -120,3 +144,75 @@ def test_narrow_tiles_unroll_a_threads_rows(rows, cols, dtype, unrolled, arch):
     assert (f"for (int r = 0; r < {unrolled}; ++r)" in ks.source) == bool(unrolled)
     assert ("for (int y = threadIdx.y;" in ks.source) == (not unrolled)
     assert len(compile_kernel(ks.source, ks.name, arch).cubin) > 0
+
+
+def test_a_square_tile_keeps_its_layout_and_whole_rows_run_along_the_writes():
+    """Shared memory holds a tile as tile[a][b] where both layouts take as many bank
+    wavefronts (every square tile), tile[b][a] where the writes' vectors would otherwise
+    read lanes rows apart (a tile of whole short rows)."""
+    from tunefuse.codegen.transpose import bank_wavefronts, tile_runs_along_writes
+
+    assert bank_wavefronts(list(range(32)), 4) == 1
+    assert bank_wavefronts([32 * i for i in range(32)], 4) == 32
+    assert bank_wavefronts(list(range(64)), 2) == 1  # two bf16 a word
+    for tile, rows, vector, itemsize in [
+        (32, 4, 1, 2),
+        (32, 8, 1, 4),
+        (64, 16, 4, 4),
+        (16, 16, 4, 4),
+    ]:
+        p = transpose.Params(tile=tile, block_rows=rows, vector=vector)
+        assert not tile_runs_along_writes(p, itemsize)
+    whole = transpose.Params(
+        tile=512, tile_reads=8, vector=8, read_vector=8, block_rows=2, padding=0
+    )
+    assert tile_runs_along_writes(whole, 2)
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+@pytest.mark.parametrize(
+    "rows, cols, dtype, changes",
+    [
+        (1 << 20, 2, DataType.BFloat16, {}),  # the default: whole rows
+        (1 << 20, 8, DataType.BFloat16, {}),
+        (
+            18,
+            100001,
+            DataType.BFloat16,
+            dict(tile=18, tile_reads=288, vector=2, read_vector=1, block_rows=32),
+        ),
+        (
+            323,
+            14176,
+            DataType.BFloat16,
+            dict(tile=32, tile_reads=64, vector=1, read_vector=8, block_rows=4),
+        ),
+        (61, 3333, DataType.Float, dict(tile=24, tile_reads=40, vector=1, block_rows=5)),
+    ],
+)
+def test_rectangular_tiles_compile(rows, cols, dtype, changes, arch):
+    """Tiles of two extents and reads of their own vector width compile for sm_80 and
+    sm_90; a tile of whole rows declares its shared memory along the writes."""
+    import dataclasses
+
+    seg = transpose_segment(rows, cols, dtype)
+    device = PROFILES[arch]
+    p = dataclasses.replace(transpose.default_params(seg, device), **changes)
+    assert transpose.is_valid(seg, device, p) is None
+    ks = generate(seg, p, device, {0: dtype, 1: dtype})
+    if not changes:
+        assert p.tile == transpose.WHOLE_ROWS_TILE
+        assert f"tile0[{cols}][{transpose.WHOLE_ROWS_TILE}]" in ks.source
+    assert len(compile_kernel(ks.source, ks.name, arch).cubin) > 0
+
+
+def test_rectangular_tiles_refuse_what_cannot_run():
+    """A block whose threads do not read whole rows of the tile, a read vector the reads'
+    extent does not take, a tile past 1024: refused, naming why."""
+    seg = transpose_segment(1000, 1001, DataType.Float)
+    p = transpose.Params(tile=32, tile_reads=256, vector=1, read_vector=1, block_rows=4)
+    assert "do not read whole rows" in transpose.is_valid(seg, H100, p)
+    p = transpose.Params(tile=32, tile_reads=64, vector=1, read_vector=2, block_rows=4)
+    assert "read_vector 2" in transpose.is_valid(seg, H100, p)
+    p = transpose.Params(tile=2048, tile_reads=2, vector=1, block_rows=1)
+    assert "tile 2048" in transpose.is_valid(seg, H100, p)

@@ -161,7 +161,12 @@ class Scheduler(Protocol):
 #    fraction of one (`reduction.SPLIT_BLOCK_THREADS`).
 # 35: a strided reduction of one thread a column takes rows a lane up to 16 loads a lane
 #    (`reduction.OUTER_LANE_LOADS`, was 8), since a lane's rows load unpredicated (codegen 27).
-HEURISTICS_VERSION = 35
+# 36: a transpose of input rows of 2, 4 or 8 two-byte elements whose output rows take
+#    vectors takes a tile of whole input rows (`transpose.whole_rows_tile`: 512 x the row,
+#    vectors of their own widths each side), not the looping pointwise kernel. A strided
+#    reduction's rows a lane load with the default cache policy, not evict-first
+#    (`reduction._outer_rows_a_lane`).
+HEURISTICS_VERSION = 36
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
