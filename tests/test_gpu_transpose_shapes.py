@@ -79,6 +79,26 @@ def batched_transpose(fd, dtype):  # noqa: ANN001
     fd.add_output(fd.ops.add(fd.ops.permute(x, dims=[0, 2, 1]), fd.define_scalar(1.0)))
 
 
+def run_transpose(dtype, shape, choose):  # noqa: ANN001, ANN201
+    """A [R, C] transpose (or a batched one of [B, R, C], + 1) of random data run with the
+    params `choose` gives: (the output, torch's)."""
+    import torch
+
+    from tunefuse import FusionDefinition
+    from tunefuse.runtime.executor import Executor
+
+    x = torch.randn(*shape, device="cuda").to(getattr(torch, TORCH[dtype]))
+    if len(shape) == 2:
+        fd = build(transpose2d, dtype)
+        expected = x.t().contiguous()
+    else:
+        with FusionDefinition() as fd:
+            batched_transpose(fd, dtype)
+        expected = x.transpose(1, 2) + 1
+    (out,) = Executor(fd.fusion, params_source=choose).run([x])
+    return out, expected
+
+
 @pytest.mark.parametrize("along_writes", [True, False])
 @pytest.mark.parametrize(
     "dtype,shape",
@@ -97,8 +117,6 @@ def test_either_tile_order_equals_torch(dtype, shape, along_writes):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from tunefuse import FusionDefinition
-    from tunefuse.runtime.executor import Executor
     from tunefuse.schedulers import scheduler_for
 
     seen = []
@@ -109,15 +127,7 @@ def test_either_tile_order_equals_torch(dtype, shape, along_writes):
         seen.append(default)
         return dataclasses.replace(default, along_writes=along_writes)
 
-    x = torch.randn(*shape, device="cuda").to(getattr(torch, TORCH[dtype]))
-    if len(shape) == 2:
-        fd = build(transpose2d, dtype)
-        expected = x.t().contiguous()
-    else:
-        with FusionDefinition() as fd:
-            batched_transpose(fd, dtype)
-        expected = x.transpose(1, 2) + 1
-    (out,) = Executor(fd.fusion, params_source=choose).run([x])
+    out, expected = run_transpose(dtype, shape, choose)
     assert seen and torch.equal(out, expected)
 
 
@@ -169,8 +179,6 @@ def test_rectangular_tiles_equal_torch(dtype, shape, changes):
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
-    from tunefuse import FusionDefinition
-    from tunefuse.runtime.executor import Executor
     from tunefuse.schedulers import scheduler_for, transpose
 
     def choose(seg, device):
@@ -179,13 +187,5 @@ def test_rectangular_tiles_equal_torch(dtype, shape, changes):
         assert transpose.is_valid(seg, device, p) is None, transpose.is_valid(seg, device, p)
         return p
 
-    x = torch.randn(*shape, device="cuda").to(getattr(torch, TORCH[dtype]))
-    if len(shape) == 2:
-        fd = build(transpose2d, dtype)
-        expected = x.t().contiguous()
-    else:
-        with FusionDefinition() as fd:
-            batched_transpose(fd, dtype)
-        expected = x.transpose(1, 2) + 1
-    (out,) = Executor(fd.fusion, params_source=choose).run([x])
+    out, expected = run_transpose(dtype, shape, choose)
     assert torch.equal(out, expected)

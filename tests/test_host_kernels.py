@@ -18,6 +18,7 @@ from fuzz_corpus import _loosest_tolerance
 from host_kernels import HostKernelError, run_on_host, run_plan_on_host
 from test_gpu_execute import assert_agrees
 from test_gpu_peeled_rows import CASES, LAYOUTS, VARIANTS, peel_variant
+from test_transpose_defaults import RECTANGULAR_TILES
 
 from tunefuse import DataType, reference
 from tunefuse.codegen import reduction as codegen_reduction
@@ -352,47 +353,6 @@ def test_the_host_computes_what_the_kernel_says(monkeypatch):
     v, (run,) = _run_peeled(_row_sum_case())
     with pytest.raises(AssertionError):
         assert_agrees(v.fd, v.inputs, run.outputs, CASES[_row_sum_case()][1])
-
-
-# Rectangular tiles and reads wider than the writes (transpose `tile_reads`, `read_vector`):
-# (rows, cols, dtype, changes) of x [rows, cols] written as [cols, rows]. Tiles as long as a
-# short dim, tiles past a dim's end, rows of threads that do not divide the tile, and a
-# tile's reads spread over the block's threads differently from its writes.
-RECTANGULAR_TILES = [
-    (
-        18,
-        1001,
-        DataType.BFloat16,
-        dict(tile=18, tile_reads=288, vector=2, read_vector=1, block_rows=32),
-    ),
-    (
-        2000,
-        2,
-        DataType.BFloat16,
-        dict(tile=512, tile_reads=2, vector=8, read_vector=2, block_rows=2, padding=0),
-    ),
-    (1000, 4, DataType.Float, dict(tile=256, tile_reads=4, vector=4, read_vector=4, block_rows=2)),
-    (
-        323,
-        1416,
-        DataType.BFloat16,
-        dict(tile=32, tile_reads=64, vector=1, read_vector=8, block_rows=4),
-    ),
-    (
-        323,
-        1416,
-        DataType.BFloat16,
-        dict(tile=32, tile_reads=0, vector=1, read_vector=8, block_rows=4),
-    ),
-    (61, 333, DataType.Float, dict(tile=24, tile_reads=40, vector=1, block_rows=5)),
-    (61, 330, DataType.Float, dict(tile=20, tile_reads=30, vector=1, read_vector=2, block_rows=3)),
-    (
-        6,
-        1001,
-        DataType.Float,
-        dict(tile=8, tile_reads=128, vector=2, read_vector=1, block_rows=32, along_writes=False),
-    ),
-]
 
 
 @pytest.mark.parametrize("case", range(len(RECTANGULAR_TILES)))

@@ -146,6 +146,47 @@ def test_narrow_tiles_unroll_a_threads_rows(rows, cols, dtype, unrolled, arch):
     assert len(compile_kernel(ks.source, ks.name, arch).cubin) > 0
 
 
+# Rectangular tiles and reads wider than the writes (transpose `tile_reads`, `read_vector`):
+# (rows, cols, dtype, changes) of x [rows, cols] written as [cols, rows]. Tiles as long as a
+# short dim, tiles past a dim's end, rows of threads that do not divide the tile, and a
+# tile's reads spread over the block's threads differently from its writes.
+RECTANGULAR_TILES = [
+    (
+        18,
+        1001,
+        DataType.BFloat16,
+        dict(tile=18, tile_reads=288, vector=2, read_vector=1, block_rows=32),
+    ),
+    (
+        2000,
+        2,
+        DataType.BFloat16,
+        dict(tile=512, tile_reads=2, vector=8, read_vector=2, block_rows=2, padding=0),
+    ),
+    (1000, 4, DataType.Float, dict(tile=256, tile_reads=4, vector=4, read_vector=4, block_rows=2)),
+    (
+        323,
+        1416,
+        DataType.BFloat16,
+        dict(tile=32, tile_reads=64, vector=1, read_vector=8, block_rows=4),
+    ),
+    (
+        323,
+        1416,
+        DataType.BFloat16,
+        dict(tile=32, tile_reads=0, vector=1, read_vector=8, block_rows=4),
+    ),
+    (61, 333, DataType.Float, dict(tile=24, tile_reads=40, vector=1, block_rows=5)),
+    (61, 330, DataType.Float, dict(tile=20, tile_reads=30, vector=1, read_vector=2, block_rows=3)),
+    (
+        6,
+        1001,
+        DataType.Float,
+        dict(tile=8, tile_reads=128, vector=2, read_vector=1, block_rows=32, along_writes=False),
+    ),
+]
+
+
 def test_a_square_tile_keeps_its_layout_and_whole_rows_run_along_the_writes():
     """Shared memory holds a tile as tile[a][b] where both layouts take as many bank
     wavefronts (every square tile), tile[b][a] where the writes' vectors would otherwise
@@ -175,19 +216,7 @@ def test_a_square_tile_keeps_its_layout_and_whole_rows_run_along_the_writes():
     [
         (1 << 20, 2, DataType.BFloat16, {}),  # the default: whole rows
         (1 << 20, 8, DataType.BFloat16, {}),
-        (
-            18,
-            100001,
-            DataType.BFloat16,
-            dict(tile=18, tile_reads=288, vector=2, read_vector=1, block_rows=32),
-        ),
-        (
-            323,
-            14176,
-            DataType.BFloat16,
-            dict(tile=32, tile_reads=64, vector=1, read_vector=8, block_rows=4),
-        ),
-        (61, 3333, DataType.Float, dict(tile=24, tile_reads=40, vector=1, block_rows=5)),
+        *RECTANGULAR_TILES,
     ],
 )
 def test_rectangular_tiles_compile(rows, cols, dtype, changes, arch):

@@ -165,7 +165,8 @@ class Scheduler(Protocol):
 #    vectors takes a tile of whole input rows (`transpose.whole_rows_tile`: 512 x the row,
 #    vectors of their own widths each side), not the looping pointwise kernel. A strided
 #    reduction's rows a lane load with the default cache policy, not evict-first
-#    (`reduction._outer_rows_a_lane`).
+#    (`reduction._outer_rows_a_lane`). Contiguous rows of 33-255 one-element vectors take
+#    threads for 2 trips of their chunks and 2 rows a lane (`reduction.SCALAR_ROW_TRIPS`).
 HEURISTICS_VERSION = 36
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

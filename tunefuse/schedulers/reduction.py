@@ -572,6 +572,23 @@ SCALAR_REDUCED_ROW_ELEMENTS = 4
 SCALAR_LANE_ROWS = 2
 
 
+# Rows of 33-255 elements of one element a vector (odd lengths) take as few threads as
+# leave each SCALAR_ROW_TRIPS trips of its chunks, not one, and a lane takes
+# SCALAR_LANE_ROWS rows at least (as rows of up to 32 do): one trip of 4 one-element chunks
+# left a 2-byte lane 8 bytes in flight and a row of 203 bf16 64 lanes, most of their chunks
+# empty. H200, benchmarks/ab.py: row sums bf16 [538701, 203] 111.2 us with 64 threads a
+# row, 88.2 with 32, 82.0 with 32 and 4 rows a lane (torch.compile 89.7). Judged old code
+# against new on the 18 cells of seeds 12, 313, 777, 999, 1-6 and 21-28 it moves and 6
+# drawn by hand (`surface/whole_rows_2026-11-27/judged_rows2_h200_summary.txt`): geomean
+# 0.842; fp32 [1000000, 233] 432.0 -> 241.3 (torch.compile 219.8), [491963, 127] 117.5 ->
+# 70.7 (73.3), logsumexp fp32 [621028, 101] 208.2 -> 118.8 (166.4), bf16 [1000001, 199]
+# 201.7 -> 157.5 (159.1). The losses: logsumexp of few rows, fp32 [18330, 195] 13.8 ->
+# 16.3 and [18960, 193] 13.7 -> 16.3 (2 rows a lane halve its 1146 blocks), bf16 [24843,
+# 253] 11.6 -> 12.0. Without the rows a lane (32 threads, one row) 5 of 13 lost up to 30%
+# (`judged_rows_h200_summary.txt`).
+SCALAR_ROW_TRIPS = 2
+
+
 def short_row_lanes(segment: Segment, row_vectors: int, vector: int) -> int:
     """Lanes a row of at most 32 vectors takes (a power of two): runs of at least 64 bytes
     or the whole row, at most SHORT_ROW_VECTORS vectors a lane; rows of one element a
@@ -620,6 +637,8 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
             pair = has_max_exp_sum(segment)
             fills = n_out * 256 >= device.max_threads_per_sm * device.sm_count
             per_thread, most = (8, 256 if fills else 512) if pair else (chunks, 512)
+            if not pair and vector == 1 and row_vectors < 256:
+                per_thread *= SCALAR_ROW_TRIPS
             threads_r = 1
             while threads_r < most and (
                 threads_r * vector * per_thread < n_red or threads_r * vector < 32
@@ -651,7 +670,7 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
         ):
             rows //= 2
         p = Params(threads_r, rows, True, 0, vector, chunks, evict_first_pays(segment))
-        least = SCALAR_LANE_ROWS if row_vectors <= 32 and vector == 1 else 1
+        least = SCALAR_LANE_ROWS if row_vectors < 256 and vector == 1 else 1
         per_lane = default_rows_per_lane(
             segment, device, rows, lane_elements(segment, p), vector, least
         )

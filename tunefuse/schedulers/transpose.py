@@ -115,22 +115,24 @@ def max_tile_vector(segment: Segment) -> int:
     return widest_vector(segment, accesses, (a, b), (2, 4, 8))
 
 
-def max_write_vector(segment: Segment) -> int:
-    """The widest vector of the stores alone (along the write dim, whose extent it
-    divides); 1 when nothing is tiled."""
+def max_side_vector(segment: Segment, writes: bool) -> int:
+    """The widest vector of one side alone: the stores along the write dim (`writes`), or
+    the loads unit-stride along the read dim, whose extent it divides; 1 when nothing is
+    tiled."""
     dims = tiled_dims(segment)
     if dims is None:
         return 1
-    return widest_vector(segment, _write_accesses(segment, dims[0]), (dims[0],), (2, 4, 8))
+    a, b = dims
+    accesses = _write_accesses(segment, a) if writes else _read_accesses(segment, b)
+    return widest_vector(segment, accesses, (a if writes else b,), (2, 4, 8))
+
+
+def max_write_vector(segment: Segment) -> int:
+    return max_side_vector(segment, writes=True)
 
 
 def max_read_vector(segment: Segment) -> int:
-    """The widest vector of the loads unit-stride along the read dim alone (whose extent it
-    divides); 1 when nothing is tiled."""
-    dims = tiled_dims(segment)
-    if dims is None:
-        return 1
-    return widest_vector(segment, _read_accesses(segment, dims[1]), (dims[1],), (2, 4, 8))
+    return max_side_vector(segment, writes=False)
 
 
 # Consecutive tiles run along the writes' innermost dim (a), so that the sectors a tile's
