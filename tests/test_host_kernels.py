@@ -370,3 +370,23 @@ def test_rectangular_transpose_tiles_agree_on_the_host(case):
     assert transpose.is_valid(seg, device, p) is None, transpose.is_valid(seg, device, p)
     (run,) = run_on_host(fd, [x], [_changed("transpose", changes)])
     np.testing.assert_array_equal(np.asarray(run.outputs[0]), x.T)
+
+
+@pytest.mark.parametrize(
+    "name, dtype, cols",
+    [
+        ("row_sum", DataType.BFloat16, 203),
+        ("row_sum", DataType.Float, 255),
+        ("row_sum", DataType.Float, 129),
+        ("logsumexp", DataType.Float, 195),
+    ],
+)
+def test_odd_rows_of_two_trips_and_two_rows_a_lane_agree_on_the_host(name, dtype, cols):
+    """Odd rows of 33-255 laid out as `reduction.SCALAR_ROW_TRIPS` lays them (32 lanes of 2
+    trips of 4 chunks, 2 rows a lane), on rows too few for the default to take 2 rows a
+    lane: the last lane's second row past the last row, and its chunks past the row's end."""
+    fd = build(ZOO[name], dtype)
+    inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
+    changes = dict(threads_r=32, rows_per_block=8, unroll=4, rows_per_lane=2)
+    (run,) = run_on_host(fd, inputs, [_changed("reduction", changes)])
+    assert_agrees(fd, inputs, run.outputs, dtype)
