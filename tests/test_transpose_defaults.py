@@ -177,6 +177,22 @@ RECTANGULAR_TILES = [
         dict(tile=32, tile_reads=0, vector=1, read_vector=8, block_rows=4),
     ),
     (61, 333, DataType.Float, dict(tile=24, tile_reads=40, vector=1, block_rows=5)),
+    (323, 1416, DataType.BFloat16, dict(tile=32, block_rows=4, vector=1, unswitch=True)),
+    (
+        95,
+        63,
+        DataType.Float,
+        dict(tile=32, block_rows=8, vector=1, unswitch=True),
+    ),  # a tile short by 1
+    (61, 333, DataType.Float, dict(tile=24, tile_reads=40, vector=1, block_rows=5, unswitch=True)),
+    (
+        2000,
+        2,
+        DataType.BFloat16,
+        dict(
+            tile=512, tile_reads=2, vector=8, read_vector=2, block_rows=2, padding=0, unswitch=True
+        ),
+    ),
     (61, 330, DataType.Float, dict(tile=20, tile_reads=30, vector=1, read_vector=2, block_rows=3)),
     (
         6,
@@ -245,3 +261,24 @@ def test_rectangular_tiles_refuse_what_cannot_run():
     assert "read_vector 2" in transpose.is_valid(seg, H100, p)
     p = transpose.Params(tile=2048, tile_reads=2, vector=1, block_rows=1)
     assert "tile 2048" in transpose.is_valid(seg, H100, p)
+
+
+def test_an_unswitched_tile_checks_its_elements_only_at_the_edges():
+    """`unswitch`: a tile wholly inside both extents runs the phases without the
+    per-element checks; edge tiles keep them. The default does not unswitch."""
+    import dataclasses
+
+    seg = transpose_segment(323, 14176, DataType.BFloat16)
+    p = transpose.default_params(seg, H100)
+    plain = generate(seg, p, H100, {0: DataType.BFloat16, 1: DataType.BFloat16}).source
+    assert not p.unswitch and "<= (int)E" not in plain
+    both = generate(
+        seg,
+        dataclasses.replace(p, unswitch=True),
+        H100,
+        {0: DataType.BFloat16, 1: DataType.BFloat16},
+    ).source
+    assert "if (a0 + 32 <= (int)E1 && b0 + 32 <= (int)E0) {" in both
+    checks = "if (i0 < E0 && i1 < E1) {"
+    assert plain.count(checks) == both.count(checks) == 2  # each phase of the edge copy only
+    assert both.count("__syncthreads();") == 2 * plain.count("__syncthreads();")

@@ -136,83 +136,101 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
         lines.append(f"  const int read_row = thread / {lanes};")
     lines.append(f"  for ({it} z = blockIdx.z; z < rest; z += gridDim.z) {{")
     lines += unravel_lines(others, "z", lambda j: f"E{j}", lambda j: f"i{j}", it, "    ")
-    # Read phase: thread (x, y) takes elements lane .. lane + V - 1 of the tile's rows y,
-    # y + rows, ... Where its loads are narrower than 16 bytes (odd extents leave vector 1),
-    # as a loop of tile / rows trips, a count the compiler knows: unrolled, every row's loads
-    # are in flight before it waits on any (a loop from threadIdx.y has a trip count it does
-    # not know: one load in flight a thread). H100: bf16 [777, 111011] 443.9 -> 346.2 us,
-    # fp32 [151, 277319] 289.6 -> 228.4; 16-byte loads lost 4% so (bf16 [1024, 131072]
-    # 198.5 -> 206.2) and keep the loop from threadIdx.y.
-    narrow = narrow_loads(segment, rvec)
-    lines += rows_loop(along_a, read_rows, narrow, read_first)
-    lines.append(f"      const {it} i{b} = b0 + lane;")
-    lines.append(f"      const {it} i{a} = a0 + y;")
-    lines.append(f"      if (i{b} < E{b} && i{a} < E{a}) {{")
-    guarded = guarded_loads(st.expr for st in segment.stores)  # read inside their branch only
-    vector_loads = [
-        k
-        for k, ld in enumerate(segment.loads)
-        if rvec > 1
-        and ld.offset.is_affine
-        and coeff(ld.offset, segment, b) == 1
-        and k not in guarded
-    ]
-    for k in vector_loads:
-        ld = segment.loads[k]
-        vt = f"TfVec<{ld.dtype.cuda}, {rvec}>"
-        offset = render_affine(ld.offset, "L", k, lambda j: f"i{j}", it)
-        lines.append(
-            f"        const {vt} v{k} = "
-            f"{load_text(ld.buffer, offset, p.evict_first and moves_with_every_dim(segment, k), vt)};"
-        )
 
-    def var_name(j: int) -> str:
-        return f"(i{j} + e)" if j == b and rvec > 1 else f"i{j}"
+    def phases(checked: bool) -> list[str]:
+        """The read phase, the barrier and the write phase of one tile; `checked`: each
+        element's indices against the extents (a tile at an edge)."""
+        out: list[str] = []
+        # Read phase: thread (x, y) takes elements lane .. lane + V - 1 of the tile's rows y,
+        # y + rows, ... Where its loads are narrower than 16 bytes (odd extents leave vector 1),
+        # as a loop of tile / rows trips, a count the compiler knows: unrolled, every row's loads
+        # are in flight before it waits on any (a loop from threadIdx.y has a trip count it does
+        # not know: one load in flight a thread). H100: bf16 [777, 111011] 443.9 -> 346.2 us,
+        # fp32 [151, 277319] 289.6 -> 228.4; 16-byte loads lost 4% so (bf16 [1024, 131072]
+        # 198.5 -> 206.2) and keep the loop from threadIdx.y.
+        narrow = narrow_loads(segment, rvec)
+        out += rows_loop(along_a, read_rows, narrow, read_first)
+        out.append(f"      const {it} i{b} = b0 + lane;")
+        out.append(f"      const {it} i{a} = a0 + y;")
+        out.append(f"      if (i{b} < E{b} && i{a} < E{a}) {{" if checked else "      {")
+        guarded = guarded_loads(st.expr for st in segment.stores)  # read inside their branch only
+        vector_loads = [
+            k
+            for k, ld in enumerate(segment.loads)
+            if rvec > 1
+            and ld.offset.is_affine
+            and coeff(ld.offset, segment, b) == 1
+            and k not in guarded
+        ]
+        for k in vector_loads:
+            ld = segment.loads[k]
+            vt = f"TfVec<{ld.dtype.cuda}, {rvec}>"
+            offset = render_affine(ld.offset, "L", k, lambda j: f"i{j}", it)
+            out.append(
+                f"        const {vt} v{k} = "
+                f"{load_text(ld.buffer, offset, p.evict_first and moves_with_every_dim(segment, k), vt)};"
+            )
 
-    def load(k: int) -> str:
-        if k in vector_loads:
-            return f"v{k}.v[e]"
-        ld = segment.loads[k]
-        offset = render_affine(ld.offset, "L", k, var_name, it)
-        return load_text(ld.buffer, offset, p.evict_first and moves_with_every_dim(segment, k))
+        def var_name(j: int) -> str:
+            return f"(i{j} + e)" if j == b and rvec > 1 else f"i{j}"
 
-    lines.append("        #pragma unroll")
-    lines.append(f"        for (int e = 0; e < {rvec}; ++e) {{")
-    r = ExprRenderer(segment, load, var_name, lambda e: "", indent="          ")
-    for k, st in enumerate(segment.stores):
-        v = r.value(st.expr)
-        cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
-        r.emit(f"{cell(k, 'y', 'lane + e')} = {cast};")
-    lines += r.lines
-    lines += ["        }", "      }", "    }", "    __syncthreads();"]
-    # Write phase: thread (x, y) writes elements x * V .. x * V + V - 1 of the output's row
-    # y, column x * V + e of the tile's row y (rows y, y + rows, ... as above).
-    write_lane = "lane"
-    if read_first != "threadIdx.y" or rvec != vec:
-        write_lane = "write_lane"
-        lines.append(f"    const int write_lane = threadIdx.x * {vec};")
-    lines += rows_loop(along_b, rows, narrow)
-    lines.append(f"      const {it} i{a} = a0 + {write_lane};")
-    lines.append(f"      const {it} i{b} = b0 + y;")
-    lines.append(f"      if (i{b} < E{b} && i{a} < E{a}) {{")
-    for k, st in enumerate(segment.stores):
-        off = render_affine(st.offset, "S", k, lambda j: f"i{j}", it)
-        if vec > 1:
-            vt = f"TfVec<{st.dtype.cuda}, {vec}>"
-            if by_writes and pad % vec == 0:
-                lines.append(
-                    f"        const {vt} o{k} = "
-                    f"*reinterpret_cast<const {vt}*>(&{cell(k, write_lane, 'y')});"
-                )
+        def load(k: int) -> str:
+            if k in vector_loads:
+                return f"v{k}.v[e]"
+            ld = segment.loads[k]
+            offset = render_affine(ld.offset, "L", k, var_name, it)
+            return load_text(ld.buffer, offset, p.evict_first and moves_with_every_dim(segment, k))
+
+        out.append("        #pragma unroll")
+        out.append(f"        for (int e = 0; e < {rvec}; ++e) {{")
+        r = ExprRenderer(segment, load, var_name, lambda e: "", indent="          ")
+        for k, st in enumerate(segment.stores):
+            v = r.value(st.expr)
+            cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
+            r.emit(f"{cell(k, 'y', 'lane + e')} = {cast};")
+        out += r.lines
+        out += ["        }", "      }", "    }", "    __syncthreads();"]
+        # Write phase: thread (x, y) writes elements x * V .. x * V + V - 1 of the output's row
+        # y, column x * V + e of the tile's row y (rows y, y + rows, ... as above).
+        write_lane = "lane"
+        if read_first != "threadIdx.y" or rvec != vec:
+            write_lane = "write_lane"
+            out.append(f"    const int write_lane = threadIdx.x * {vec};")
+        out += rows_loop(along_b, rows, narrow)
+        out.append(f"      const {it} i{a} = a0 + {write_lane};")
+        out.append(f"      const {it} i{b} = b0 + y;")
+        out.append(f"      if (i{b} < E{b} && i{a} < E{a}) {{" if checked else "      {")
+        for k, st in enumerate(segment.stores):
+            off = render_affine(st.offset, "S", k, lambda j: f"i{j}", it)
+            if vec > 1:
+                vt = f"TfVec<{st.dtype.cuda}, {vec}>"
+                if by_writes and pad % vec == 0:
+                    out.append(
+                        f"        const {vt} o{k} = "
+                        f"*reinterpret_cast<const {vt}*>(&{cell(k, write_lane, 'y')});"
+                    )
+                else:
+                    out.append(f"        {vt} o{k};")
+                    out.append("        #pragma unroll")
+                    out.append(
+                        f"        for (int e = 0; e < {vec}; ++e) "
+                        f"o{k}.v[e] = {cell(k, f'{write_lane} + e', 'y')};"
+                    )
+                out.append(f"        *reinterpret_cast<{vt}*>(&B{st.buffer}[{off}]) = o{k};")
             else:
-                lines.append(f"        {vt} o{k};")
-                lines.append("        #pragma unroll")
-                lines.append(
-                    f"        for (int e = 0; e < {vec}; ++e) "
-                    f"o{k}.v[e] = {cell(k, f'{write_lane} + e', 'y')};"
-                )
-            lines.append(f"        *reinterpret_cast<{vt}*>(&B{st.buffer}[{off}]) = o{k};")
-        else:
-            lines.append(f"        B{st.buffer}[{off}] = {cell(k, 'threadIdx.x', 'y')};")
-    lines += ["      }", "    }", "    __syncthreads();", "  }", "}"]
+                out.append(f"        B{st.buffer}[{off}] = {cell(k, 'threadIdx.x', 'y')};")
+        out += ["      }", "    }", "    __syncthreads();"]
+        return out
+
+    if not p.unswitch:
+        lines += phases(True)
+    else:
+        # A tile wholly inside both extents (every tile but those of the last row and column
+        # of tiles) skips the per-element checks: no predicate a load or a store.
+        lines.append(f"    if (a0 + {along_a} <= ({it})E{a} && b0 + {along_b} <= ({it})E{b}) {{")
+        lines += ["  " + line for line in phases(False)]
+        lines.append("    } else {")
+        lines += ["  " + line for line in phases(True)]
+        lines.append("    }")
+    lines += ["  }", "}"]
     return "\n".join(lines)

@@ -42,6 +42,13 @@ class Params:
     # a warp's accesses along that dim run on into the next row, which lies next to it.
     tile_reads: int = 0
     read_vector: int = 0  # consecutive elements a thread reads along the read dim; 0: `vector`
+    # Tiles wholly inside both extents run a copy of the phases without the per-element
+    # bounds checks (nvFuser's "unswitch"): a scalar 32-tile's thread evaluates 45 compares
+    # and moves 19 predicates through registers for its 8 elements (bf16 [323, 14176],
+    # `benchmarks/sass_count.py`; torch.compile's kernel of the same tiles runs in 8.2 us to
+    # our 11.8, at 21 registers to our 56). The kernel then holds both copies: 328
+    # instructions and 80 registers, against 240 and 56. Not timed yet: the tuner's to choose.
+    unswitch: bool = False
 
 
 def tile_extents(p: Params) -> tuple[int, int]:
@@ -388,8 +395,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     smem = sum(st.dtype.itemsize for st in segment.stores) * along_a * (along_b + p.padding)
     if smem > device.shared_per_block:
         return f"{smem} bytes of shared memory"
-    if not isinstance(p.along_writes, bool):
-        return f"along_writes {p.along_writes!r} (True or False)"
+    for name in ("along_writes", "unswitch"):
+        if not isinstance(getattr(p, name), bool):
+            return f"{name} {getattr(p, name)!r} (True or False)"
     return flags_error(p)
 
 
@@ -437,6 +445,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
             [0, *[v for v in (1, 2, 4, 8) if max_read_vector(segment) % v == 0]]
         ),
         "along_writes": optuna.distributions.CategoricalDistribution([True, False]),
+        "unswitch": optuna.distributions.CategoricalDistribution([False, True]),
         **flag_space(),
     }
     return holding_default(space, default)
