@@ -96,10 +96,10 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
     vec, rvec = vectors(p)
     threads = block_threads(p)
     lines = [kernel_opening(name, args, threads)]
-    # The tile in shared memory runs along the side of the wider vector: along the reads
-    # (tile[a][b]) unless a thread writes more elements at once than it reads (tile[b][a]),
-    # so that the phase of wide vectors moves consecutive elements of shared memory (a
-    # vector at once where the padding keeps its rows aligned to it).
+    # The tile in shared memory runs along the reads (tile[a][b]) or along the writes
+    # (tile[b][a]), whichever takes fewer bank wavefronts (`tile_runs_along_writes`); along
+    # the writes, the write phase reads a vector at once where the padding keeps its rows
+    # aligned to it.
     by_writes = tile_runs_along_writes(p, max(st.dtype.itemsize for st in segment.stores))
     for k, st in enumerate(segment.stores):
         dims = f"[{along_b}][{along_a + pad}]" if by_writes else f"[{along_a}][{along_b + pad}]"
@@ -137,6 +137,18 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
     lines.append(f"  for ({it} z = blockIdx.z; z < rest; z += gridDim.z) {{")
     lines += unravel_lines(others, "z", lambda j: f"E{j}", lambda j: f"i{j}", it, "    ")
 
+    narrow = narrow_loads(segment, rvec)
+    guarded = guarded_loads(st.expr for st in segment.stores)  # read inside their branch only
+    vector_loads = [
+        k
+        for k, ld in enumerate(segment.loads)
+        if rvec > 1
+        and ld.offset.is_affine
+        and coeff(ld.offset, segment, b) == 1
+        and k not in guarded
+    ]
+    write_lane = "lane" if read_first == "threadIdx.y" and rvec == vec else "write_lane"
+
     def phases(checked: bool) -> list[str]:
         """The read phase, the barrier and the write phase of one tile; `checked`: each
         element's indices against the extents (a tile at an edge)."""
@@ -148,20 +160,10 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
         # not know: one load in flight a thread). H100: bf16 [777, 111011] 443.9 -> 346.2 us,
         # fp32 [151, 277319] 289.6 -> 228.4; 16-byte loads lost 4% so (bf16 [1024, 131072]
         # 198.5 -> 206.2) and keep the loop from threadIdx.y.
-        narrow = narrow_loads(segment, rvec)
         out += rows_loop(along_a, read_rows, narrow, read_first)
         out.append(f"      const {it} i{b} = b0 + lane;")
         out.append(f"      const {it} i{a} = a0 + y;")
         out.append(f"      if (i{b} < E{b} && i{a} < E{a}) {{" if checked else "      {")
-        guarded = guarded_loads(st.expr for st in segment.stores)  # read inside their branch only
-        vector_loads = [
-            k
-            for k, ld in enumerate(segment.loads)
-            if rvec > 1
-            and ld.offset.is_affine
-            and coeff(ld.offset, segment, b) == 1
-            and k not in guarded
-        ]
         for k in vector_loads:
             ld = segment.loads[k]
             vt = f"TfVec<{ld.dtype.cuda}, {rvec}>"
@@ -192,9 +194,7 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
         out += ["        }", "      }", "    }", "    __syncthreads();"]
         # Write phase: thread (x, y) writes elements x * V .. x * V + V - 1 of the output's row
         # y, column x * V + e of the tile's row y (rows y, y + rows, ... as above).
-        write_lane = "lane"
-        if read_first != "threadIdx.y" or rvec != vec:
-            write_lane = "write_lane"
+        if write_lane != "lane":
             out.append(f"    const int write_lane = threadIdx.x * {vec};")
         out += rows_loop(along_b, rows, narrow)
         out.append(f"      const {it} i{a} = a0 + {write_lane};")
