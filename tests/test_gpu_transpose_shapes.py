@@ -99,6 +99,7 @@ def run_transpose(dtype, shape, choose):  # noqa: ANN001, ANN201
     return out, expected
 
 
+@pytest.mark.parametrize("unswitch", [False, True])
 @pytest.mark.parametrize("along_writes", [True, False])
 @pytest.mark.parametrize(
     "dtype,shape",
@@ -111,9 +112,10 @@ def run_transpose(dtype, shape, choose):  # noqa: ANN001, ANN201
         (DataType.Float, (5, 1000, 64)),
     ],
 )
-def test_either_tile_order_equals_torch(dtype, shape, along_writes):
-    """Consecutive tiles along the writes' innermost dim or along the reads': the same
-    output, bit for bit, with any tile and vector the default takes."""
+def test_either_tile_order_equals_torch(dtype, shape, along_writes, unswitch):
+    """Consecutive tiles along the writes' innermost dim or along the reads', tiles
+    unswitched or checked element by element: the same output, bit for bit, with any
+    tile and vector the default takes."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
@@ -125,7 +127,7 @@ def test_either_tile_order_equals_torch(dtype, shape, along_writes):
         default = scheduler_for(seg.scheduler).default_params(seg, device)
         assert default.tile > 0
         seen.append(default)
-        return dataclasses.replace(default, along_writes=along_writes)
+        return dataclasses.replace(default, along_writes=along_writes, unswitch=unswitch)
 
     out, expected = run_transpose(dtype, shape, choose)
     assert seen and torch.equal(out, expected)
@@ -172,10 +174,11 @@ def test_either_tile_order_equals_torch(dtype, shape, along_writes):
         ),
     ],
 )
-def test_rectangular_tiles_equal_torch(dtype, shape, changes):
+@pytest.mark.parametrize("unswitch", [False, True])
+def test_rectangular_tiles_equal_torch(dtype, shape, changes, unswitch):
     """Tiles longer along one dim than the other, whole rows of a short dim, reads of
     other widths than the writes, rows of threads that do not divide the tile, either
-    layout in shared memory: bit for bit."""
+    layout in shared memory, unswitched or not: bit for bit."""
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("needs a CUDA GPU")
@@ -183,7 +186,7 @@ def test_rectangular_tiles_equal_torch(dtype, shape, changes):
 
     def choose(seg, device):
         default = scheduler_for(seg.scheduler).default_params(seg, device)
-        p = dataclasses.replace(default, **changes)
+        p = dataclasses.replace(default, **{"unswitch": unswitch, **changes})
         assert transpose.is_valid(seg, device, p) is None, transpose.is_valid(seg, device, p)
         return p
 

@@ -92,8 +92,9 @@ def test_short_rows_measured_points():
 def test_short_rows_of_odd_lengths_measured_points():
     """H200, ab.py (the comment at SCALAR_ROW_ELEMENTS): row sums of odd lengths take lanes
     of about 4 elements (bf16 [1000000, 11] 24.2 -> 15.2 us with 4 lanes, fp32 [1000000, 23]
-    43.7 -> 28.8 with 8); a normalization's lanes 2 elements (rmsnorm bf16 [575659, 11]
-    25.5 -> 20.0 with 8 lanes of 2)."""
+    43.7 -> 28.8 with 8); a normalization's lanes up to 6 elements, one row a lane
+    (normalization.SCALAR_NORM_ROW_ELEMENTS: rmsnorm bf16 [575659, 11] 20.8 -> 16.4 us with
+    2 lanes of 6)."""
     for rows, cols, dtype, lanes in [
         (1000000, 11, DataType.BFloat16, 4),
         (1000000, 23, DataType.Float, 8),
@@ -109,7 +110,7 @@ def test_short_rows_of_odd_lengths_measured_points():
         fd.add_output(fd.ops.cast(fd.ops.mul(xf, fd.ops.rsqrt(ms)), DataType.BFloat16))
     (seg,) = fd.plan([planning_view(575659, 11, DataType.BFloat16)]).segments
     p = normalization.default_params(seg, H100)
-    assert (p.threads_r, p.elements_per_thread, p.vector) == (8, 2, 1)
+    assert (p.threads_r, p.elements_per_thread, p.vector, p.rows_per_lane) == (2, 6, 1, 1)
 
 
 def column_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
@@ -434,7 +435,8 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
     registers (LANE_ELEMENTS) and a grid of 8 blocks an SM allow; never more than that, and
     one row a lane where its share is LANE_BYTES in LANE_LOADS loads already (row sums of
     rows of under 256 scalar loads: SCALAR_LANE_ROWS at least). Reductions and
-    normalizations alike."""
+    normalizations alike, but for a normalization's short rows of scalar loads: one row a
+    lane (normalization.SCALAR_NORM_ROW_ELEMENTS)."""
     rows = (1 << rows_log) + (3 if odd else 0)
     if kind == "sum":
         seg = row_sum_segment(rows, cols, dtype)
@@ -447,6 +449,9 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
         assert normalization.is_valid(seg, device, p) is None
         share = p.elements_per_thread
     r = p.rows_per_lane
+    if kind != "sum" and p.vector == 1 and normalization.SCALAR_NORM_LEAST_ROW < cols <= 32:
+        assert r == 1
+        return
     row_bytes = share * np.dtype(NUMPY[dtype]).itemsize
     # (a softmax's lane stores its rows too: one 16-byte load of a row is enough there)
     row_loads = -(-share // p.vector) if kind == "sum" else reduction.LANE_LOADS
@@ -506,9 +511,13 @@ def test_a_normalization_of_short_rows_takes_blocks_of_128_threads(
     assert 32 <= threads <= 128
     if threads < 128:  # shrunk, and only for the grid
         assert -(-n_out // (2 * p.rows_per_block)) < 8 * device.sm_count
-    if vector == 1:  # odd lengths: as few lanes as hold SCALAR_ROW_ELEMENTS each
-        per_lane = reduction.SCALAR_ROW_ELEMENTS
+    if vector == 1 and n_red <= normalization.SCALAR_NORM_LEAST_ROW:
+        per_lane = reduction.SCALAR_ROW_ELEMENTS  # odd lengths of 3: 2 lanes of 2
         assert p.threads_r * per_lane >= n_red > p.threads_r // 2 * per_lane
+    elif vector == 1:  # odd lengths: as few lanes as hold SCALAR_NORM_ROW_ELEMENTS each
+        per_lane = normalization.SCALAR_NORM_ROW_ELEMENTS
+        assert p.threads_r * per_lane >= n_red and p.rows_per_lane == 1
+        assert p.threads_r == 2 or n_red > p.threads_r // 2 * per_lane
         assert p.elements_per_thread == -(-n_red // p.threads_r)
 
 

@@ -167,7 +167,10 @@ class Scheduler(Protocol):
 #    reduction's rows a lane load with the default cache policy, not evict-first
 #    (`reduction._outer_rows_a_lane`). Contiguous rows of 33-255 one-element vectors take
 #    threads for 2 trips of their chunks and 2 rows a lane (`reduction.SCALAR_ROW_TRIPS`).
-HEURISTICS_VERSION = 36
+# 37: a normalization's short rows of 5-32 one-element vectors (odd lengths) take as few
+#    lanes as hold 6 elements each (2 at least) and one row a lane
+#    (`normalization.SCALAR_NORM_ROW_ELEMENTS`), not lanes of 2 and rows a lane.
+HEURISTICS_VERSION = 37
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -244,6 +244,34 @@ def protects_rereads(segment: Segment, device: DeviceInfo, p: Params) -> bool:
     return resident <= device.l2_bytes < n_out * reread_row_bytes(segment)
 
 
+# Short normalization rows of one element a vector (odd lengths) longer than
+# SCALAR_NORM_LEAST_ROW take as few lanes as hold at most SCALAR_NORM_ROW_ELEMENTS elements each
+# (2 at least) and one row a lane, in place of lanes of reduction.SCALAR_ROW_ELEMENTS and rows a
+# lane (`reduction.default_rows_per_lane`). H200, benchmarks/ab.py, the default against 2 or 4
+# lanes of one row (torch.compile in brackets;
+# `surface/short_scalar_rows_2026-11-27/probe.log`): rmsnorm bf16 [575659, 11] 20.8 -> 16.4 us
+# with 2 lanes of 6 (18.8), [1000000, 13] 31.8 -> 27.7 with 4 of 4 (25.8; 2 of 7: 38.1),
+# [400000, 23] 26.7 -> 20.6 with 4 of 6 (2 of 12: 53.4), [1500000, 5] 24.6 -> 19.9 with 2 of 3
+# (22.1; 4 of 2: 33.9); layernorm fp32 [1000000, 11] 40.5 -> 30.2 with 2 of 6 (35.4); softmax
+# bf16 [600000, 11] 24.0 -> 16.0 with 2 of 6 (25.8). Judged old against new on the cells of
+# seeds 12-5151 it moves and 7 more
+# (`surface/short_scalar_rows_2026-11-27/judged_norm_h200.jsonl`): rows of 5-27 all gained or
+# tied, 0.69-0.98 (softmax bf16 [225129, 23] 20.2 -> 13.9, rmsnorm bf16 [8958380, 13] 232.9 ->
+# 197.2); rows of 3, whose lanes load 4-8 bytes a row, lost with one row a lane (softmax fp32
+# [15811501, 3] 112.5 -> 155.9, rmsnorm bf16 [2796203, 3] 22.6 -> 32.1) and keep 2 lanes of 2
+# and rows a lane. Rows whose every store is reduced (row sums) keep the reduction scheduler's
+# lanes and rows a lane (`reduction.SCALAR_LANE_ROWS`).
+SCALAR_NORM_ROW_ELEMENTS = 6
+SCALAR_NORM_LEAST_ROW = 2 * reduction.SCALAR_ROW_ELEMENTS
+
+
+def scalar_row_lanes(n_red: int) -> int:
+    """Lanes a normalization row of `n_red` one-element vectors takes (more than
+    SCALAR_NORM_LEAST_ROW, at most 32 of them): the fewest (a power of two, 2 at least) that
+    hold SCALAR_NORM_ROW_ELEMENTS each."""
+    return max(2, pow2_at_least(-(-n_red // SCALAR_NORM_ROW_ELEMENTS)))
+
+
 def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
     """The row in registers (one read of memory), 16-byte vectors, enough threads that each
     holds at most 32 elements; rows too long for that are staged in shared memory, held over
@@ -267,6 +295,13 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
         # lanes of a warp take rows back to back (32 lanes a row of 4 floats left 28 of them
         # idle: 16x torch.compile's time on softmax [2**24, 4] fp32, H100, surface.py).
         threads = reduction.short_row_lanes(segment, row_vectors, vector)
+        scalar_rows = (
+            vector == 1
+            and n_red > SCALAR_NORM_LEAST_ROW
+            and not all(st.reduced for st in segment.stores)
+        )
+        if scalar_rows:
+            threads = scalar_row_lanes(n_red)
         # Blocks of 128 threads, as for longer rows: a block of one-row lanes lives as long
         # as its slowest row, and 512 such threads free an SM's slots four times as coarsely:
         # layernorm bf16 [2**22, 8] 57.2 -> 52.8 us, [2**20, 8] 18.6 -> 17.1, [2**21, 16]
@@ -281,7 +316,8 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
         ):
             rows //= 2
         ept = -(-row_vectors // threads) * vector
-        return _row_in_registers(segment, device, threads, rows, ept, vector)
+        p = _row_in_registers(segment, device, threads, rows, ept, vector)
+        return replace(p, rows_per_lane=1) if scalar_rows else p
     unpeeled = vector
     if peel:
         vector = reduction.default_row_vector(segment)
