@@ -182,3 +182,32 @@ def test_the_defaults_take_rows_a_lane_where_a_thread_reads_a_short_column(
     (k,) = launched
     assert (k.params["threads_r"], k.params["rows_per_lane"]) == (1, rows_per_lane), k.params
     assert_agrees(fd, inputs, got, dtype)
+
+
+@pytest.mark.parametrize(
+    "define,dtype,rows,cols",
+    [
+        (rmsnorm, DataType.BFloat16, 5003, 5),
+        (rmsnorm, DataType.BFloat16, 40001, 11),
+        (layernorm, DataType.Float, 3001, 7),
+        (layernorm, DataType.BFloat16, 9999, 13),
+        (softmax, DataType.Float, 2049, 23),
+        (softmax, DataType.BFloat16, 7777, 27),
+        (softmax, DataType.BFloat16, 129, 31),
+    ],
+)
+def test_the_defaults_take_one_row_a_lane_of_a_short_odd_normalization_row(
+    define, dtype, rows, cols, rng
+):
+    """A normalization's rows of 5-32 one-element vectors (`normalization.
+    SCALAR_NORM_ROW_ELEMENTS`): lanes of up to 6 elements, one row a lane, row counts that
+    leave the last block partly empty; agrees with the reference."""
+    from tunefuse.schedulers import normalization
+
+    fd = _build(define, dtype)
+    inputs = _inputs(define, fd, (rows, cols), rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    (k,) = [k for k in launched if "cache_row" in k.params]
+    assert k.params["vector"] == 1 and k.params["rows_per_lane"] == 1, k.params
+    assert k.params["threads_r"] == normalization.scalar_row_lanes(cols), k.params
+    assert_agrees(fd, inputs, got, dtype)

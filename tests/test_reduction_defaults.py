@@ -955,3 +955,68 @@ def test_slab_layouts_compile(shape, dtype, split, arch):
     buffers = {b: dtype if b == seg.loads[0].buffer else DataType.Float for b in seg.buffer_ids}
     kernel = generate(seg, p, H100, buffers)
     assert compile_kernel(kernel.source, kernel.name, arch).cubin
+
+
+def _norm_default(pattern: str, rows: int, cols: int, dtype: DataType):  # noqa: ANN202
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    from patterns import pattern_fusion, planning_inputs
+
+    fd = pattern_fusion(pattern, dtype)
+    (seg,) = fd.plan(planning_inputs(fd, (rows, cols), dtype), device=H100).segments
+    p = normalization.default_params(seg, H100)
+    assert normalization.is_valid(seg, H100, p) is None
+    return p
+
+
+@pytest.mark.parametrize(
+    "pattern,rows,cols,dtype,lanes,vector,rows_per_lane",
+    [
+        # odd lengths of 5-32: lanes of up to 6 elements, one row a lane (H200, ab.py)
+        ("rmsnorm", 575659, 11, DataType.BFloat16, 2, 1, 1),  # 20.8 -> 16.4 us
+        ("rmsnorm", 1000000, 13, DataType.BFloat16, 4, 1, 1),  # 31.8 -> 27.7
+        ("rmsnorm", 400000, 23, DataType.BFloat16, 4, 1, 1),  # 26.7 -> 20.6
+        ("layernorm", 1000000, 11, DataType.Float, 2, 1, 1),  # 40.5 -> 30.2
+        # odd lengths of 3: 2 lanes of 2, rows a lane (one row a lane lost 1.14-1.43x)
+        ("softmax", 15811501, 3, DataType.Float, 2, 1, 2),
+        ("rmsnorm", 2796203, 3, DataType.BFloat16, 2, 1, 4),
+        # vectors under 16 bytes: lanes halved while a lane holds at most 16 bytes
+        ("layernorm", 207210, 34, DataType.BFloat16, 8, 2, 2),  # 25.6 -> 20.0 (judged)
+        ("layernorm", 4611800, 22, DataType.BFloat16, 4, 2, 2),  # 293.2 -> 181.0
+        ("rmsnorm", 1000000, 20, DataType.BFloat16, 4, 4, 1),  # 36.6 -> 32.1
+        ("softmax", 1000000, 6, DataType.Float, 2, 2, 1),  # 19.9 -> 18.5
+        # 16-byte vectors keep lanes of 64-byte runs
+        ("layernorm", 500000, 12, DataType.Float, 4, 4, 1),
+        ("rmsnorm", 300000, 48, DataType.BFloat16, 4, 8, 1),
+    ],
+)
+def test_short_normalization_rows_measured_points(
+    pattern, rows, cols, dtype, lanes, vector, rows_per_lane
+):
+    """normalization.SCALAR_NORM_ROW_ELEMENTS and NARROW_LANE_BYTES at the points measured
+    (benchmarks/surface/short_scalar_rows_2026-11-27/)."""
+    p = _norm_default(pattern, rows, cols, dtype)
+    assert (p.threads_r, p.vector, p.rows_per_lane) == (lanes, vector, rows_per_lane), p
+
+
+@given(
+    cols=st.integers(2, 256),
+    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
+    pattern=st.sampled_from(["softmax", "layernorm", "rmsnorm"]),
+)
+@settings(max_examples=200, deadline=None)
+def test_a_short_row_of_narrow_vectors_takes_lanes_of_at_most_16_bytes(cols, dtype, pattern):
+    """Rows of at most 32 vectors narrower than 16 bytes: no lane holds more than
+    NARROW_LANE_BYTES unless it holds one vector, and half the lanes would (the fewest lanes
+    within it)."""
+    p = _norm_default(pattern, 1 << 20, cols, dtype)
+    item = 4 if dtype is DataType.Float else 2
+    vectors = -(-cols // p.vector)
+    if p.vector == 1 or vectors > 32 or p.vector * item >= 16:
+        return
+    share = -(-vectors // p.threads_r)
+    assert share == 1 or share * p.vector * item <= normalization.NARROW_LANE_BYTES
+    if p.threads_r > 1:
+        assert -(-vectors // (p.threads_r // 2)) * p.vector * item > normalization.NARROW_LANE_BYTES

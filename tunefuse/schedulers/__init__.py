@@ -169,7 +169,9 @@ class Scheduler(Protocol):
 #    threads for 2 trips of their chunks and 2 rows a lane (`reduction.SCALAR_ROW_TRIPS`).
 # 37: a normalization's short rows of 5-32 one-element vectors (odd lengths) take as few
 #    lanes as hold 6 elements each (2 at least) and one row a lane
-#    (`normalization.SCALAR_NORM_ROW_ELEMENTS`), not lanes of 2 and rows a lane.
+#    (`normalization.SCALAR_NORM_ROW_ELEMENTS`), not lanes of 2 and rows a lane. Short
+#    normalization rows of vectors under 16 bytes take half the lanes while a lane holds at
+#    most 16 bytes (`normalization.NARROW_LANE_BYTES`).
 HEURISTICS_VERSION = 37
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

@@ -272,6 +272,32 @@ def scalar_row_lanes(n_red: int) -> int:
     return max(2, pow2_at_least(-(-n_red // SCALAR_NORM_ROW_ELEMENTS)))
 
 
+# Short normalization rows of vectors under 16 bytes (lengths that take no wider vector)
+# spread over lanes of 64-byte runs (`reduction.short_row_lanes`) leave each lane under 16
+# bytes and many lanes idle (bf16 rows of 34: 17 vectors of 4 bytes over 16 lanes of 2, 15
+# slots idle): the lanes are halved while each lane's share stays within NARROW_LANE_BYTES.
+# H200, benchmarks/ab.py (default -> halved lanes, one row a lane; torch.compile in
+# brackets; `surface/short_scalar_rows_2026-11-27/probe3.log`): layernorm bf16 [207210, 34]
+# 25.9 -> 19.4 us with 8 lanes (24.4), rmsnorm bf16 [1000000, 20] 37.1 -> 32.4 with 4 (26.4;
+# 2: 39.0), softmax fp32 [1000000, 6] 19.5 -> 17.5 with 2 (30.1), rmsnorm bf16 [673321, 12]
+# 16.8 -> 17.0 with 2 (14.6; 1: 21.2). Lanes of 16-byte vectors keep the runs (layernorm fp32
+# [500000, 12] 19.9 us with 4 lanes, 20.6 with 2). Softmax bf16 [400000, 36] (8-byte vectors,
+# 8 lanes of 2) ran 26.0 with 4 lanes of 3 against 35.5 (34.1); the rule leaves it. Judged
+# old against new on the 10 cells of seeds 12-5151 it moves and 4 more
+# (`surface/short_scalar_rows_2026-11-27/judged_vec_h200.jsonl`): geomean 0.834, 13 of 14
+# faster (layernorm bf16 [4611800, 22] 293.2 -> 181.0 us, softmax bf16 [611545, 10] 22.5 ->
+# 14.7), rmsnorm bf16 [673321, 12] 16.6 -> 17.4 slower.
+NARROW_LANE_BYTES = 16
+
+
+def fewer_narrow_lanes(lanes: int, row_vectors: int, vector_bytes: int) -> int:
+    """`lanes` (a power of two) halved while a lane's share of a row of `row_vectors`
+    vectors of `vector_bytes` stays within NARROW_LANE_BYTES."""
+    while lanes > 1 and -(-row_vectors // (lanes // 2)) * vector_bytes <= NARROW_LANE_BYTES:
+        lanes //= 2
+    return lanes
+
+
 def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
     """The row in registers (one read of memory), 16-byte vectors, enough threads that each
     holds at most 32 elements; rows too long for that are staged in shared memory, held over
@@ -295,13 +321,13 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
         # lanes of a warp take rows back to back (32 lanes a row of 4 floats left 28 of them
         # idle: 16x torch.compile's time on softmax [2**24, 4] fp32, H100, surface.py).
         threads = reduction.short_row_lanes(segment, row_vectors, vector)
-        scalar_rows = (
-            vector == 1
-            and n_red > SCALAR_NORM_LEAST_ROW
-            and not all(st.reduced for st in segment.stores)
-        )
+        full_stores = not all(st.reduced for st in segment.stores)
+        scalar_rows = vector == 1 and n_red > SCALAR_NORM_LEAST_ROW and full_stores
         if scalar_rows:
             threads = scalar_row_lanes(n_red)
+        elif full_stores and vector > 1:
+            vector_bytes = vector * reduction.widest_load(segment)
+            threads = fewer_narrow_lanes(threads, row_vectors, vector_bytes)
         # Blocks of 128 threads, as for longer rows: a block of one-row lanes lives as long
         # as its slowest row, and 512 such threads free an SM's slots four times as coarsely:
         # layernorm bf16 [2**22, 8] 57.2 -> 52.8 us, [2**20, 8] 18.6 -> 17.1, [2**21, 16]
