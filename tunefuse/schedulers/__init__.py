@@ -172,7 +172,9 @@ class Scheduler(Protocol):
 #    (`normalization.SCALAR_NORM_ROW_ELEMENTS`), not lanes of 2 and rows a lane. Short
 #    normalization rows of vectors under 16 bytes take half the lanes while a lane holds at
 #    most 16 bytes (`normalization.NARROW_LANE_BYTES`).
-HEURISTICS_VERSION = 37
+# 38: a normalization's short rows over several lanes take rows a lane only while a lane's
+#    loads of them stay within 16 bytes (`normalization.lane_rows_within`).
+HEURISTICS_VERSION = 38
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -298,6 +298,26 @@ def fewer_narrow_lanes(lanes: int, row_vectors: int, vector_bytes: int) -> int:
     return lanes
 
 
+# A normalization row of several lanes takes rows a lane only as far as a lane's loads of
+# them stay within reduction.LANE_BYTES: doubling a lane of 12 bytes to 24 (`reduction.
+# default_rows_per_lane` doubles while under LANE_BYTES) lost. H200, benchmarks/judge.py, old
+# against new on the 5 cells of seeds 12-5151 it moves and 4 more (2 rows a lane -> 1;
+# `surface/short_scalar_rows_2026-11-27/judged_rpl_h200.jsonl`): rmsnorm bf16 [2000000, 10]
+# (2 lanes of 3 4-byte vectors) 39.0 -> 29.4 us (torch.compile 29.7), [1500000, 18] 49.2 ->
+# 39.9 (38.0), layernorm bf16 [2000325, 42] 142.9 -> 134.9, [4611800, 22] 180.7 -> 177.2,
+# [207210, 34] 20.2 -> 19.4; softmax bf16 [611545, 10] 14.7 -> 15.2 slower. A row of one lane
+# keeps its rows a lane: softmax bf16 [2000000, 6] 19.7 -> 21.0 and layernorm bf16 [300000,
+# 6] 9.4 -> 10.4 with one. Lanes of 4 and 8 bytes keep 4 and 2 rows (bf16 [2**26, 2]:
+# `reduction.LANE_BYTES`; rows of 3: 1.14-1.43x slower with one row a lane).
+def lane_rows_within(rows_per_lane: int, ept: int, segment: Segment) -> int:
+    """`rows_per_lane` halved until a lane's loads of its rows (`ept` elements each) come to
+    at most reduction.LANE_BYTES."""
+    row_bytes = ept * reduction.widest_load(segment)
+    while rows_per_lane > 1 and rows_per_lane * row_bytes > reduction.LANE_BYTES:
+        rows_per_lane //= 2
+    return rows_per_lane
+
+
 def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
     """The row in registers (one read of memory), 16-byte vectors, enough threads that each
     holds at most 32 elements; rows too long for that are staged in shared memory, held over
@@ -343,7 +363,11 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
             rows //= 2
         ept = -(-row_vectors // threads) * vector
         p = _row_in_registers(segment, device, threads, rows, ept, vector)
-        return replace(p, rows_per_lane=1) if scalar_rows else p
+        if scalar_rows:
+            return replace(p, rows_per_lane=1)
+        if full_stores and threads > 1:
+            return replace(p, rows_per_lane=lane_rows_within(p.rows_per_lane, ept, segment))
+        return p
     unpeeled = vector
     if peel:
         vector = reduction.default_row_vector(segment)
