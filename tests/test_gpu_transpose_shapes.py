@@ -167,6 +167,8 @@ def test_either_tile_order_equals_torch(dtype, shape, along_writes, unswitch):
             dict(tile=54, tile_reads=108, vector=2, read_vector=2, block_rows=8, padding=0),
         ),
         (DataType.Float, (61, 3333), dict(tile=24, tile_reads=40, vector=1, block_rows=5)),
+        (DataType.BFloat16, (323, 14176), dict(tile=32, vector=1, block_rows=4, min_blocks=16)),
+        (DataType.Float, (1000, 4100), dict(tile=64, vector=4, block_rows=16, min_blocks=8)),
         (
             DataType.BFloat16,
             (3, 333, 1026),

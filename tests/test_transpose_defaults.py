@@ -282,3 +282,28 @@ def test_an_unswitched_tile_checks_its_elements_only_at_the_edges():
     checks = "if (i0 < E0 && i1 < E1) {"
     assert plain.count(checks) == both.count(checks) == 2  # each phase of the edge copy only
     assert both.count("__syncthreads();") == 2 * plain.count("__syncthreads();")
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_min_blocks_asks_the_launch_bounds_for_that_many_blocks_an_sm(arch):
+    """`min_blocks`: the launch bounds' second argument (the compiler caps a thread's
+    registers to fit that many blocks an SM); 0, the default, asks for none. Out of range,
+    or more threads than an SM holds: refused, naming why."""
+    import dataclasses
+
+    seg = transpose_segment(323, 14176, DataType.BFloat16)
+    device = PROFILES[arch]
+    dtypes = {0: DataType.BFloat16, 1: DataType.BFloat16}
+    p = transpose.default_params(seg, device)
+    threads = transpose.block_threads(p)
+    assert p.min_blocks == 0
+    assert f"__launch_bounds__({threads})" in generate(seg, p, device, dtypes).source
+    fitted = dataclasses.replace(p, min_blocks=device.max_threads_per_sm // threads)
+    assert transpose.is_valid(seg, device, fitted) is None
+    ks = generate(seg, fitted, device, dtypes)
+    assert f"__launch_bounds__({threads}, {fitted.min_blocks})" in ks.source
+    assert len(compile_kernel(ks.source, ks.name, arch).cubin) > 0
+    too_many = dataclasses.replace(p, min_blocks=fitted.min_blocks + 1)
+    assert "more than an SM's" in transpose.is_valid(seg, device, too_many)
+    negative = dataclasses.replace(p, min_blocks=-1)
+    assert "min_blocks -1" in transpose.is_valid(seg, device, negative)

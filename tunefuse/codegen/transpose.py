@@ -95,7 +95,7 @@ def emit_transpose(segment: Segment, name: str, args: list[KernelArg], p: Params
     rows, pad = p.block_rows, p.padding
     vec, rvec = vectors(p)
     threads = block_threads(p)
-    lines = [kernel_opening(name, args, threads)]
+    lines = [kernel_opening(name, args, threads, min_blocks=p.min_blocks)]
     # The tile in shared memory runs along the reads (tile[a][b]) or along the writes
     # (tile[b][a]), whichever takes fewer bank wavefronts (`tile_runs_along_writes`); along
     # the writes, the write phase reads a vector at once where the padding keeps its rows

@@ -47,8 +47,18 @@ class Params:
     # and moves 19 predicates through registers for its 8 elements (bf16 [323, 14176],
     # `benchmarks/sass_count.py`; torch.compile's kernel of the same tiles runs in 8.2 us to
     # our 11.8, at 21 registers to our 56). The kernel then holds both copies: 328
-    # instructions and 80 registers, against 240 and 56. Not timed yet: the tuner's to choose.
+    # instructions and 80 registers, against 240 and 56. H200, benchmarks/ab.py
+    # unswitch=True (`surface/short_scalar_rows_2026-11-27/probe.log`): bf16 [323, 14176]
+    # 11.9 -> 12.4 us, [777, 111011] 140.5 -> 176.6, [73247, 109] 19.0 -> 21.9, [269, 22454]
+    # 14.0 -> 15.5; fp32 [8192, 4096] 73.7 -> 69.0, [151, 277319] 119.4 -> 115.3. Off by
+    # default; the tuner's to choose.
     unswitch: bool = False
+    # Blocks an SM the launch bounds ask the compiler to fit (their second argument; 0: none):
+    # 16 blocks of 128 threads cap a thread at 32 registers, where the scalar 32-tile of bf16
+    # [323, 14176] takes 56 (9 blocks an SM) and torch.compile's kernel of the same tiles 21
+    # (sm_90, benchmarks/sass_count.py min_blocks=16: 32 registers, no stack, 280
+    # instructions against 240). Not timed yet: the tuner's to choose.
+    min_blocks: int = 0
 
 
 def tile_extents(p: Params) -> tuple[int, int]:
@@ -395,6 +405,13 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     smem = sum(st.dtype.itemsize for st in segment.stores) * along_a * (along_b + p.padding)
     if smem > device.shared_per_block:
         return f"{smem} bytes of shared memory"
+    if not 0 <= p.min_blocks <= device.max_blocks_per_sm:
+        return f"min_blocks {p.min_blocks} (0 to {device.max_blocks_per_sm} blocks an SM)"
+    if p.min_blocks * threads > device.max_threads_per_sm:
+        return (
+            f"min_blocks {p.min_blocks} of {threads} threads: more than an SM's "
+            f"{device.max_threads_per_sm} threads"
+        )
     for name in ("along_writes", "unswitch"):
         if not isinstance(getattr(p, name), bool):
             return f"{name} {getattr(p, name)!r} (True or False)"
@@ -446,6 +463,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         ),
         "along_writes": optuna.distributions.CategoricalDistribution([True, False]),
         "unswitch": optuna.distributions.CategoricalDistribution([False, True]),
+        "min_blocks": optuna.distributions.CategoricalDistribution([0, 4, 8, 16]),
         **flag_space(),
     }
     return holding_default(space, default)
