@@ -390,3 +390,28 @@ def test_odd_rows_of_two_trips_and_two_rows_a_lane_agree_on_the_host(name, dtype
     changes = dict(threads_r=32, rows_per_block=8, unroll=4, rows_per_lane=2)
     (run,) = run_on_host(fd, inputs, [_changed("reduction", changes)])
     assert_agrees(fd, inputs, run.outputs, dtype)
+
+
+SHORT_NORM_ROWS = [3, 5, 6, 10, 11, 13, 22, 34]
+
+
+@pytest.mark.parametrize("cols", SHORT_NORM_ROWS)
+@pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16])
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "rmsnorm"])
+def test_short_normalization_rows_as_the_defaults_lay_them_agree_on_the_host(name, dtype, cols):
+    """Rows of at most 34 laid out as the defaults lay them on 2**21 rows (`normalization.
+    scalar_row_lanes`, `fewer_narrow_lanes`, `lane_rows_within`: lanes of up to 6 elements
+    or 16 bytes, rows a lane of up to 16 bytes) run on 37 rows, the last block's lanes and
+    rows a lane past the last row."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    from patterns import planning_inputs
+
+    fd = build(ZOO[name], dtype)
+    device = PROFILES["sm_90"]
+    (big,) = fd.plan(planning_inputs(fd, (1 << 21, cols), dtype), device=device).segments
+    p = scheduler_for(big.scheduler).default_params(big, device)
+    fields = ("threads_r", "rows_per_block", "elements_per_thread", "vector", "rows_per_lane")
+    changes = {f: getattr(p, f) for f in fields}
+    inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
+    (run,) = run_on_host(fd, inputs, [_changed("normalization", changes)])
+    assert_agrees(fd, inputs, run.outputs, dtype)
