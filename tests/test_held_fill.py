@@ -47,7 +47,7 @@ OUTER = [
 ]
 INNER = [
     ("softmax", DataType.Float, (15811501, 3), {}),
-    ("layernorm", DataType.BFloat16, (207210, 34), {}),
+    ("layernorm", DataType.BFloat16, (207210, 34), {"rows_per_lane": 2}),
 ]
 
 
