@@ -318,6 +318,47 @@ def lane_rows_within(rows_per_lane: int, ept: int, segment: Segment) -> int:
     return rows_per_lane
 
 
+def _short_rows(segment: Segment, device: DeviceInfo) -> Params:
+    """Rows of at most 32 vectors, held in registers, several rows a warp: lanes a row as
+    the reduction scheduler's (`reduction.short_row_lanes`), fewer for odd lengths
+    (`scalar_row_lanes`) and narrow vectors (`fewer_narrow_lanes`) where the kernel stores
+    full-size outputs; blocks of 128 threads."""
+    n_out, n_red = reduction.sizes(segment)
+    vector = reduction.reduced_vector(segment)
+    row_vectors = -(-n_red // vector)
+    # Short rows, laid out as the reduction scheduler lays them (`short_row_lanes`): the
+    # lanes of a warp take rows back to back (32 lanes a row of 4 floats left 28 of them
+    # idle: 16x torch.compile's time on softmax [2**24, 4] fp32, H100, surface.py).
+    threads = reduction.short_row_lanes(segment, row_vectors, vector)
+    full_stores = not all(st.reduced for st in segment.stores)
+    scalar_rows = vector == 1 and n_red > SCALAR_NORM_LEAST_ROW and full_stores
+    if scalar_rows:
+        threads = scalar_row_lanes(n_red)
+    elif full_stores and vector > 1:
+        vector_bytes = vector * reduction.widest_load(segment)
+        threads = fewer_narrow_lanes(threads, row_vectors, vector_bytes)
+    # Blocks of 128 threads, as for longer rows: a block of one-row lanes lives as long
+    # as its slowest row, and 512 such threads free an SM's slots four times as coarsely:
+    # layernorm bf16 [2**22, 8] 57.2 -> 52.8 us, [2**20, 8] 18.6 -> 17.1, [2**21, 16]
+    # (two lanes a row) 57.6 -> 52.9, fp32 [2**22, 4] 51.3 -> 49.4; softmax and rmsnorm
+    # bf16 [2**22, 8] within 1% (H100, benchmarks/ab.py rows_per_block=...). A block of
+    # one warp (32 blocks an SM at most) leaves SMs half empty: 83.7 us.
+    rows = max(1, 128 // threads)
+    while (
+        rows > 1
+        and (threads >= 32 or threads * rows > 32)
+        and -(-n_out // rows) < 8 * device.sm_count
+    ):
+        rows //= 2
+    ept = -(-row_vectors // threads) * vector
+    p = _row_in_registers(segment, device, threads, rows, ept, vector)
+    if scalar_rows:
+        return replace(p, rows_per_lane=1)
+    if full_stores and threads > 1:
+        return replace(p, rows_per_lane=lane_rows_within(p.rows_per_lane, ept, segment))
+    return p
+
+
 def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
     """The row in registers (one read of memory), 16-byte vectors, enough threads that each
     holds at most 32 elements; rows too long for that are staged in shared memory, held over
@@ -337,37 +378,7 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
     vector = reduction.reduced_vector(segment)
     row_vectors = -(-n_red // vector)
     if row_vectors <= 32:
-        # Short rows, laid out as the reduction scheduler lays them (`short_row_lanes`): the
-        # lanes of a warp take rows back to back (32 lanes a row of 4 floats left 28 of them
-        # idle: 16x torch.compile's time on softmax [2**24, 4] fp32, H100, surface.py).
-        threads = reduction.short_row_lanes(segment, row_vectors, vector)
-        full_stores = not all(st.reduced for st in segment.stores)
-        scalar_rows = vector == 1 and n_red > SCALAR_NORM_LEAST_ROW and full_stores
-        if scalar_rows:
-            threads = scalar_row_lanes(n_red)
-        elif full_stores and vector > 1:
-            vector_bytes = vector * reduction.widest_load(segment)
-            threads = fewer_narrow_lanes(threads, row_vectors, vector_bytes)
-        # Blocks of 128 threads, as for longer rows: a block of one-row lanes lives as long
-        # as its slowest row, and 512 such threads free an SM's slots four times as coarsely:
-        # layernorm bf16 [2**22, 8] 57.2 -> 52.8 us, [2**20, 8] 18.6 -> 17.1, [2**21, 16]
-        # (two lanes a row) 57.6 -> 52.9, fp32 [2**22, 4] 51.3 -> 49.4; softmax and rmsnorm
-        # bf16 [2**22, 8] within 1% (H100, benchmarks/ab.py rows_per_block=...). A block of
-        # one warp (32 blocks an SM at most) leaves SMs half empty: 83.7 us.
-        rows = max(1, 128 // threads)
-        while (
-            rows > 1
-            and (threads >= 32 or threads * rows > 32)
-            and -(-n_out // rows) < 8 * device.sm_count
-        ):
-            rows //= 2
-        ept = -(-row_vectors // threads) * vector
-        p = _row_in_registers(segment, device, threads, rows, ept, vector)
-        if scalar_rows:
-            return replace(p, rows_per_lane=1)
-        if full_stores and threads > 1:
-            return replace(p, rows_per_lane=lane_rows_within(p.rows_per_lane, ept, segment))
-        return p
+        return _short_rows(segment, device)
     unpeeled = vector
     if peel:
         vector = reduction.default_row_vector(segment)
