@@ -12,7 +12,8 @@ which memcheck misses a read that lands in a neighbouring allocation (with the g
 switched off, the rotary embedding reads 16 bytes past its row: reported only with padding).
 Kernels are compiled up front in parallel processes. Prints one line a failure and a summary;
 exit 1 when any result differs or any case fails. `--large` adds the fusions of more than 2**31
-elements (checked at samples).
+elements (checked at samples). `--host` needs no GPU: the same corpus at the same params runs
+on the host under AddressSanitizer (tests/host_kernels.py; sm_90's plan, no clusters).
 """
 
 from __future__ import annotations
@@ -226,6 +227,48 @@ def run_large(device: int = 0, samples: int = 2000, verbose: bool = True) -> dic
     return summary
 
 
+def host_random_params(seed: int):  # noqa: ANN201
+    """The corpus's random point of each kernel's search space, but never a cluster of
+    blocks (the host does not emulate one): the defaults there."""
+
+    def choose(seg, device):  # noqa: ANN001, ANN202
+        p = random_params(seg, device, seed)
+        return None if p is None or getattr(p, "cluster", 1) > 1 else p
+
+    return choose
+
+
+def host_corpus_failures(cases) -> list[str]:  # noqa: ANN001
+    """Each case at its default params and at a random valid point, planned as on the GPU
+    (strided, offset, expanded and in-place inputs) for sm_90, run by tests/host_kernels.py
+    (a fiber a GPU thread, buffers under AddressSanitizer), every output against the
+    reference: one line a failure."""
+    from fuzz import device_plan
+    from host_kernels import HostKernelError, run_plan_on_host
+
+    from tunefuse import reference
+    from tunefuse.device_info import PROFILES
+
+    failures = []
+    for case in cases:
+        plan = device_plan(case, device=PROFILES["sm_90"])
+        try:
+            runs = run_plan_on_host(
+                plan, case.inputs, case.layouts, [None, host_random_params(case.seed)]
+            )
+        except HostKernelError as e:
+            failures.append(f"{case}: {str(e)[:2000]}")
+            continue
+        want = reference.run(case.fd.fusion, case.inputs, include_aliased=True)
+        loosest = _loosest_tolerance(case.fd.fusion)
+        for variant, run in zip(("default", "random"), runs, strict=True):
+            for o, got in zip(plan.outputs, run.outputs, strict=True):
+                if not agree(got, want[o.position], loosest):
+                    failures.append(f"{variant} {case}: output {o.position} differs")
+                    break
+    return failures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seed", type=int, default=0)
@@ -235,7 +278,19 @@ def main() -> int:
     parser.add_argument(
         "--large", action="store_true", help="also the fusions of more than 2**31 elements"
     )
+    parser.add_argument(
+        "--host",
+        action="store_true",
+        help="no GPU: run the corpus on the host under AddressSanitizer (tests/host_kernels.py)",
+    )
     args = parser.parse_args()
+    if args.host:
+        cases = list(corpus(args.seed, args.count)) + named_cases()
+        failures = host_corpus_failures(cases)
+        for line in failures:
+            print("FAILURE", line, flush=True)
+        print("SUMMARY", {"fusions": len(cases), "failures": len(failures)}, flush=True)
+        return 1 if failures else 0
     summary = run_corpus(args.seed, args.count, tuple(args.variants.split(",")), args.device)
     if args.large:
         summary.update(run_large(args.device))

@@ -13,8 +13,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 from fusion_zoo import ZOO, build, inputs_for, transpose2d
-from fuzz import agree, corpus, device_plan, random_params
-from fuzz_corpus import _loosest_tolerance
+from fuzz import agree, corpus, device_plan
+from fuzz_corpus import _loosest_tolerance, host_corpus_failures
 from host_kernels import HostKernelError, run_on_host, run_plan_on_host
 from test_gpu_execute import assert_agrees
 from test_gpu_peeled_rows import CASES, LAYOUTS, VARIANTS, peel_variant
@@ -81,17 +81,6 @@ def test_the_zoo_agrees_with_the_reference_on_the_host(name, dtype):
 FUZZ_SEED, FUZZ_COUNT, FUZZ_PARTS = 11, 120, 4
 
 
-def _host_random_params(seed: int):  # noqa: ANN202
-    """The corpus's random point of each kernel's search space, but never a cluster of
-    blocks (the host does not emulate one): the defaults there."""
-
-    def choose(seg, device):  # noqa: ANN001, ANN202
-        p = random_params(seg, device, seed)
-        return None if p is None or getattr(p, "cluster", 1) > 1 else p
-
-    return choose
-
-
 @pytest.mark.parametrize("part", range(FUZZ_PARTS))
 def test_the_fuzzed_corpus_agrees_with_the_reference_on_the_host(part):
     """Each fusion of the corpus at its default params and at a random valid point, planned
@@ -100,24 +89,7 @@ def test_the_fuzzed_corpus_agrees_with_the_reference_on_the_host(part):
     AddressSanitizer."""
     cases = list(corpus(FUZZ_SEED, FUZZ_COUNT))
     per = -(-len(cases) // FUZZ_PARTS)
-    cases = cases[part * per : (part + 1) * per]
-    failures = []
-    for case in cases:
-        plan = device_plan(case, device=PROFILES["sm_90"])
-        try:
-            runs = run_plan_on_host(
-                plan, case.inputs, case.layouts, [None, _host_random_params(case.seed)]
-            )
-        except HostKernelError as e:
-            failures.append(f"{case}: {str(e)[:2000]}")
-            continue
-        want = reference.run(case.fd.fusion, case.inputs, include_aliased=True)
-        loosest = _loosest_tolerance(case.fd.fusion)
-        for variant, run in zip(("default", "random"), runs, strict=True):
-            for o, got in zip(plan.outputs, run.outputs, strict=True):
-                if not agree(got, want[o.position], loosest):
-                    failures.append(f"{variant} {case}: output {o.position} differs")
-                    break
+    failures = host_corpus_failures(cases[part * per : (part + 1) * per])
     assert not failures, "\n".join(failures)
 
 
