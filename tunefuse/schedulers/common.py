@@ -78,6 +78,18 @@ def max_vector(segment: Segment) -> int:
     return widest_vector(segment, unit, (last,))
 
 
+def stores_only_reduced(segment: Segment) -> bool:
+    """Every store of the segment is a reduction result (no full-size output)."""
+    return all(st.reduced for st in segment.stores)
+
+
+def min_blocks_error(min_blocks: int, device: DeviceInfo) -> str | None:
+    """Why `min_blocks` (the launch bounds' blocks an SM; 0: none) cannot be asked for."""
+    if not 0 <= min_blocks <= device.max_blocks_per_sm:
+        return f"min_blocks {min_blocks} (0 to {device.max_blocks_per_sm} blocks an SM)"
+    return None
+
+
 def evict_first_pays(segment: Segment) -> bool:
     """The default of every scheduler's `evict_first`: loads of data read once are
     evict-first (ld.global.cs) only where the kernel writes little (every store a reduction
@@ -88,7 +100,7 @@ def evict_first_pays(segment: Segment) -> bool:
     96.9, softmax fp32 94.3 against 93.2, bf16 52.1 against 51.7, layernorm 94.7 against 92.8,
     rmsnorm bf16 49.9 against 49.4. Nor where a later kernel of the plan reads the same data
     while it may still be in L2 (`Segment.read_again`)."""
-    return all(st.reduced for st in segment.stores) and not segment.read_again
+    return stores_only_reduced(segment) and not segment.read_again
 
 
 # The code-generation flags every scheduler's Params carries: evict-first loads, and sizes,

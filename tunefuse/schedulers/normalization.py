@@ -23,6 +23,7 @@ from tunefuse.schedulers.common import (
     grid_cap,
     holding_default,
     pow2_at_least,
+    stores_only_reduced,
 )
 from tunefuse.schedulers.phases import phases_reading
 
@@ -330,7 +331,7 @@ def _short_rows(segment: Segment, device: DeviceInfo) -> Params:
     # lanes of a warp take rows back to back (32 lanes a row of 4 floats left 28 of them
     # idle: 16x torch.compile's time on softmax [2**24, 4] fp32, H100, surface.py).
     threads = reduction.short_row_lanes(segment, row_vectors, vector)
-    full_stores = not all(st.reduced for st in segment.stores)
+    full_stores = not stores_only_reduced(segment)
     scalar_rows = vector == 1 and n_red > SCALAR_NORM_LEAST_ROW and full_stores
     if scalar_rows:
         threads = scalar_row_lanes(n_red)

@@ -22,8 +22,10 @@ from tunefuse.schedulers.common import (
     flags_error,
     grid_cap,
     holding_default,
+    min_blocks_error,
     pow2_at_least,
     pow2_at_most,
+    stores_only_reduced,
     widest_vector,
 )
 from tunefuse.schedulers.phases import segment_groups
@@ -479,7 +481,7 @@ def default_rows_per_lane(
     registers stay within LANE_ELEMENTS and the grid keeps 8 blocks an SM."""
     n_out, _ = sizes(segment)
     row_bytes = row_elements * widest_load(segment)
-    loads_only = all(st.reduced for st in segment.stores)
+    loads_only = stores_only_reduced(segment)
     row_loads = -(-row_elements // vector) if loads_only else LANE_LOADS
     r = 1
     while (
@@ -596,7 +598,7 @@ def short_row_lanes(segment: Segment, row_vectors: int, vector: int) -> int:
     reduced) a lane. The reduction and the normalization schedulers lay short rows out
     alike."""
     if vector == 1:
-        reduced = all(st.reduced for st in segment.stores)
+        reduced = stores_only_reduced(segment)
         per_lane = SCALAR_REDUCED_ROW_ELEMENTS if reduced else SCALAR_ROW_ELEMENTS
         return pow2_at_least(-(-row_vectors // per_lane))
     run = min(row_vectors, max(1, 64 // (vector * widest_load(segment))))
@@ -1147,10 +1149,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return f"unroll {p.unroll} (1, 2, 4 or 8)"
     if p.blocks_per_sm < 0:
         return f"blocks_per_sm {p.blocks_per_sm} (0: no cap, else at least 1)"
-    if not 0 <= p.min_blocks <= device.max_blocks_per_sm:
-        return f"min_blocks {p.min_blocks} (0 to {device.max_blocks_per_sm} blocks an SM)"
     return (
-        split_error(segment, p)
+        min_blocks_error(p.min_blocks, device)
+        or split_error(segment, p)
         or lanes_error(segment, p, lane_elements(segment, p))
         or flags_error(p)
     )

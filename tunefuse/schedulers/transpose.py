@@ -17,6 +17,7 @@ from tunefuse.schedulers.common import (
     flag_space,
     flags_error,
     holding_default,
+    min_blocks_error,
     widest_vector,
 )
 
@@ -405,8 +406,8 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     smem = sum(st.dtype.itemsize for st in segment.stores) * along_a * (along_b + p.padding)
     if smem > device.shared_per_block:
         return f"{smem} bytes of shared memory"
-    if not 0 <= p.min_blocks <= device.max_blocks_per_sm:
-        return f"min_blocks {p.min_blocks} (0 to {device.max_blocks_per_sm} blocks an SM)"
+    if (why := min_blocks_error(p.min_blocks, device)) is not None:
+        return why
     if p.min_blocks * threads > device.max_threads_per_sm:
         return (
             f"min_blocks {p.min_blocks} of {threads} threads: more than an SM's "
