@@ -174,8 +174,8 @@ class Scheduler(Protocol):
 #    most 16 bytes (`normalization.NARROW_LANE_BYTES`).
 # 38: a normalization's short rows over several lanes take rows a lane only while a lane's
 #    loads of them stay within 16 bytes (`normalization.lane_rows_within`). A transpose's
-#    search space holds launch bounds of 4, 8 or 16 blocks an SM (`transpose.Params.
-#    min_blocks`; the default asks for none).
+#    params take launch bounds of blocks an SM (`transpose.Params.min_blocks`; the default
+#    asks for none, the search space holds none until timed on a GPU).
 HEURISTICS_VERSION = 38
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

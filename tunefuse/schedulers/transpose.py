@@ -58,7 +58,8 @@ class Params:
     # 16 blocks of 128 threads cap a thread at 32 registers, where the scalar 32-tile of bf16
     # [323, 14176] takes 56 (9 blocks an SM) and torch.compile's kernel of the same tiles 21
     # (sm_90, benchmarks/sass_count.py min_blocks=16: 32 registers, no stack, 280
-    # instructions against 240). Not timed yet: the tuner's to choose.
+    # instructions against 240). Not yet timed nor run on a GPU, so not in the search space
+    # (benchmarks/ab.py takes it: `surface/short_scalar_rows_2026-11-27/next_probe.sh.txt`).
     min_blocks: int = 0
 
 
@@ -464,7 +465,6 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         ),
         "along_writes": optuna.distributions.CategoricalDistribution([True, False]),
         "unswitch": optuna.distributions.CategoricalDistribution([False, True]),
-        "min_blocks": optuna.distributions.CategoricalDistribution([0, 4, 8, 16]),
         **flag_space(),
     }
     return holding_default(space, default)
