@@ -20,6 +20,7 @@ default, variant 1, variant 2, ...: drift hits them all alike.
 
 from __future__ import annotations
 
+import dataclasses
 import pathlib
 import statistics
 import sys
@@ -45,10 +46,18 @@ from tunefuse.runtime.executor import Executor  # noqa: E402
 from tunefuse.schedulers import scheduler_for, with_values  # noqa: E402
 
 
-def spelled(space: dict, kind: str, name: str, text: str):  # noqa: ANN201
-    """The value `text` spells for parameter `name`: a search-space choice, or an integer
+def spelled(space: dict, kind: str, name: str, text: str, default):  # noqa: ANN001, ANN201
+    """The value `text` spells for parameter `name`: a search-space choice, an integer
     outside the space (a peeled vector, which `is_valid` accepts but the space does not
-    search yet); SystemExit naming the parameter when it is neither."""
+    search yet), or an integer or boolean for a field of the params that the space does not
+    search at all (a transpose's `min_blocks`); SystemExit naming the parameter when it is
+    none of these."""
+    if name not in space and name in {f.name for f in dataclasses.fields(default)}:
+        current = getattr(default, name)
+        if isinstance(current, bool) and text in ("True", "False"):
+            return text == "True"
+        if isinstance(current, int) and not isinstance(current, bool) and text.lstrip("-").isdigit():
+            return int(text)
     if name in space and not any(str(c) == text for c in space[name].choices):
         if text.lstrip("-").isdigit() and all(
             isinstance(c, int) and not isinstance(c, bool) for c in space[name].choices
@@ -73,9 +82,9 @@ def variant(segment, device, default, spec: str):  # noqa: ANN001, ANN201
             if not hasattr(default, kind):
                 continue
             bare = name  # a field of nested params: "pointwise.rows" of a transpose
-        if not dot and bare not in space:
+        if not dot and bare not in space and not hasattr(default, bare):
             return None  # a bare name another scheduler's kernels have
-        changes[bare] = spelled(space, segment.scheduler.value, bare, text)
+        changes[bare] = spelled(space, segment.scheduler.value, bare, text, default)
     params = with_values(default, changes)
     if sched.is_valid(segment, device, params) is not None:
         return None
