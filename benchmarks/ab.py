@@ -56,7 +56,11 @@ def spelled(space: dict, kind: str, name: str, text: str, default):  # noqa: ANN
         current = getattr(default, name)
         if isinstance(current, bool) and text in ("True", "False"):
             return text == "True"
-        if isinstance(current, int) and not isinstance(current, bool) and text.lstrip("-").isdigit():
+        if (
+            isinstance(current, int)
+            and not isinstance(current, bool)
+            and text.lstrip("-").isdigit()
+        ):
             return int(text)
     if name in space and not any(str(c) == text for c in space[name].choices):
         if text.lstrip("-").isdigit() and all(

@@ -497,3 +497,34 @@ def test_sums_over_an_odd_pitch_compile_with_their_wider_lanes(arch):
         ks = generate(seg, p, device, segment_dtypes(seg))
         compile_kernel(ks.source, ks.name, arch)
     assert vectors >= {2, 4}
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("strided", [False, True], ids=["back_to_back", "strided"])
+def test_staged_rows_compile(strided, arch):
+    """Every layout of the host and GPU tests of rows staged through shared memory
+    (`normalization.Params.stage_rows`) compiles, with the staged copies, the barriers and the
+    run-time check of the rows' stride in its source."""
+    from fuzz import FuzzCase, device_plan
+    from test_host_kernels import STAGED_ROWS, _rows_apart
+
+    from tunefuse.schedulers import normalization
+
+    device = PROFILES[arch]
+    for k, (name, dtype, cols, changes) in enumerate(STAGED_ROWS):
+        fd = build(_rows_apart(ZOO[name]) if strided else ZOO[name], dtype)
+        inputs = inputs_for(fd, 37, cols + (4 if strided else 0), np.random.default_rng(k))
+        if strided:
+            inputs = [x[:, :cols] if x.ndim == 2 else x[:cols] for x in inputs]
+        plan = device_plan(
+            FuzzCase(k, fd, inputs, layouts=["contiguous"] * len(inputs)), device=device
+        )
+        (seg,) = plan.segments
+        p = dataclasses.replace(
+            normalization.default_params(seg, device), **changes, stage_rows=True, rows_per_lane=1
+        )
+        assert normalization.is_valid(seg, device, p) is None
+        ks = generate(seg, p, device, {b.id: b.dtype for b in plan.buffers})
+        assert "tf_stage" in ks.source and "__syncthreads();" in ks.source
+        assert "(int)(L0_s0) == n_red" in ks.source
+        compile_kernel(ks.source, ks.name, arch)

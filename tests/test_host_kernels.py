@@ -13,7 +13,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 from fusion_zoo import ZOO, build, inputs_for, transpose2d
-from fuzz import agree, corpus, device_plan
+from fuzz import FuzzCase, agree, corpus, device_plan
 from fuzz_corpus import _loosest_tolerance, host_corpus_failures
 from host_kernels import HostKernelError, run_on_host, run_plan_on_host
 from test_gpu_execute import assert_agrees
@@ -23,6 +23,7 @@ from test_transpose_defaults import RECTANGULAR_TILES
 from tunefuse import DataType, reference
 from tunefuse.codegen import reduction as codegen_reduction
 from tunefuse.device_info import PROFILES
+from tunefuse.planning.indexing import Var
 from tunefuse.schedulers import reduction, scheduler_for, transpose
 
 pytestmark = pytest.mark.skipif(
@@ -386,4 +387,101 @@ def test_short_normalization_rows_as_the_defaults_lay_them_agree_on_the_host(nam
     changes = {f: getattr(p, f) for f in fields}
     inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
     (run,) = run_on_host(fd, inputs, [_changed("normalization", changes)])
+    assert_agrees(fd, inputs, run.outputs, dtype)
+
+
+def _rows_apart(define):  # noqa: ANN001, ANN202
+    """`define` with its 2-D inputs declared with rows that need not lie back to back."""
+
+    def wrapped(fd, dtype):  # noqa: ANN001, ANN202
+        declare = fd.define_tensor
+
+        def define_tensor(shape=None, contiguity=None, dtype=DataType.Float, **kw):  # noqa: ANN001, ANN202
+            if shape is not None and len(shape) == 2 and contiguity is None:
+                contiguity = [False, True]
+            return declare(shape, contiguity, dtype, **kw)
+
+        fd.define_tensor = define_tensor
+        define(fd, dtype)
+
+    return wrapped
+
+
+STAGED_ROWS = [
+    # (name, dtype, cols, changes): rows staged through shared memory (`stage_rows`), on 37
+    # rows (the last block's tile partly empty): a lane a row of 2-byte vectors, of scalars,
+    # and rows over several lanes
+    (
+        "layernorm",
+        DataType.BFloat16,
+        22,
+        dict(threads_r=1, elements_per_thread=22, rows_per_block=32),
+    ),
+    (
+        "softmax",
+        DataType.BFloat16,
+        10,
+        dict(threads_r=1, elements_per_thread=10, rows_per_block=32),
+    ),
+    (
+        "rmsnorm",
+        DataType.Float,
+        5,
+        dict(threads_r=1, elements_per_thread=5, vector=1, rows_per_block=32),
+    ),
+    (
+        "softmax",
+        DataType.Float,
+        33,
+        dict(threads_r=2, elements_per_thread=17, vector=1, rows_per_block=16),
+    ),
+    (
+        "layernorm",
+        DataType.Float,
+        64,
+        dict(threads_r=4, elements_per_thread=16, vector=4, rows_per_block=8),
+    ),
+    (
+        "rmsnorm",
+        DataType.BFloat16,
+        36,
+        dict(threads_r=2, elements_per_thread=20, vector=4, rows_per_block=16),
+    ),
+]
+
+
+@pytest.mark.parametrize("strided", [False, True], ids=["back_to_back", "strided"])
+@pytest.mark.parametrize("case", range(len(STAGED_ROWS)))
+def test_staged_rows_agree_on_the_host(case, strided):
+    _staged_rows_agree(*STAGED_ROWS[case], rows=37, strided=strided, seed=case)
+
+
+def test_staged_rows_of_blocks_that_take_several_tiles_agree_on_the_host():
+    """A grid of one block an SM over more row tiles than SMs: blocks that take a second
+    tile stage it over the first one's staged rows (the barriers between them)."""
+    changes = dict(threads_r=1, elements_per_thread=22, rows_per_block=32, blocks_per_sm=1)
+    _staged_rows_agree(
+        "layernorm", DataType.BFloat16, 22, changes, rows=4500, strided=False, seed=0
+    )
+
+
+def _staged_rows_agree(name, dtype, cols, changes, rows, strided, seed):  # noqa: ANN001, ANN202
+    """Each STAGED_ROWS layout agrees with the reference and reads and writes nothing past
+    its buffers; rows that do not lie back to back (a view of every row's first `cols` of
+    wider rows) take the kernel's direct reads."""
+    fd = build(_rows_apart(ZOO[name]) if strided else ZOO[name], dtype)
+    inputs = inputs_for(fd, rows, cols + (4 if strided else 0), np.random.default_rng(cols))
+    if strided:
+        inputs = [x[:, :cols] if x.ndim == 2 else x[:cols] for x in inputs]
+    device = PROFILES["sm_90"]
+    layouts = ["contiguous"] * len(inputs)
+    plan = device_plan(FuzzCase(seed, fd, inputs, layouts=layouts), device=device)
+    (seg,) = plan.segments
+    assert (seg.loads[0].offset.coeff(Var(0, rows)) == cols + 4) is strided, seg.loads[0].offset
+    sched = scheduler_for(seg.scheduler)
+    p = dataclasses.replace(
+        sched.default_params(seg, device), **changes, stage_rows=True, rows_per_lane=1
+    )
+    assert sched.is_valid(seg, device, p) is None, sched.is_valid(seg, device, p)
+    (run,) = run_plan_on_host(plan, inputs, layouts, [lambda s, d: p])
     assert_agrees(fd, inputs, run.outputs, dtype)

@@ -450,7 +450,11 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
         assert normalization.is_valid(seg, device, p) is None
         share = p.elements_per_thread
     r = p.rows_per_lane
-    if kind != "sum" and p.vector == 1 and normalization.SCALAR_NORM_LEAST_ROW < cols <= 32:
+    if (
+        kind != "sum"
+        and p.vector == 1
+        and normalization.SCALAR_NORM_LEAST_ROW < cols <= normalization.SCALAR_NORM_MOST_ROW
+    ):
         assert r == 1
         return
     row_bytes = share * np.dtype(NUMPY[dtype]).itemsize
@@ -985,6 +989,16 @@ def _norm_default(pattern: str, rows: int, cols: int, dtype: DataType):  # noqa:
         ("rmsnorm", 1000000, 13, DataType.BFloat16, 4, 1, 1),  # 31.8 -> 27.7
         ("rmsnorm", 400000, 23, DataType.BFloat16, 4, 1, 1),  # 26.7 -> 20.6
         ("layernorm", 1000000, 11, DataType.Float, 2, 1, 1),  # 40.5 -> 30.2
+        # odd lengths of 33-96 too (SCALAR_NORM_MOST_ROW), where 32 lanes of 2-3 and rows a
+        # lane were the default (H200, ab.py, staged_rows_2026-11-27/probe2.log)
+        ("layernorm", 1000000, 33, DataType.Float, 8, 1, 1),  # 160.2 -> 77.2
+        ("layernorm", 500000, 63, DataType.Float, 16, 1, 1),  # 87.7 -> 71.3
+        ("layernorm", 1000000, 47, DataType.BFloat16, 8, 1, 1),  # 165.1 -> 88.9
+        ("layernorm", 700000, 77, DataType.BFloat16, 16, 1, 1),  # 151.1 -> 104.8
+        ("softmax", 1000000, 57, DataType.BFloat16, 16, 1, 1),  # 147.4 -> 112.8
+        # odd lengths of 97-192 keep 32 lanes (and bf16 2 rows a lane): not measured
+        ("softmax", 400000, 101, DataType.Float, 32, 1, 1),
+        ("layernorm", 1000000, 151, DataType.BFloat16, 32, 1, 2),
         # odd lengths of 3: 2 lanes of 2, rows a lane (one row a lane lost 1.14-1.43x)
         ("softmax", 15811501, 3, DataType.Float, 2, 1, 2),
         ("rmsnorm", 2796203, 3, DataType.BFloat16, 2, 1, 4),
@@ -1002,8 +1016,9 @@ def _norm_default(pattern: str, rows: int, cols: int, dtype: DataType):  # noqa:
 def test_short_normalization_rows_measured_points(
     pattern, rows, cols, dtype, lanes, vector, rows_per_lane
 ):
-    """normalization.SCALAR_NORM_ROW_ELEMENTS and NARROW_LANE_BYTES at the points measured
-    (benchmarks/surface/short_scalar_rows_2026-11-27/)."""
+    """normalization.SCALAR_NORM_ROW_ELEMENTS, SCALAR_NORM_MOST_ROW and NARROW_LANE_BYTES at
+    the points measured (benchmarks/surface/short_scalar_rows_2026-11-27/ and
+    staged_rows_2026-11-27/)."""
     p = _norm_default(pattern, rows, cols, dtype)
     assert (p.threads_r, p.vector, p.rows_per_lane) == (lanes, vector, rows_per_lane), p
 
@@ -1027,3 +1042,23 @@ def test_a_short_row_of_narrow_vectors_takes_lanes_of_at_most_16_bytes(cols, dty
     assert share == 1 or share * p.vector * item <= normalization.NARROW_LANE_BYTES
     if p.threads_r > 1:
         assert -(-vectors // (p.threads_r // 2)) * p.vector * item > normalization.NARROW_LANE_BYTES
+
+
+@given(
+    cols=st.integers(5, 400),
+    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
+    pattern=st.sampled_from(["softmax", "layernorm", "rmsnorm"]),
+)
+@settings(max_examples=150, deadline=None)
+def test_odd_normalization_rows_take_lanes_of_at_most_6_up_to_96(cols, dtype, pattern):
+    """A normalization row of one-element vectors of 5-96 takes the fewest lanes (a power of
+    two, 2 at least) that hold SCALAR_NORM_ROW_ELEMENTS each, one row a lane; longer rows
+    take at least a warp of lanes."""
+    p = _norm_default(pattern, 1 << 20, cols, dtype)
+    if p.vector != 1 or not p.cache_row:
+        return
+    if cols <= normalization.SCALAR_NORM_MOST_ROW:
+        assert p.threads_r == normalization.scalar_row_lanes(cols) <= 16, p
+        assert p.rows_per_lane == 1 and p.threads_r * p.elements_per_thread >= cols, p
+    else:
+        assert p.threads_r >= 32, p

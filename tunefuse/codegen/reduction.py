@@ -17,6 +17,7 @@ import contextlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from tunefuse.codegen import staged_rows
 from tunefuse.codegen.expr import (
     ExprRenderer,
     KernelArg,
@@ -42,6 +43,7 @@ from tunefuse.schedulers.normalization import (
     peeled_edge_slots,
     prefetched_row_loads,
     prefetched_row_scalars,
+    staged_accesses,
     staged_row_elements,
 )
 from tunefuse.schedulers.phases import phases_reading, segment_groups
@@ -411,6 +413,47 @@ class _Emitter:
             if self.prefetch
             else []
         )
+        # Rows staged through shared memory (`codegen.staged_rows`): the held loads and the
+        # full-size stores `staged_accesses` allows.
+        self.stage_in: list[staged_rows.StagedAccess] = []
+        self.stage_out: list[staged_rows.StagedAccess] = []
+        if persistent and getattr(p, "stage_rows", False):
+            assert (
+                self.cache
+                and p.inner
+                and self.lane_rows == 1
+                and self.cluster == 1
+                and not self.peel
+                and not self.prefetch
+                and not segment.column_partials
+            ), "staged rows: held, one a lane, unpeeled (schedulers.normalization.is_valid)"
+            loads, stores = staged_accesses(segment)
+            self.stage_in = [
+                staged_rows.StagedAccess(
+                    "L",
+                    k,
+                    segment.loads[k].buffer,
+                    segment.loads[k].dtype.cuda,
+                    self.vec if k in self.vec_loads else 1,
+                    segment.loads[k].offset,
+                    k in self.streamed,
+                )
+                for k in self.filled_loads(False)
+                if k in loads and k not in self.guarded
+            ]
+            self.stage_out = [
+                staged_rows.StagedAccess(
+                    "S",
+                    k,
+                    segment.stores[k].buffer,
+                    segment.stores[k].dtype.cuda,
+                    self.vec if k in self.vec_stores else 1,
+                    segment.stores[k].offset,
+                )
+                for k in sorted(stores)
+            ]
+        self.staged_in = {a.k for a in self.stage_in}
+        self.staged_out = {a.k for a in self.stage_out}
 
     def values_kept_across_passes(self) -> dict[Expr, tuple[int, int]]:
         """Costly element values (an exp, a division...) that one accumulator's pass computes
@@ -679,11 +722,22 @@ class _Emitter:
         self.unravel(self.red, "r0", inner)
         filled = self.filled_loads(hoisted)
         for k in [k for k in filled if k in self.vec_loads]:
-            self.vector_load(k, f"x{k}", inner)
+            if k in self.staged_in:
+                ld = self.s.loads[k]
+                vt = f"TfVec<{ld.dtype.cuda}, {vec}>"
+                direct = load_text(ld.buffer, self.offset(k), self.streams(k), vt)
+                shared = f"*reinterpret_cast<const {vt}*>(&tf_sl{k}[{self.staged_row_at('r0')}])"
+                self.w(f"{inner}const {vt} x{k} = tf_stage ? {shared} : {direct};")
+            else:
+                self.vector_load(k, f"x{k}", inner)
             self.w(f"{inner}#pragma unroll")
             self.w(f"{inner}for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = x{k}.v[v];")
         scalar_fill = [k for k in filled if k not in self.vec_loads]
         self.lane_copies(scalar_fill, lambda k: f"cl{k}[c * {vec} + v]", inner)
+
+    def staged_row_at(self, index: str) -> str:
+        """This lane's element `index` of its row in a staged region (`codegen.staged_rows`)."""
+        return staged_rows.at(self.itype, index)
 
     def held_peeled(self, body, indent: str, fill: bool, reads, chunk_open, chunk_close) -> None:  # noqa: ANN001
         """A held peeled row: chunk c of whole vectors at r0 = pa + c * TR * V + tr * V (while
@@ -801,7 +855,11 @@ class _Emitter:
         self.w(f"{indent}#pragma unroll")
         self.w(f"{indent}for (int v = 0; v < {self.vec}; ++v) {{")
         for k in loads:
-            self.w(f"{indent}  {target(k)} = {self.load_inline(k, True)};")
+            value = self.load_inline(k, True)
+            if k in self.staged_in:
+                index = self.staged_row_at(self.var_name(True)(self.last))
+                value = f"tf_stage ? tf_sl{k}[{index}] : {value}"
+            self.w(f"{indent}  {target(k)} = {value};")
         self.w(f"{indent}}}")
 
     def shared_vector(self, k: int, indent: str, stage: bool) -> None:
@@ -1755,6 +1813,11 @@ class _Emitter:
                 cast = v if r.dtype(st.expr) is st.dtype else f"tf_cast<{st.dtype.cuda}>({v})"
                 if k in self.vec_stores:
                     r.emit(f"vo{k}.v[v] = {cast};")
+                elif k in self.staged_out:
+                    offset = render_affine(st.offset, "S", k, self.var_name(True), it)
+                    index = self.staged_row_at(self.var_name(True)(self.last))
+                    r.emit(f"if (tf_stage) tf_ss{k}[{index}] = {cast};")
+                    r.emit(f"else B{st.buffer}[{offset}] = {cast};")
                 else:
                     offset = render_affine(st.offset, "S", k, self.var_name(True), it)
                     if self.rereads:
@@ -1768,7 +1831,12 @@ class _Emitter:
                 if k in self.vec_stores:
                     offset = render_affine(st.offset, "S", k, lambda j: f"i{j}", it)
                     target = f"reinterpret_cast<{vt[k]}*>(&B{st.buffer}[{offset}])"
-                    if self.rereads:
+                    if k in self.staged_out:
+                        at = self.staged_row_at(f"i{self.last}")
+                        shared = f"reinterpret_cast<{vt[k]}*>(&tf_ss{k}[{at}])"
+                        self.w(f"{ind}if (tf_stage) *{shared} = vo{k};")
+                        self.w(f"{ind}else *{target} = vo{k};")
+                    elif self.rereads:
                         self.w(f"{ind}tf_st_stream({target}, vo{k});")
                     else:
                         self.w(f"{ind}*{target} = vo{k};")
@@ -1799,6 +1867,12 @@ class _Emitter:
             self.w("  const unsigned int tf_rank = tf_cluster_rank();")
             self.share_bounds(self.cluster, "tf_rank")
         self.shared_rows()
+        staged = self.stage_in + self.stage_out
+        held = p.threads_r * p.rows_per_block * self.ept
+        if staged:
+            self.lines += staged_rows.declarations(
+                staged, self.args, self.s.extents[0], held, p.threads_r * self.ept, it
+            )
         # A lane's row: one output, or (a vector along the outputs) `vec` consecutive ones,
         # the innermost index the vector's first; a tile is rows_per_block rows, or that many
         # times rows_per_lane with rows a lane.
@@ -1844,6 +1918,10 @@ class _Emitter:
             self.w("  }")
             self.w("}")
             return "\n".join(self.lines)
+        if staged:
+            self.lines += staged_rows.copy_in(
+                self.stage_in, "    ", block, p.rows_per_block, held, it
+            )
         self.row_opening("    ")
         self.registers("    ")
         if self.prefetch:
@@ -1860,6 +1938,9 @@ class _Emitter:
         else:
             self.row_body("    ")
             self.add_column_partials("    ")
+            self.lines += staged_rows.copy_out(
+                self.stage_out, "    ", block, p.rows_per_block, held, it
+            )
         if self.cluster > 1:
             # No block reuses its cells for the next row, or exits (its shared memory gone),
             # while another block of the cluster may still read them.

@@ -176,7 +176,12 @@ class Scheduler(Protocol):
 #    loads of them stay within 16 bytes (`normalization.lane_rows_within`). A transpose's
 #    params take launch bounds of blocks an SM (`transpose.Params.min_blocks`; the default
 #    asks for none, the search space holds none until timed on a GPU).
-HEURISTICS_VERSION = 38
+# 39: a normalization's odd rows of 33-96 one-element vectors take the short rows' layout
+#    (`normalization.SCALAR_NORM_MOST_ROW`: lanes of at most 6 elements, one row a lane),
+#    not 32 lanes of 2-3 and 2-4 rows a lane. The normalization's params may stage their rows
+#    through shared memory (`normalization.Params.stage_rows`; the tuner's to choose, the
+#    defaults do not).
+HEURISTICS_VERSION = 39
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -63,6 +63,15 @@ class Params:
     # 65536] 19.1 unrolled, 22.1 as a loop. The tuner's to choose; other kernels' code does not
     # change with it (the tuner measures one of the two, `codegen.code_identity`).
     tree_loop: bool = False
+    # Short rows staged through shared memory (`staged_accesses`): each trip of a block over
+    # its rows_per_block rows copies their elements of each row input into shared memory with
+    # the whole block's threads, consecutive threads at consecutive vectors (a warp's load is
+    # one run of memory, whatever the row's length), then each lane fills its held registers
+    # from there; full-size outputs go the same way back. A row of a few vectors read by its
+    # own lanes puts each warp-wide load over as many cache lines as the warp has rows (bf16
+    # layernorm [4611800, 22], H200: 177 us with 4 lanes of 3 vectors a row, 297 with 2 of 6,
+    # 494 with 1 of 11: the lines a load touches, 18 : 36 : 60).
+    stage_rows: bool = False
 
     def as_reduction(self) -> reduction.Params:
         """The reduction layout these params share with the reduction scheduler."""
@@ -109,6 +118,71 @@ def staged_row_elements(segment: Segment, vector: int, n_red: int) -> int:
     if not reduction.peels(segment, vector):
         return n_red
     return -(-n_red // vector) * vector + vector
+
+
+# Static shared memory a block's staged rows may take (`stage_rows`); 48 KB is the static
+# limit, the rest left to the block reductions' arrays.
+STAGED_ROWS_BYTES = 32 * 1024
+
+
+def staged_accesses(segment: Segment) -> tuple[frozenset[int], frozenset[int]]:
+    """(loads, stores) a block stages with `stage_rows`: of a segment of rows (one output dim,
+    then the reduced dim), the held row inputs (`held_row_inputs`) and the full-size stores
+    that move unit-stride along the row and between rows. The kernel stages them where, at
+    run time, their rows lie back to back (a row stride of n_red); other strides read and
+    write memory directly."""
+    if len(segment.extents) != 2 or tuple(segment.reduce_dims) != (1,):
+        return frozenset(), frozenset()
+    held = held_row_inputs(segment)
+
+    def row_by_row(offset) -> bool:  # noqa: ANN001 - an access's Affine
+        return (
+            offset.is_affine
+            and offset.coeff(Var(1, segment.extents[1])) == 1
+            and offset.coeff(Var(0, segment.extents[0])) != 0
+        )
+
+    loads = frozenset(
+        k for k, ld in enumerate(segment.loads) if ld in held and row_by_row(ld.offset)
+    )
+    stores = frozenset(
+        k for k, st in enumerate(segment.stores) if not st.reduced and row_by_row(st.offset)
+    )
+    return loads, stores
+
+
+def staged_rows_bytes(segment: Segment, p: Params) -> int:
+    """The static shared memory a block's staged rows take: a region of its threads x
+    elements_per_thread elements (the held row's bound) an access staged, 16-byte aligned."""
+    loads, stores = staged_accesses(segment)
+    held = p.threads_r * p.rows_per_block * p.elements_per_thread
+    sizes = [segment.loads[k].dtype.itemsize for k in loads]
+    sizes += [segment.stores[k].dtype.itemsize for k in stores]
+    return sum(-(-(held * size) // 16) * 16 for size in sizes)
+
+
+def _stage_rows_error(segment: Segment, p: Params) -> str | None:
+    """Why `p` cannot stage its rows (`stage_rows`), or None."""
+    if not isinstance(p.stage_rows, bool):
+        return f"stage_rows {p.stage_rows!r} (True or False)"
+    if not p.stage_rows:
+        return None
+    if not (p.cache_row and p.inner and p.rows_per_lane == 1 and p.cluster == 1):
+        return (
+            "stage_rows stages rows held in registers, one a lane, lanes along the row "
+            "(cache_row, inner, rows_per_lane 1, cluster 1)"
+        )
+    if segment.column_partials or reduction.peels(segment, p.vector):
+        return "stage_rows: rows of whole vectors, no column sums in parts"
+    loads, stores = staged_accesses(segment)
+    if not loads and not stores:
+        return "stage_rows: no input or output of rows laid back to back (2-D, unit stride)"
+    if staged_rows_bytes(segment, p) > STAGED_ROWS_BYTES:
+        return (
+            f"stage_rows: {staged_rows_bytes(segment, p)} bytes of shared memory, more than "
+            f"{STAGED_ROWS_BYTES}"
+        )
+    return None
 
 
 def held_row_inputs(segment: Segment) -> list:
@@ -264,6 +338,29 @@ def protects_rereads(segment: Segment, device: DeviceInfo, p: Params) -> bool:
 # lanes and rows a lane (`reduction.SCALAR_LANE_ROWS`).
 SCALAR_NORM_ROW_ELEMENTS = 6
 SCALAR_NORM_LEAST_ROW = 2 * reduction.SCALAR_ROW_ELEMENTS
+# Odd rows longer than a warp's vectors take the same layout while it comes to at most half
+# a warp of lanes (rows of up to 96), in place of 32 lanes of 2-3 elements and 2-4 rows a
+# lane. H200, benchmarks/ab.py, default against the lanes of SCALAR_NORM_ROW_ELEMENTS, one
+# row a lane (torch.compile in brackets; `surface/staged_rows_2026-11-27/probe2.log`):
+# layernorm fp32 [1000000, 33] 160.2 -> 77.2 us with 8 lanes of 5 (156.7), [1000000, 45]
+# 163.3 -> 95.9 (160.6), [500000, 63] 87.7 -> 71.3 with 16 of 4 (90.5); softmax fp32
+# [1000000, 33] 136.5 -> 73.2 (164.0); rmsnorm fp32 [1000000, 41] 108.0 -> 89.5 (103.4);
+# layernorm bf16 [1000000, 33] 163.7 -> 68.8 (151.9), [1000000, 47] 165.1 -> 88.9 (153.3),
+# [700000, 77] 151.1 -> 104.8 (171.2); softmax bf16 [1000000, 57] 147.4 -> 112.8 (170.4).
+# Lanes of 2 or 4 were slower than either (layernorm fp32 [1000000, 45] 394.2 and 218.0).
+# Rows of 97-192 (32 lanes either way; bf16 keeps 2 rows a lane) are left as they were.
+SCALAR_NORM_MOST_ROW = reduction.WARP // 2 * SCALAR_NORM_ROW_ELEMENTS
+
+
+def _scalar_lanes_hold(segment: Segment, n_red: int, vector: int, peel: bool) -> bool:
+    """Whether an odd row (one-element vectors, unpeeled) of more than a warp's vectors
+    takes the short rows' layout: at most SCALAR_NORM_MOST_ROW elements, full-size stores."""
+    return (
+        vector == 1
+        and n_red <= SCALAR_NORM_MOST_ROW
+        and not stores_only_reduced(segment)
+        and (not peel or reduction.default_row_vector(segment) == 1)
+    )
 
 
 def scalar_row_lanes(n_red: int) -> int:
@@ -320,8 +417,9 @@ def lane_rows_within(rows_per_lane: int, ept: int, segment: Segment) -> int:
 
 
 def _short_rows(segment: Segment, device: DeviceInfo) -> Params:
-    """Rows of at most 32 vectors, held in registers, several rows a warp: lanes a row as
-    the reduction scheduler's (`reduction.short_row_lanes`), fewer for odd lengths
+    """Rows of at most 32 vectors (odd rows of up to SCALAR_NORM_MOST_ROW), held in
+    registers, several rows a warp: lanes a row as the reduction scheduler's
+    (`reduction.short_row_lanes`), fewer for odd lengths
     (`scalar_row_lanes`) and narrow vectors (`fewer_narrow_lanes`) where the kernel stores
     full-size outputs; blocks of 128 threads."""
     n_out, n_red = reduction.sizes(segment)
@@ -378,7 +476,7 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
     n_out, n_red = reduction.sizes(segment)
     vector = reduction.reduced_vector(segment)
     row_vectors = -(-n_red // vector)
-    if row_vectors <= 32:
+    if row_vectors <= 32 or _scalar_lanes_hold(segment, n_red, vector, peel):
         return _short_rows(segment, device)
     unpeeled = vector
     if peel:
@@ -1061,6 +1159,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
         return why
     if not isinstance(p.tree_loop, bool):
         return f"tree_loop {p.tree_loop!r} (True or False)"
+    why = _stage_rows_error(segment, p)
+    if why:
+        return why
     if p.rows_per_lane > 1 and not p.cache_row:
         return "rows a lane hold their rows in registers (cache_row)"
     why = reduction.lanes_error(segment, p.as_reduction(), p.elements_per_thread)
@@ -1353,6 +1454,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "rows_per_lane": optuna.distributions.CategoricalDistribution([1, 2, 4, 8]),
         "min_blocks": optuna.distributions.CategoricalDistribution([0, 1, 2, 4, 8, 16]),
         "tree_loop": optuna.distributions.CategoricalDistribution([False, True]),
+        "stage_rows": optuna.distributions.CategoricalDistribution([False, True]),
         "cluster": optuna.distributions.CategoricalDistribution(
             [1, 2, 4, MAX_CLUSTER] if supports_clusters(device) else [1]
         ),
