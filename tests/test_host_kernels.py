@@ -485,3 +485,23 @@ def _staged_rows_agree(name, dtype, cols, changes, rows, strided, seed):  # noqa
     assert sched.is_valid(seg, device, p) is None, sched.is_valid(seg, device, p)
     (run,) = run_plan_on_host(plan, inputs, layouts, [lambda s, d: p])
     assert_agrees(fd, inputs, run.outputs, dtype)
+
+
+@pytest.mark.parametrize(
+    "name, dtype, cols",
+    [
+        ("row_sum", DataType.Float, 33),
+        ("row_sum", DataType.BFloat16, 77),
+        ("logsumexp", DataType.Float, 75),
+        ("logsumexp", DataType.BFloat16, 57),
+    ],
+)
+def test_odd_rows_in_16_lanes_of_two_rows_agree_on_the_host(name, dtype, cols):
+    """Odd rows of 33-96 as `reduction.REDUCED_ODD_ROW_LANES` lays them (16 lanes, 8 rows a
+    block, 2 rows a lane) on 37 rows: the last block's second rows past the last row, and
+    each lane's last chunk past the row's end."""
+    fd = build(ZOO[name], dtype)
+    inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
+    changes = dict(threads_r=16, rows_per_block=8, unroll=4, rows_per_lane=2)
+    (run,) = run_on_host(fd, inputs, [_changed("reduction", changes)])
+    assert_agrees(fd, inputs, run.outputs, dtype)

@@ -178,9 +178,12 @@ class Scheduler(Protocol):
 #    asks for none, the search space holds none until timed on a GPU).
 # 39: a normalization's odd rows of 33-96 one-element vectors take the short rows' layout
 #    (`normalization.SCALAR_NORM_MOST_ROW`: lanes of at most 6 elements, one row a lane),
-#    not 32 lanes of 2-3 and 2-4 rows a lane. The normalization's params may stage their rows
-#    through shared memory (`normalization.Params.stage_rows`; the tuner's to choose, the
-#    defaults do not).
+#    not 32 lanes of 2-3 and 2-4 rows a lane (one held input). Odd rows of 33-96 whose
+#    stores are all reduced take 16 lanes, 8 rows a block, 2 rows a lane
+#    (`reduction.REDUCED_ODD_ROW_LANES`; row sums while a lane loads at most 16 bytes of a
+#    row). The normalization's params may stage their rows through shared memory
+#    (`normalization.Params.stage_rows`) and a transpose's search space holds `min_blocks`:
+#    the tuner's to choose, the defaults do not.
 HEURISTICS_VERSION = 39
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

@@ -348,15 +348,19 @@ SCALAR_NORM_LEAST_ROW = 2 * reduction.SCALAR_ROW_ELEMENTS
 # layernorm bf16 [1000000, 33] 163.7 -> 68.8 (151.9), [1000000, 47] 165.1 -> 88.9 (153.3),
 # [700000, 77] 151.1 -> 104.8 (171.2); softmax bf16 [1000000, 57] 147.4 -> 112.8 (170.4).
 # Lanes of 2 or 4 were slower than either (layernorm fp32 [1000000, 45] 394.2 and 218.0).
-# Rows of 97-192 (32 lanes either way; bf16 keeps 2 rows a lane) are left as they were.
+# Rows of 97-192 (32 lanes either way; bf16 keeps 2 rows a lane) are left as they were, and
+# so are rows holding two or more inputs (a backward's dy and x: not measured; layernorm's
+# backward bf16 [70000, 33] keeps the layout its column sums in parts were measured on).
 SCALAR_NORM_MOST_ROW = reduction.WARP // 2 * SCALAR_NORM_ROW_ELEMENTS
 
 
 def _scalar_lanes_hold(segment: Segment, n_red: int, vector: int, peel: bool) -> bool:
     """Whether an odd row (one-element vectors, unpeeled) of more than a warp's vectors
-    takes the short rows' layout: at most SCALAR_NORM_MOST_ROW elements, full-size stores."""
+    takes the short rows' layout: at most SCALAR_NORM_MOST_ROW elements, one held input,
+    full-size stores."""
     return (
         vector == 1
+        and len(held_row_inputs(segment)) <= 1
         and n_red <= SCALAR_NORM_MOST_ROW
         and not stores_only_reduced(segment)
         and (not peel or reduction.default_row_vector(segment) == 1)

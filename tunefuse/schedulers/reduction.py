@@ -589,6 +589,22 @@ SCALAR_LANE_ROWS = 2
 # 253] 11.6 -> 12.0. Without the rows a lane (32 threads, one row) 5 of 13 lost up to 30%
 # (`judged_rows_h200_summary.txt`).
 SCALAR_ROW_TRIPS = 2
+# Odd rows of 33-96 whose every store is reduced (row sums, logsumexp) take 16 lanes (3-6
+# elements each), 8 rows a block and 2 rows a lane, in place of the 32 lanes above (1-3
+# elements each, 2-4 rows a lane). H200, benchmarks/ab.py, default against 16 lanes of 2 rows
+# (torch.compile in brackets; `surface/staged_rows_2026-11-27/probe_reductions_h200.log`):
+# row sums fp32 [1000000, 45] 70.5 -> 51.2 us (92.7), bf16 [3000000, 35] 174.7 -> 119.0
+# (247.2), [2000000, 77] 150.8 -> 110.9 (191.8); logsumexp fp32 [1000000, 33] 138.3 -> 78.3
+# (196.5), bf16 [1000000, 57] 138.6 -> 95.2 (199.2), [2000000, 91] 322.4 -> 252.2 (515.9).
+# 8 lanes won more on some (logsumexp fp32 [1000000, 33] 53.3) and lost on others (row sums
+# fp32 [1000000, 45] 77.9); rows of 101 lost with 16 (61.2 -> 66.6), so longer rows keep 32.
+# Judged old against new on the 17 cells of seeds 12-8383 it moved (`judged_odd_reduced_
+# h200_summary.txt`): 15 faster, 0.57-0.95 (logsumexp bf16 [3354050, 33] 440.9 -> 252.2,
+# row sums fp32 [1500309, 33] 99.3 -> 62.9); fp32 row sums of 67 and 69 lost 8-11% (lanes of
+# 20 bytes a row): row sums take it only while a lane's share of a row is within LANE_BYTES
+# (logsumexp, an exp an element, gained at 20 bytes: fp32 [582897, 75] 95.4 -> 73.1).
+REDUCED_ODD_ROW_LANES = 16
+REDUCED_ODD_ROW_MOST = 96
 
 
 def short_row_lanes(segment: Segment, row_vectors: int, vector: int) -> int:
@@ -617,6 +633,7 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
         # 512 fp32: 16.5 us against 17.0 for 2). Rows a block are halved until there are 8
         # blocks an SM (2048 x 1024: 2048 blocks, not 256).
         row_vectors = -(-n_red // vector)
+        odd_reduced = False  # REDUCED_ODD_ROW_LANES
         if row_vectors <= 32:
             threads_r = short_row_lanes(segment, row_vectors, vector)
             chunks = pow2_at_least(-(-row_vectors // threads_r))  # 1 or 2: unroll's choices
@@ -637,6 +654,14 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
             # [4096, 32768] 131.4 against 152.2); fewer rows keep 512 (fp32 [256, 16384]
             # 12.8 us with 512, 17.2 with 256; the split rows of one to 64 rows 7% slower).
             pair = has_max_exp_sum(segment)
+            odd_reduced = (
+                vector == 1
+                and n_red <= REDUCED_ODD_ROW_MOST
+                and stores_only_reduced(segment)
+                and (
+                    pair or -(-n_red // REDUCED_ODD_ROW_LANES) * widest_load(segment) <= LANE_BYTES
+                )
+            )
             fills = n_out * 256 >= device.max_threads_per_sm * device.sm_count
             per_thread, most = (8, 256 if fills else 512) if pair else (chunks, 512)
             if not pair and vector == 1 and row_vectors < 256:
@@ -646,6 +671,8 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
                 threads_r * vector * per_thread < n_red or threads_r * vector < 32
             ):
                 threads_r *= 2
+            if odd_reduced:
+                threads_r = REDUCED_ODD_ROW_LANES
             if not pair and row_vectors >= 256:
                 # Rows of 256 vectors or more: as many threads as leave each `chunks` whole
                 # vectors (a power of two, at most 512), not as many as cover the row in one
@@ -665,6 +692,8 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
         # 1024-thread blocks where a thread takes 2 chunks or a long row, else 512
         wide = row_vectors >= 256 if row_vectors > 32 else chunks == 2
         rows = max(1, min((1024 if wide else 512) // threads_r, 8 if threads_r >= 32 else 512))
+        if odd_reduced:
+            rows = 128 // threads_r
         while (
             rows > 1
             and (threads_r >= 32 or threads_r * rows > 32)
@@ -676,6 +705,8 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
         per_lane = default_rows_per_lane(
             segment, device, rows, lane_elements(segment, p), vector, least
         )
+        if odd_reduced:
+            per_lane = min(per_lane, SCALAR_LANE_ROWS)
         return replace(p, rows_per_lane=per_lane)
     p = _outer_defaults(segment, device)
     return _whole_slabs(segment, device, p) or _outer_rows_a_lane(segment, device, p)

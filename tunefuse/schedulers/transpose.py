@@ -58,8 +58,11 @@ class Params:
     # 16 blocks of 128 threads cap a thread at 32 registers, where the scalar 32-tile of bf16
     # [323, 14176] takes 56 (9 blocks an SM) and torch.compile's kernel of the same tiles 21
     # (sm_90, benchmarks/sass_count.py min_blocks=16: 32 registers, no stack, 280
-    # instructions against 240). Not yet timed nor run on a GPU, so not in the search space
-    # (benchmarks/ab.py takes it: `surface/short_scalar_rows_2026-11-27/next_probe.sh.txt`).
+    # instructions against 240). H200, benchmarks/ab.py (`surface/staged_rows_2026-11-27/
+    # probe_transpose_min_blocks_h200.log`): bf16 [777, 111011] 140.2 -> 133.7 us with 16,
+    # fp32 [8192, 4096] 73.2 -> 71.8 with 8; bf16 [323, 14176] 11.9 -> 12.3, [269, 22454]
+    # 14.0 -> 14.4 with 16 and 13.9, 16.5 with 8. Off by default; the tuner's to choose (in
+    # the search space; memcheck over the GPU transpose tests' min_blocks cases: 0 errors).
     min_blocks: int = 0
 
 
@@ -465,6 +468,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         ),
         "along_writes": optuna.distributions.CategoricalDistribution([True, False]),
         "unswitch": optuna.distributions.CategoricalDistribution([False, True]),
+        "min_blocks": optuna.distributions.CategoricalDistribution([0, 4, 8, 16]),
         **flag_space(),
     }
     return holding_default(space, default)
