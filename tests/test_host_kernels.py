@@ -345,22 +345,29 @@ def test_rectangular_transpose_tiles_agree_on_the_host(case):
     np.testing.assert_array_equal(np.asarray(run.outputs[0]), x.T)
 
 
-@pytest.mark.parametrize(
-    "name, dtype, cols",
-    [
-        ("row_sum", DataType.BFloat16, 203),
-        ("row_sum", DataType.Float, 255),
-        ("row_sum", DataType.Float, 129),
-        ("logsumexp", DataType.Float, 195),
-    ],
-)
-def test_odd_rows_of_two_trips_and_two_rows_a_lane_agree_on_the_host(name, dtype, cols):
-    """Odd rows of 33-255 laid out as `reduction.SCALAR_ROW_TRIPS` lays them (32 lanes of 2
-    trips of 4 chunks, 2 rows a lane), on rows too few for the default to take 2 rows a
+# Odd rows of 33-255 as `reduction.SCALAR_ROW_TRIPS` lays them (32 lanes of 2 trips of 4
+# chunks, 2 rows a lane), and of 33-96 as `reduction.REDUCED_ODD_ROW_LANES` does (16 lanes,
+# 8 rows a block, 2 rows a lane)
+_TRIPS = dict(threads_r=32, rows_per_block=8, unroll=4, rows_per_lane=2)
+_SIXTEEN = dict(threads_r=16, rows_per_block=8, unroll=4, rows_per_lane=2)
+ODD_REDUCED_ROWS = [
+    ("row_sum", DataType.BFloat16, 203, _TRIPS),
+    ("row_sum", DataType.Float, 255, _TRIPS),
+    ("row_sum", DataType.Float, 129, _TRIPS),
+    ("logsumexp", DataType.Float, 195, _TRIPS),
+    ("row_sum", DataType.Float, 33, _SIXTEEN),
+    ("row_sum", DataType.BFloat16, 77, _SIXTEEN),
+    ("logsumexp", DataType.Float, 75, _SIXTEEN),
+    ("logsumexp", DataType.BFloat16, 57, _SIXTEEN),
+]
+
+
+@pytest.mark.parametrize("name, dtype, cols, changes", ODD_REDUCED_ROWS)
+def test_odd_rows_in_fewer_lanes_of_two_rows_agree_on_the_host(name, dtype, cols, changes):
+    """Each ODD_REDUCED_ROWS layout on 37 rows, too few for the default to take 2 rows a
     lane: the last lane's second row past the last row, and its chunks past the row's end."""
     fd = build(ZOO[name], dtype)
     inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
-    changes = dict(threads_r=32, rows_per_block=8, unroll=4, rows_per_lane=2)
     (run,) = run_on_host(fd, inputs, [_changed("reduction", changes)])
     assert_agrees(fd, inputs, run.outputs, dtype)
 
@@ -453,6 +460,9 @@ STAGED_ROWS = [
 @pytest.mark.parametrize("strided", [False, True], ids=["back_to_back", "strided"])
 @pytest.mark.parametrize("case", range(len(STAGED_ROWS)))
 def test_staged_rows_agree_on_the_host(case, strided):
+    """Each STAGED_ROWS layout agrees with the reference and reads and writes nothing past
+    its buffers; rows that do not lie back to back (a view of every row's first `cols` of
+    wider rows) take the kernel's direct reads."""
     _staged_rows_agree(*STAGED_ROWS[case], rows=37, strided=strided, seed=case)
 
 
@@ -466,9 +476,8 @@ def test_staged_rows_of_blocks_that_take_several_tiles_agree_on_the_host():
 
 
 def _staged_rows_agree(name, dtype, cols, changes, rows, strided, seed):  # noqa: ANN001, ANN202
-    """Each STAGED_ROWS layout agrees with the reference and reads and writes nothing past
-    its buffers; rows that do not lie back to back (a view of every row's first `cols` of
-    wider rows) take the kernel's direct reads."""
+    """A zoo case's rows staged with `changes`, run on the host (its plan made for device
+    arrays: a strided view keeps its row stride), agree with the reference."""
     fd = build(_rows_apart(ZOO[name]) if strided else ZOO[name], dtype)
     inputs = inputs_for(fd, rows, cols + (4 if strided else 0), np.random.default_rng(cols))
     if strided:
@@ -484,24 +493,4 @@ def _staged_rows_agree(name, dtype, cols, changes, rows, strided, seed):  # noqa
     )
     assert sched.is_valid(seg, device, p) is None, sched.is_valid(seg, device, p)
     (run,) = run_plan_on_host(plan, inputs, layouts, [lambda s, d: p])
-    assert_agrees(fd, inputs, run.outputs, dtype)
-
-
-@pytest.mark.parametrize(
-    "name, dtype, cols",
-    [
-        ("row_sum", DataType.Float, 33),
-        ("row_sum", DataType.BFloat16, 77),
-        ("logsumexp", DataType.Float, 75),
-        ("logsumexp", DataType.BFloat16, 57),
-    ],
-)
-def test_odd_rows_in_16_lanes_of_two_rows_agree_on_the_host(name, dtype, cols):
-    """Odd rows of 33-96 as `reduction.REDUCED_ODD_ROW_LANES` lays them (16 lanes, 8 rows a
-    block, 2 rows a lane) on 37 rows: the last block's second rows past the last row, and
-    each lane's last chunk past the row's end."""
-    fd = build(ZOO[name], dtype)
-    inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
-    changes = dict(threads_r=16, rows_per_block=8, unroll=4, rows_per_lane=2)
-    (run,) = run_on_host(fd, inputs, [_changed("reduction", changes)])
     assert_agrees(fd, inputs, run.outputs, dtype)

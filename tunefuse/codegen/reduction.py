@@ -429,26 +429,19 @@ class _Emitter:
             ), "staged rows: held, one a lane, unpeeled (schedulers.normalization.is_valid)"
             loads, stores = staged_accesses(segment)
             self.stage_in = [
-                staged_rows.StagedAccess(
+                staged_rows.staged(
                     "L",
                     k,
-                    segment.loads[k].buffer,
-                    segment.loads[k].dtype.cuda,
+                    segment.loads[k],
                     self.vec if k in self.vec_loads else 1,
-                    segment.loads[k].offset,
                     k in self.streamed,
                 )
                 for k in self.filled_loads(False)
                 if k in loads and k not in self.guarded
             ]
             self.stage_out = [
-                staged_rows.StagedAccess(
-                    "S",
-                    k,
-                    segment.stores[k].buffer,
-                    segment.stores[k].dtype.cuda,
-                    self.vec if k in self.vec_stores else 1,
-                    segment.stores[k].offset,
+                staged_rows.staged(
+                    "S", k, segment.stores[k], self.vec if k in self.vec_stores else 1
                 )
                 for k in sorted(stores)
             ]

@@ -28,7 +28,7 @@ class StagedAccess:
     ctype: str
     width: int
     offset: Affine
-    stream: bool = False
+    stream: bool = False  # a load of data read once: evict-first (`expr.load_text`)
 
     @property
     def array(self) -> str:
@@ -37,6 +37,12 @@ class StagedAccess:
     @property
     def vector_type(self) -> str | None:
         return f"TfVec<{self.ctype}, {self.width}>" if self.width > 1 else None
+
+
+def staged(side: str, k: int, access, width: int, stream: bool = False) -> StagedAccess:  # noqa: ANN001
+    """Load ("L") or store ("S") k of a segment (a Load or Store), staged `width` elements a
+    copy."""
+    return StagedAccess(side, k, access.buffer, access.dtype.cuda, width, access.offset, stream)
 
 
 def row_stride(access: StagedAccess, args: Sequence[KernelArg], extent: int) -> str:
