@@ -1039,13 +1039,20 @@ ELEMENTWISE_OPS = {k.value for k in ELEMENTWISE}
 
 def random_params(segment, device, seed: int):  # noqa: ANN001, ANN201
     """A valid point of the segment's search space other than the default, drawn with
-    `seed` (the same for the same segment and seed), or None when 50 draws found none."""
+    `seed` (the same for the same segment and seed), or None when 50 draws found none; for
+    half the normalizations whose default rows can be staged (`stage_rows`), those."""
     from tunefuse.schedulers import scheduler_for, with_values
 
     sched = scheduler_for(segment.scheduler)
     space = sched.search_space(segment, device)
     default = sched.default_params(segment, device)
     rng = np.random.default_rng([seed & 0xFFFFFFFF, int(segment.kernel_key[:8], 16)])
+    # Rows staged through shared memory are valid only beside held rows one a lane, which a
+    # uniform draw seldom gives: half the normalizations that may stage their default rows do.
+    if "stage_rows" in space and rng.random() < 0.5:
+        staged = with_values(default, {"stage_rows": True, "rows_per_lane": 1})
+        if sched.is_valid(segment, device, staged) is None:
+            return staged
     for _ in range(50):
         point = {
             name: dist.choices[int(rng.integers(len(dist.choices)))] for name, dist in space.items()
