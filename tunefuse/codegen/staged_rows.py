@@ -5,8 +5,8 @@ shared memory with all of the block's threads, consecutive threads at consecutiv
 (each warp-wide load one run of memory, however short the rows), and each lane fills its
 held registers from there; full-size outputs are written to shared memory and copied out the
 same way. Only where the rows lie back to back at run time (each staged access's row stride
-is n_red, `condition`): the kernel keeps the direct reads and writes for other strides, and
-`tf_stage` picks one for the whole grid.
+is n_red, checked in `declarations`): the kernel keeps the direct reads and writes for other
+strides, and `tf_stage` picks one for the whole grid.
 """
 
 from __future__ import annotations
