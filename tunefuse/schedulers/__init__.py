@@ -184,7 +184,12 @@ class Scheduler(Protocol):
 #    row). The normalization's params may stage their rows through shared memory
 #    (`normalization.Params.stage_rows`) and a transpose's search space holds `min_blocks`:
 #    the tuner's to choose, the defaults do not.
-HEURISTICS_VERSION = 39
+# 40: odd normalization rows held over a warp or more of lanes take rows a lane only while a
+#    lane loads at most 16 bytes of them (`normalization.lane_rows_within`, ODD_ROWS_A_LANE:
+#    bf16 rows of 5-7 elements a lane, one row a lane, not 2); rows of bf16 pairs of 33-64
+#    vectors (lengths 2 mod 4, 66-126) take the short rows' 16 lanes, one row a lane
+#    (`normalization._narrow_lanes_hold`), not 32 lanes of 2 rows.
+HEURISTICS_VERSION = 40
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -348,8 +348,8 @@ SCALAR_NORM_LEAST_ROW = 2 * reduction.SCALAR_ROW_ELEMENTS
 # layernorm bf16 [1000000, 33] 163.7 -> 68.8 (151.9), [1000000, 47] 165.1 -> 88.9 (153.3),
 # [700000, 77] 151.1 -> 104.8 (171.2); softmax bf16 [1000000, 57] 147.4 -> 112.8 (170.4).
 # Lanes of 2 or 4 were slower than either (layernorm fp32 [1000000, 45] 394.2 and 218.0).
-# Rows of 97-192 (32 lanes either way; bf16 keeps 2 rows a lane) are left as they were, and
-# so are rows holding two or more inputs (a backward's dy and x: not measured; layernorm's
+# Rows of 97-192 keep 32 lanes (their rows a lane: `_layout`, ODD_ROWS_A_LANE), and so are
+# rows holding two or more inputs left as they were (a backward's dy and x: not measured; layernorm's
 # backward bf16 [70000, 33] keeps the layout its column sums in parts were measured on).
 SCALAR_NORM_MOST_ROW = reduction.WARP // 2 * SCALAR_NORM_ROW_ELEMENTS
 
@@ -398,6 +398,31 @@ def fewer_narrow_lanes(lanes: int, row_vectors: int, vector_bytes: int) -> int:
     while lanes > 1 and -(-row_vectors // (lanes // 2)) * vector_bytes <= NARROW_LANE_BYTES:
         lanes //= 2
     return lanes
+
+
+# Rows of more than a warp's vectors of narrow vectors (bf16 pairs: lengths of 2 mod 4, 66-128
+# long) that half a warp's lanes hold within NARROW_LANE_BYTES each take the short rows'
+# layout too (`fewer_narrow_lanes`: 16 lanes, one row a lane), in place of 32 lanes of 2 vectors
+# and 2 rows a lane. H200, benchmarks/ab.py (torch.compile in brackets;
+# `surface/odd_lanes_2026-11-27/probe_c1.log`): rmsnorm bf16 [89912, 90] 18.9 -> 15.1 us with
+# 16 lanes of 3 vectors (16.5; 2 rows a lane 16.1; 8 lanes of 6 vectors 16.1). Judged old
+# against new on the 3 cells of 12 seeds it moves and 6 more (`judged_b_h200_summary.txt`):
+# 9 of 9 faster, geomean 0.775 (0.63-0.90), new / torch.compile 0.858 (old 1.107):
+# layernorm bf16 [1000000, 70] 205.4 -> 129.4, rmsnorm bf16 [2000000, 66] 276.1 -> 188.3,
+# [1000000, 118] (16 lanes of 4 vectors) 155.0 -> 132.7.
+def _narrow_lanes_hold(segment: Segment, row_vectors: int, vector: int, peel: bool) -> bool:
+    """Whether a row of more than a warp's vectors, narrower than 8 bytes, takes the short
+    rows' layout: 16 lanes hold it within NARROW_LANE_BYTES each, one held input, full-size
+    stores, and it is not read peeled."""
+    vector_bytes = vector * reduction.widest_load(segment)
+    return (
+        vector > 1
+        and vector_bytes < NARROW_LANE_BYTES // 2
+        and -(-row_vectors // (reduction.WARP // 2)) * vector_bytes <= NARROW_LANE_BYTES
+        and len(held_row_inputs(segment)) <= 1
+        and not stores_only_reduced(segment)
+        and (not peel or reduction.default_row_vector(segment) == vector)
+    )
 
 
 # A normalization row of several lanes takes rows a lane only as far as a lane's loads of
@@ -462,6 +487,17 @@ def _short_rows(segment: Segment, device: DeviceInfo) -> Params:
     return p
 
 
+# ODD_ROWS_A_LANE: rows of one-element vectors held over a warp or more of lanes take rows a
+# lane only while a lane's loads of them stay within reduction.LANE_BYTES
+# (`lane_rows_within`, as the short rows' lanes): bf16 rows of 5-7 elements a lane took 2
+# rows (10-14 bytes a row, 20-28 two). H200, benchmarks/judge.py, old against new
+# (`surface/odd_lanes_2026-11-27/judged_a_h200_summary.txt`; the cells of 12 seeds it moved
+# and controls): layernorm bf16 [1000000, 151] 303.2 -> 261.9 us (torch.compile 255.0),
+# [500000, 191] 187.1 -> 171.9, [60813, 135] 24.1 -> 21.9, rmsnorm bf16 [421217, 215] 147.7
+# -> 132.6; 9 odd cells 0.86-1.01 of the old time. Rows of bf16 pairs (3 a lane, 12 bytes)
+# lost with one row a lane (rmsnorm and softmax bf16 [1000000, 134]: 1.04-1.05 of the old
+# time) and keep 2; lanes of 8 bytes keep 2 by the rule (softmax bf16 [700000, 127] 156.5,
+# 156.8 with one).
 def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
     """The row in registers (one read of memory), 16-byte vectors, enough threads that each
     holds at most 32 elements; rows too long for that are staged in shared memory, held over
@@ -480,7 +516,11 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
     n_out, n_red = reduction.sizes(segment)
     vector = reduction.reduced_vector(segment)
     row_vectors = -(-n_red // vector)
-    if row_vectors <= 32 or _scalar_lanes_hold(segment, n_red, vector, peel):
+    if (
+        row_vectors <= 32
+        or _scalar_lanes_hold(segment, n_red, vector, peel)
+        or _narrow_lanes_hold(segment, row_vectors, vector, peel)
+    ):
         return _short_rows(segment, device)
     unpeeled = vector
     if peel:
@@ -501,7 +541,11 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
             return staged_instead
         threads, ept = _fewer_idle_slots(segment, device, threads, ept, vector)
         rows = max(1, 128 // threads)
-        return _row_in_registers(segment, device, threads, rows, ept, vector)
+        p = _row_in_registers(segment, device, threads, rows, ept, vector)
+        if vector > 1 or stores_only_reduced(segment):
+            return p
+        # ODD_ROWS_A_LANE
+        return replace(p, rows_per_lane=lane_rows_within(p.rows_per_lane, ept, segment))
     # Too long for registers: staged in shared memory where it fits (read once), else re-read.
     # A staged row of more than half an SM's shared memory leaves one block an SM: it takes
     # every thread the SM may run, so that enough loads are in flight (Little's law).
