@@ -27,7 +27,11 @@ TORCH = {DataType.Float: "float32", DataType.BFloat16: "bfloat16", DataType.Doub
         (DataType.Float, 262147, 13),  # 16-tiles, ragged on both sides
         (DataType.Double, 9999, 16),
         (DataType.Float, 64 * 65536 + 5, 16),  # 262145 rows of 16-tiles: more than a grid y holds
-        (DataType.BFloat16, 64 * 65536 + 64, 24),  # 65537 rows of 64-tiles
+        (DataType.BFloat16, 64 * 65536 + 64, 24),  # 131074 rows of 32-tiles (rows of 24)
+        (DataType.BFloat16, 300001, 26),  # 32-tiles of rows of 17-32, ragged
+        (DataType.Float, 500002, 20),  # 32-tiles, 16-byte reads
+        (DataType.Float, 1000002, 8),  # fp32 rows of 8, 8-byte writes: tiles of whole rows
+        (DataType.Float, 1048576, 8),  # 16-byte writes: the looping kernel
         (DataType.Float, 64, 65),
         (DataType.BFloat16, 777, 1111),  # odd extents: vector 1, 4 rows of threads unrolled
         (DataType.Float, 151, 2773),

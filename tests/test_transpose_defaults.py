@@ -40,12 +40,14 @@ def transpose_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
 @settings(max_examples=300, deadline=None)
 def test_skinny_and_tall_transposes(rows, cols, dtype, device):
     """Output rows shorter than a tile (rows < 64): the pointwise kernel; input rows of at
-    most SKINNY_ROW_BYTES: a tile of whole rows where they are of 2-byte elements, a power
-    of two long, and the output's rows take vectors; else the 2-D pointwise kernel looping
+    most SKINNY_ROW_BYTES: a tile of whole rows where they are of 2-byte elements (or rows
+    the looping kernel would read an element at a time, written by vectors under 16 bytes),
+    a power of two long, and the output's rows take vectors; else the 2-D pointwise kernel looping
     over them in one wave of blocks, a thread's rows SKINNY_ROW_BYTES in all where its
     vector allows; rows of at
     most SMALL_TILE elements of 4 bytes or more: 16-tiles; else 64-tiles, or SCALAR_TILE
-    tiles where the loads are one element (odd extents), however many rows of tiles (the
+    tiles where the loads are one element (odd extents) or the input rows are at most
+    SCALAR_TILE long (SHORT_READS_BLOCK_ROWS rows of threads), however many rows of tiles (the
     grid's x holds them all). Valid either way."""
     seg = transpose_segment(rows, cols, dtype)
     assert seg.scheduler is SchedulerKind.TRANSPOSE
@@ -56,7 +58,15 @@ def test_skinny_and_tall_transposes(rows, cols, dtype, device):
         assert p.tile == 0 and p.pointwise == pointwise.default_params(seg, device)
     elif (
         cols * itemsize <= transpose.SKINNY_ROW_BYTES
-        and itemsize < 4
+        and (
+            itemsize < 4
+            # rows the looping kernel would read an element at a time (fp32 rows of 8),
+            # written by vectors under 16 bytes
+            or (
+                2 * cols * itemsize > transpose.SKINNY_ROW_BYTES
+                and transpose.max_write_vector(seg) * itemsize < 16
+            )
+        )
         and cols & (cols - 1) == 0
         and transpose.max_write_vector(seg) > 1
     ):
@@ -76,8 +86,14 @@ def test_skinny_and_tall_transposes(rows, cols, dtype, device):
     else:
         small = cols <= transpose.SMALL_TILE and itemsize >= 4
         scalar = not small and p.vector == 1
+        # input rows of at most SCALAR_TILE read by vectors: a SCALAR_TILE tile too
+        short_reads = not small and not scalar and cols <= transpose.SCALAR_TILE
         assert p.tile == (
-            transpose.SMALL_TILE if small else transpose.SCALAR_TILE if scalar else 64
+            transpose.SMALL_TILE
+            if small
+            else transpose.SCALAR_TILE
+            if scalar or short_reads
+            else 64
         )
         (bx, by, bz), (tx, ty, _), _ = transpose.grid(seg, device, p)
         assert bx == -(-rows // p.tile) * -(-cols // p.tile) <= transpose.MAX_GRID_X
@@ -87,6 +103,8 @@ def test_skinny_and_tall_transposes(rows, cols, dtype, device):
         if scalar:
             # each thread's rows' loads come to 16 bytes: 8 rows of bf16, 4 of fp32
             assert p.tile // p.block_rows * itemsize == transpose.SCALAR_THREAD_BYTES
+        elif short_reads:
+            assert p.block_rows == transpose.SHORT_READS_BLOCK_ROWS
         else:
             # a 64-tile of narrow loads (2-8 elements under 16 bytes) takes 4 rows of threads
             narrow = p.tile == 64 and p.vector * itemsize < 16
@@ -112,7 +130,21 @@ def test_the_measured_points():
         (1000000, 4, DataType.Float, 0, 1),  # H200: 14.2 looping, 15.6 whole rows
         (671655, 10, DataType.BFloat16, 0, 1),  # H200: 16.0 looping, 29.7 whole rows
         (1 << 22, 16, DataType.Float, 16, None),  # 282.7 -> 200.5
-        (1 << 22, 32, DataType.BFloat16, 64, None),  # 3806 before one grid dim of tiles: 200.2
+        # 3806 before one grid dim of tiles: 200.2 with 64-tiles (H100); a 32-tile (rows of at
+        # most SCALAR_TILE) 162.4 -> 162.8 (H200, odd_lanes_2026-11-27/judged_transposes)
+        (1 << 22, 32, DataType.BFloat16, 32, None),
+        # rows of 17-32 in 32-tiles (H200, the same judge): bf16 [4633800, 18] 197.2 -> 122.2,
+        # fp32 [2000000, 18] 160.5 -> 78.7, [500000, 20] 40.6 -> 30.3
+        (4633800, 18, DataType.BFloat16, 32, None),
+        (2000000, 18, DataType.Float, 32, None),
+        (500000, 20, DataType.Float, 32, None),
+        # fp32 rows of 8 whose output rows take 8-byte vectors: whole rows (H200, the same
+        # judge: [7723410, 8] 158.7 -> 135.2); 16-byte vectors keep the looping kernel
+        # ([8388608, 8] 139.6, 141.5 whole rows; [524288, 8] 14.7, 15.1)
+        (7723410, 8, DataType.Float, 512, None),
+        (2097154, 8, DataType.Float, 512, None),
+        (8388608, 8, DataType.Float, 0, 1),
+        (524288, 8, DataType.Float, 0, 1),
         (8192, 4096, DataType.Float, 64, None),
     ]:
         p = transpose.default_params(transpose_segment(rows, cols, dtype), H100)
@@ -200,6 +232,17 @@ RECTANGULAR_TILES = [
         DataType.Float,
         dict(tile=8, tile_reads=128, vector=2, read_vector=1, block_rows=32, along_writes=False),
     ),
+    # the defaults' tiles of whole fp32 rows of 8 (8-byte writes) and 32-tiles of rows of
+    # 17-32 (SHORT_READS_BLOCK_ROWS), ragged
+    (
+        1002,
+        8,
+        DataType.Float,
+        dict(tile=512, tile_reads=8, vector=2, read_vector=4, block_rows=1, padding=0),
+    ),
+    (334, 26, DataType.BFloat16, dict(tile=32, block_rows=8, vector=2, along_writes=False)),
+    (336, 24, DataType.BFloat16, dict(tile=32, block_rows=8, vector=8, along_writes=False)),
+    (104, 20, DataType.Float, dict(tile=32, block_rows=8, vector=4, along_writes=False)),
 ]
 
 

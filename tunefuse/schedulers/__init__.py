@@ -189,7 +189,11 @@ class Scheduler(Protocol):
 #    bf16 rows of 5-7 elements a lane, one row a lane, not 2); rows of bf16 pairs of 33-64
 #    vectors (lengths 2 mod 4, 66-126) take the short rows' 16 lanes, one row a lane
 #    (`normalization._narrow_lanes_hold`), not 32 lanes of 2 rows.
-HEURISTICS_VERSION = 40
+# 41: transposes of input rows of 17-32 elements read by vectors take 32-tiles of 8 rows of
+#    threads (`transpose.SHORT_READS_BLOCK_ROWS`), not 64-tiles half empty; fp32 rows of 8
+#    whose output rows take vectors under 16 bytes take the tile of whole rows
+#    (`transpose.whole_rows_tile`), not the looping kernel's scalar reads.
+HEURISTICS_VERSION = 41
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
