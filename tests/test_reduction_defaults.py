@@ -997,6 +997,11 @@ def _pattern_default(pattern: str, rows: int, cols: int, dtype: DataType):  # no
     return p
 
 
+# The normalization properties' draws: the surface's dtypes and one-held-input patterns.
+NORM_DTYPES = st.sampled_from([DataType.Float, DataType.BFloat16])
+NORM_PATTERNS = st.sampled_from(["softmax", "layernorm", "rmsnorm"])
+
+
 def _norm_default(pattern: str, rows: int, cols: int, dtype: DataType):  # noqa: ANN202
     p = _pattern_default(pattern, rows, cols, dtype)
     assert isinstance(p, normalization.Params)
@@ -1059,8 +1064,8 @@ def test_short_normalization_rows_measured_points(
 
 @given(
     cols=st.integers(2, 256),
-    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
-    pattern=st.sampled_from(["softmax", "layernorm", "rmsnorm"]),
+    dtype=NORM_DTYPES,
+    pattern=NORM_PATTERNS,
 )
 @settings(max_examples=200, deadline=None)
 def test_a_short_row_of_narrow_vectors_takes_lanes_of_at_most_16_bytes(cols, dtype, pattern):
@@ -1080,8 +1085,8 @@ def test_a_short_row_of_narrow_vectors_takes_lanes_of_at_most_16_bytes(cols, dty
 
 @given(
     cols=st.integers(33, 400),
-    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
-    pattern=st.sampled_from(["softmax", "layernorm", "rmsnorm"]),
+    dtype=NORM_DTYPES,
+    pattern=NORM_PATTERNS,
 )
 @settings(max_examples=150, deadline=None)
 def test_narrow_vectors_past_a_warp_take_16_lanes_while_each_holds_16_bytes(cols, dtype, pattern):
@@ -1102,8 +1107,8 @@ def test_narrow_vectors_past_a_warp_take_16_lanes_while_each_holds_16_bytes(cols
 
 @given(
     cols=st.integers(5, 400),
-    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
-    pattern=st.sampled_from(["softmax", "layernorm", "rmsnorm"]),
+    dtype=NORM_DTYPES,
+    pattern=NORM_PATTERNS,
 )
 @settings(max_examples=150, deadline=None)
 def test_odd_normalization_rows_take_lanes_of_at_most_6_up_to_96(cols, dtype, pattern):
