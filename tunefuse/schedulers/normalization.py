@@ -348,8 +348,8 @@ SCALAR_NORM_LEAST_ROW = 2 * reduction.SCALAR_ROW_ELEMENTS
 # layernorm bf16 [1000000, 33] 163.7 -> 68.8 (151.9), [1000000, 47] 165.1 -> 88.9 (153.3),
 # [700000, 77] 151.1 -> 104.8 (171.2); softmax bf16 [1000000, 57] 147.4 -> 112.8 (170.4).
 # Lanes of 2 or 4 were slower than either (layernorm fp32 [1000000, 45] 394.2 and 218.0).
-# Rows of 97-192 keep 32 lanes (their rows a lane: `_layout`, ODD_ROWS_A_LANE), and so are
-# rows holding two or more inputs left as they were (a backward's dy and x: not measured; layernorm's
+# Rows of 97-192 keep 32 lanes (their rows a lane: `_layout`, ODD_ROWS_A_LANE); rows holding
+# two or more inputs are left as they were (a backward's dy and x: not measured; layernorm's
 # backward bf16 [70000, 33] keeps the layout its column sums in parts were measured on).
 SCALAR_NORM_MOST_ROW = reduction.WARP // 2 * SCALAR_NORM_ROW_ELEMENTS
 
@@ -400,7 +400,7 @@ def fewer_narrow_lanes(lanes: int, row_vectors: int, vector_bytes: int) -> int:
     return lanes
 
 
-# Rows of more than a warp's vectors of narrow vectors (bf16 pairs: lengths of 2 mod 4, 66-128
+# Rows of more than a warp's vectors of narrow vectors (bf16 pairs: lengths of 2 mod 4, 66-126
 # long) that half a warp's lanes hold within NARROW_LANE_BYTES each take the short rows'
 # layout too (`fewer_narrow_lanes`: 16 lanes, one row a lane), in place of 32 lanes of 2 vectors
 # and 2 rows a lane. H200, benchmarks/ab.py (torch.compile in brackets;

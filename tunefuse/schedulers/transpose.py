@@ -288,8 +288,8 @@ NARROW_BLOCK_ROWS = 4
 # elements are skinny): a SCALAR_TILE tile, SHORT_READS_BLOCK_ROWS rows of threads. H200,
 # benchmarks/ab.py bf16 [280994, 26] 17.0 -> 15.5 us with `tile=32,block_rows=8`
 # (torch.compile 16.5; `surface/odd_lanes_2026-11-27/probe_transposes_h200.log`); judged old
-# against new on the 5 cells of 12 seeds' between cells it moves and 6 more
-# (`judged_transposes_h200_summary.txt`): 10 of 11 faster, 0.49-0.94 (fp32 [2000000, 18]
+# against new on the 4 cells of 12 seeds' between cells it moves and 6 more
+# (`judged_transposes_h200_summary.txt`): 9 of 10 faster, 0.49-0.94 (fp32 [2000000, 18]
 # 160.5 -> 78.7, torch.compile 76.4; bf16 [4633800, 18] 197.2 -> 122.2, 100.5; [300000, 28]
 # 22.1 -> 15.2, 14.2), bf16 [4194304, 32] 162.4 -> 162.8.
 SHORT_READS_BLOCK_ROWS = 8
