@@ -358,12 +358,16 @@ def _scalar_lanes_hold(segment: Segment, n_red: int, vector: int, peel: bool) ->
     """Whether an odd row (one-element vectors, unpeeled) of more than a warp's vectors
     takes the short rows' layout: at most SCALAR_NORM_MOST_ROW elements, one held input,
     full-size stores."""
+    return vector == 1 and n_red <= SCALAR_NORM_MOST_ROW and _short_layout_fits(segment, 1, peel)
+
+
+def _short_layout_fits(segment: Segment, vector: int, peel: bool) -> bool:
+    """What the short rows' layout asks of a row past a warp's vectors: one held input,
+    full-size stores, and read at `vector` (not peeled wider where `peel`)."""
     return (
-        vector == 1
-        and len(held_row_inputs(segment)) <= 1
-        and n_red <= SCALAR_NORM_MOST_ROW
+        len(held_row_inputs(segment)) <= 1
         and not stores_only_reduced(segment)
-        and (not peel or reduction.default_row_vector(segment) == 1)
+        and (not peel or reduction.default_row_vector(segment) == vector)
     )
 
 
@@ -419,9 +423,7 @@ def _narrow_lanes_hold(segment: Segment, row_vectors: int, vector: int, peel: bo
         vector > 1
         and vector_bytes < NARROW_LANE_BYTES // 2
         and -(-row_vectors // (reduction.WARP // 2)) * vector_bytes <= NARROW_LANE_BYTES
-        and len(held_row_inputs(segment)) <= 1
-        and not stores_only_reduced(segment)
-        and (not peel or reduction.default_row_vector(segment) == vector)
+        and _short_layout_fits(segment, vector, peel)
     )
 
 
