@@ -193,7 +193,10 @@ class Scheduler(Protocol):
 #    threads (`transpose.SHORT_READS_BLOCK_ROWS`), not 64-tiles half empty; fp32 rows of 8
 #    whose output rows take vectors under 16 bytes take the tile of whole rows
 #    (`transpose.whole_rows_tile`), not the looping kernel's scalar reads.
-HEURISTICS_VERSION = 41
+# 42: rows a lane are doubled while the grid keeps 8 x 128 threads an SM
+#    (`reduction.GRID_THREADS_AN_SM`), not 8 blocks: blocks of 1024 threads (a middle sum of
+#    rows of 58) took 2 rows a lane, short row sums of 4-32 lanes more rows.
+HEURISTICS_VERSION = 42
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -982,7 +982,7 @@ def _row_in_registers(
 ) -> Params:
     """Rows held in registers (cache_row), `ept` elements a lane, and as many rows a lane as
     `reduction.default_rows_per_lane` gives."""
-    per_lane = reduction.default_rows_per_lane(segment, device, rows, ept, vector)
+    per_lane = reduction.default_rows_per_lane(segment, device, rows, ept, vector, 1, threads)
     return Params(
         threads,
         rows,
