@@ -196,7 +196,9 @@ class Scheduler(Protocol):
 # 42: rows a lane are doubled while the grid keeps 8 x 128 threads an SM
 #    (`reduction.GRID_THREADS_AN_SM`), not 8 blocks: blocks of 1024 threads (a middle sum of
 #    rows of 58) took 2 rows a lane, short row sums of 4-32 lanes more rows.
-HEURISTICS_VERSION = 42
+# 43: row sums of 3, 5, 6 or 7 vectors within 32 bytes are read whole by one lane, 2 rows a
+#    lane (`reduction.one_lane_rows`, ONE_LANE_ROW_BYTES), not lanes of 64-byte runs.
+HEURISTICS_VERSION = 43
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -466,7 +466,11 @@ LANE_LOADS = 2  # where the kernel stores no full-size output
 # 313, 777, 999, 2024 and 5151 whose defaults it moves; `benchmarks/surface/
 # guard_in_threads_2026-11-27/`): geomean 0.926 of the old time, none more than 1.4%
 # slower; middle bf16 [89110, 58, 1] 14.8 -> 10.3 us (torch.compile 12.5), row sums fp32
-# [118772, 29] 13.4 -> 10.7, [1000000, 4] 12.3 -> 11.2.
+# [118772, 29] 13.4 -> 10.7, [1000000, 4] 12.3 -> 11.2. Strided layouts (256-thread blocks)
+# of 0.1-1M outputs take rows a lane from half the blocks they did: 20 cells of 1-8 MB,
+# middle sums and var_means of 2-7 rows (`judged_small_h200_summary.txt`, with the rule at
+# ONE_LANE_ROW_BYTES): 0.86-1.03 of the old time (middle fp32 [13513, 3, 37] 9.0 -> 8.2,
+# bf16 [20000, 3, 37] 8.2 -> 8.4).
 GRID_THREADS_AN_SM = 8 * 128
 
 
@@ -499,11 +503,19 @@ def default_rows_per_lane(
         r < 8
         and (r * row_bytes < LANE_BYTES or r * row_loads < LANE_LOADS or r < least)
         and 2 * r * row_elements <= LANE_ELEMENTS
-        and -(-n_out // (rows_per_block * 2 * r)) * rows_per_block * row_lanes
-        >= GRID_THREADS_AN_SM * device.sm_count
+        and grid_holds(n_out, device, rows_per_block, 2 * r, row_lanes)
     ):
         r *= 2
     return r
+
+
+def grid_holds(
+    n_out: int, device: DeviceInfo, rows_per_block: int, rows_per_lane: int, row_lanes: int
+) -> bool:
+    """Whether rows of `row_lanes` lanes, `rows_per_block` a block and `rows_per_lane` a
+    lane still give GRID_THREADS_AN_SM threads an SM."""
+    blocks = -(-n_out // (rows_per_block * rows_per_lane))
+    return blocks * rows_per_block * row_lanes >= GRID_THREADS_AN_SM * device.sm_count
 
 
 def lanes_error(segment: Segment, p: Params, row_elements: int) -> str | None:
@@ -619,6 +631,66 @@ REDUCED_ODD_ROW_LANES = 16
 REDUCED_ODD_ROW_MOST = 96
 
 
+# A row sum of a short row of 3, 5, 6 or 7 vectors (not a power of two: lanes of 64-byte
+# runs left 1-3 of 4 or 8 lanes idle, and a shuffle tree to reduce it) of at most
+# ONE_LANE_ROW_BYTES is read whole by one lane, ONE_LANE_ROWS rows a lane; a warp's loads of
+# 4-16 bytes a lane still read whole sectors, from L1. H200, benchmarks/ab.py
+# threads_r=1,rows_per_block=512,rows_per_lane=R (`surface/guard_in_threads_2026-11-27/
+# probe_rowsum*_h200.log`; default -> R=1 / R=2, torch.compile in brackets): bf16 [1398101,
+# 6] 13.9 -> 10.4 / 10.2 us (11.1), [838860, 10] 16.0 -> 11.4 / 11.3 (13.4), [13421772,
+# 10] 163.1 -> 93.9 / 91.5 (105.6), [599186, 14] 13.6 -> 11.3 / 11.7 (12.4), [699050, 12]
+# 12.2 -> 11.0 / 11.0; fp32 [699050, 6] 11.1 -> 10.1 / 10.0 (10.6), [11184810, 6] 99.7 ->
+# 86.4 / 80.3 (81.1). Judged old code against new (judge.py, `judged_one_*_h200.jsonl`:
+# the cells of 19 seeds it moved and 10 more): rows within 32 bytes 0.57-0.92 of the old
+# time (bf16 [7821252, 10] 97.3 -> 55.8, [19184004, 6] 117.5 -> 77.8, fp32 [5798726, 6]
+# 54.3 -> 46.5, middle bf16 [9499280, 12, 1] 88.4 -> 65.9). Past 32 bytes it was mixed:
+# bf16 rows of 20 and 24 gained (13.2 -> 11.0, 46.5 -> 44.3) where fp32 rows of 10 and 12
+# lost (83.1 -> 86.3, 10.8 -> 12.4); rows of 2 vectors (no lane idle) tied or lost 1-2%
+# (bf16 [7344919, 16] 65.4 -> 66.5, fp32 [6394612, 8] 61.4 -> 62.7): both keep their
+# lanes. Max-exp-sums and Welford accumulators keep theirs too (not measured).
+ONE_LANE_ROW_BYTES = 32
+ONE_LANE_ROW_VECTORS = 8
+ONE_LANE_ROWS = 2
+
+
+def _one_lane_layout(segment: Segment, device: DeviceInfo, vector: int) -> Params | None:
+    """Contiguous rows of a row sum that one lane reads whole, ONE_LANE_ROWS a lane; None
+    where the rows are not such (`one_lane_rows`) or the grid would not hold 2 rows a lane."""
+    n_out, n_red = sizes(segment)
+    if not one_lane_rows(segment, n_red, vector):
+        return None
+    rows = rows_filling(n_out, device, 512, 1)
+    p = Params(
+        1,
+        rows,
+        True,
+        0,
+        vector,
+        pow2_at_least(-(-n_red // vector)),
+        evict_first_pays(segment),
+        rows_per_lane=ONE_LANE_ROWS,
+    )
+    if not grid_holds(n_out, device, rows, ONE_LANE_ROWS, 1):
+        return None
+    return p if is_valid(segment, device, p) is None else None
+
+
+def one_lane_rows(segment: Segment, n_red: int, vector: int) -> bool:
+    """Whether a contiguous row of `n_red` read at `vector` (over one element) is a row sum's
+    short row that one lane reads whole: a number of vectors that leaves lanes of 64-byte
+    runs idle (not a power of two, at most ONE_LANE_ROW_VECTORS), ONE_LANE_ROW_BYTES at most."""
+    row_vectors = -(-n_red // vector)
+    return (
+        vector > 1
+        and row_vectors <= ONE_LANE_ROW_VECTORS
+        and pow2_at_least(row_vectors) != row_vectors
+        and n_red * widest_load(segment) <= ONE_LANE_ROW_BYTES
+        and stores_only_reduced(segment)
+        and not has_max_exp_sum(segment)
+        and not has_welford(segment)
+    )
+
+
 def short_row_lanes(segment: Segment, row_vectors: int, vector: int) -> int:
     """Lanes a row of at most 32 vectors takes (a power of two): runs of at least 64 bytes
     or the whole row, at most SHORT_ROW_VECTORS vectors a lane; rows of one element a
@@ -633,11 +705,26 @@ def short_row_lanes(segment: Segment, row_vectors: int, vector: int) -> int:
     return pow2_at_least(max(run, -(-row_vectors // SHORT_ROW_VECTORS)))
 
 
+def rows_filling(n_out: int, device: DeviceInfo, rows: int, threads_r: int) -> int:
+    """`rows` a block halved until the grid has 8 blocks an SM, while a block keeps more than
+    a warp (or a row has a warp of lanes)."""
+    while (
+        rows > 1
+        and (threads_r >= 32 or threads_r * rows > 32)
+        and -(-n_out // rows) < 8 * device.sm_count
+    ):
+        rows //= 2
+    return rows
+
+
 def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Params:
     """Measured on H100 with benchmarks/sweep.py and benchmarks/ab.py (row and column sums);
     contiguous rows read at `vector`."""
     n_out, n_red = sizes(segment)
     if reduced_is_contiguous(segment):
+        one_lane = _one_lane_layout(segment, device, vector)
+        if one_lane is not None:
+            return one_lane
         # Rows of at least 256 vectors: a thread loads 2 vectors of its row, both in flight,
         # up to 512 threads a row and 1024 a block (8192 x 4096 fp32: 49.7 us against 50.1
         # for 4 vectors a thread in 512-thread blocks; bf16 27.6 against 28.9; 2048 x 1024
@@ -706,12 +793,7 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
         rows = max(1, min((1024 if wide else 512) // threads_r, 8 if threads_r >= 32 else 512))
         if odd_reduced:
             rows = 128 // threads_r
-        while (
-            rows > 1
-            and (threads_r >= 32 or threads_r * rows > 32)
-            and -(-n_out // rows) < 8 * device.sm_count
-        ):
-            rows //= 2
+        rows = rows_filling(n_out, device, rows, threads_r)
         p = Params(threads_r, rows, True, 0, vector, chunks, evict_first_pays(segment))
         least = SCALAR_LANE_ROWS if row_vectors < 256 and vector == 1 else 1
         per_lane = default_rows_per_lane(
