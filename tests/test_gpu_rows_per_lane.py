@@ -262,3 +262,26 @@ def test_the_defaults_read_a_short_row_of_vectors_in_one_lane(define, dtype, sha
     assert k.params["threads_r"] == 1 and k.params["vector"] > 1, k.params
     assert k.params["rows_per_lane"] == reduction.ONE_LANE_ROWS, k.params
     assert_agrees(fd, inputs, got, dtype)
+
+
+@pytest.mark.parametrize(
+    "define,dtype,shape",
+    [
+        (_row_stats, DataType.Float, (20011, 218)),  # 109 vectors of 2 in 32 lanes
+        (_row_stats, DataType.BFloat16, (30007, 300)),
+        (_scaled_row_sum, DataType.Half, (20011, 150)),
+        (functools.partial(middle_reduction, op="sum"), DataType.BFloat16, (20011, 156, 1)),
+    ],
+)
+def test_the_defaults_take_two_rows_a_lane_of_a_row_sum_of_33_to_255_vectors(
+    define, dtype, shape, rng
+):
+    """Row sums of 33-255 vectors (`reduction.MIDDLE_ROW_LANE_ROWS`): 2 rows a lane, the last
+    block partly empty; agrees with the reference."""
+    fd = _build(define, dtype)
+    inputs = _inputs(define, fd, shape, rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    (k,) = launched
+    assert k.params["vector"] > 1 and k.params["threads_r"] > 1, k.params
+    assert k.params["rows_per_lane"] == reduction.MIDDLE_ROW_LANE_ROWS, k.params
+    assert_agrees(fd, inputs, got, dtype)

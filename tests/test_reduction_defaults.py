@@ -496,6 +496,10 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
     least = 1
     if kind == "sum" and p.vector == 1 and -(-cols // p.vector) < 256:
         least = reduction.SCALAR_LANE_ROWS
+    # and so do row sums of 33-255 vectors (not peeled)
+    if kind == "sum" and p.vector > 1 and 32 < -(-cols // p.vector) < 256:
+        if not reduction.peels(seg, p.vector):
+            least = reduction.MIDDLE_ROW_LANE_ROWS
 
     def wants_more(lanes: int) -> bool:
         return (
@@ -1234,3 +1238,22 @@ def test_one_lane_rows_measured_points(rows, cols, dtype, lanes):
     assert p.threads_r == lanes, p
     if lanes == 1:
         assert p.rows_per_lane == reduction.ONE_LANE_ROWS, p
+
+
+@pytest.mark.parametrize(
+    "rows,cols,dtype,lanes,rows_per_lane",
+    [
+        # row sums of 33-255 vectors: 2 rows a lane (reduction.MIDDLE_ROW_LANE_ROWS; H200,
+        # judge.py, guard_in_threads_2026-11-27/judged_mid_h200_summary.txt)
+        (435706, 214, DataType.BFloat16, 32, 2),  # 104.7 -> 58.6 us
+        (770375, 102, DataType.BFloat16, 16, 2),  # 90.3 -> 53.0
+        (302606, 218, DataType.Float, 32, 2),  # 96.6 -> 74.0
+        (70150, 956, DataType.Float, 64, 2),  # 81.6 -> 73.5
+        # peeled rows keep one row a lane (rows a lane do not peel)
+        (50000, 333, DataType.Float, 32, 1),
+    ],
+)
+def test_rows_of_33_to_255_vectors_measured_points(rows, cols, dtype, lanes, rows_per_lane):
+    """reduction.MIDDLE_ROW_LANE_ROWS at the points judged."""
+    p = _pattern_default("row", rows, cols, dtype)
+    assert (p.threads_r, p.rows_per_lane) == (lanes, rows_per_lane), p

@@ -198,7 +198,9 @@ class Scheduler(Protocol):
 #    rows of 58) took 2 rows a lane, short row sums of 4-32 lanes more rows.
 # 43: row sums of 3, 5, 6 or 7 vectors within 32 bytes are read whole by one lane, 2 rows a
 #    lane (`reduction.one_lane_rows`, ONE_LANE_ROW_BYTES), not lanes of 64-byte runs.
-HEURISTICS_VERSION = 43
+# 44: row sums of 33-255 vectors (not peeled) take 2 rows a lane at least
+#    (`reduction.MIDDLE_ROW_LANE_ROWS`), registers and the grid allowing.
+HEURISTICS_VERSION = 44
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
