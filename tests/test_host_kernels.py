@@ -399,6 +399,41 @@ def test_short_normalization_rows_as_the_defaults_lay_them_agree_on_the_host(nam
     assert_agrees(fd, inputs, run.outputs, dtype)
 
 
+# row sums of 3-7 vectors within 32 bytes that one lane reads whole (`reduction.
+# one_lane_rows`), and of 33-255 vectors that take 2 rows a lane (MIDDLE_ROW_LANE_ROWS)
+ROW_SUM_LANES = [
+    (DataType.BFloat16, 6),
+    (DataType.BFloat16, 10),
+    (DataType.BFloat16, 12),
+    (DataType.BFloat16, 14),
+    (DataType.Float, 6),
+    (DataType.BFloat16, 102),
+    (DataType.BFloat16, 300),
+    (DataType.Float, 150),
+    (DataType.Float, 218),
+    (DataType.Float, 956),
+]
+
+
+@pytest.mark.parametrize("dtype, cols", ROW_SUM_LANES)
+def test_row_sums_as_the_defaults_lay_them_agree_on_the_host(dtype, cols):
+    """Row sums laid out as the defaults lay them on 2**21 rows (one lane a row, or 2 rows a
+    lane) run on 37 rows: the last block's lanes and rows a lane past the last row."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    from patterns import planning_inputs
+
+    fd = build(ZOO["row_sum"], dtype)
+    device = PROFILES["sm_90"]
+    (big,) = fd.plan(planning_inputs(fd, (1 << 21, cols), dtype), device=device).segments
+    p = scheduler_for(big.scheduler).default_params(big, device)
+    assert p.rows_per_lane == 2 and (p.threads_r == 1 or cols > 32), p
+    fields = ("threads_r", "rows_per_block", "vector", "unroll", "rows_per_lane")
+    changes = {f: getattr(p, f) for f in fields}
+    inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
+    (run,) = run_on_host(fd, inputs, [_changed("reduction", changes)])
+    assert_agrees(fd, inputs, run.outputs, dtype)
+
+
 def _rows_apart(define):  # noqa: ANN001, ANN202
     """`define` with its 2-D inputs declared with rows that need not lie back to back."""
 
