@@ -385,17 +385,27 @@ def test_short_normalization_rows_as_the_defaults_lay_them_agree_on_the_host(nam
     scalar_row_lanes`, `fewer_narrow_lanes`, `_narrow_lanes_hold`, `lane_rows_within`: lanes
     of up to 6 elements or 16 bytes, rows a lane of up to 16 bytes) run on 37 rows, the last
     block's lanes and rows a lane past the last row."""
+    fd = build(ZOO[name], dtype)
+    p = _defaults_of_many_rows(fd, cols, dtype)
+    fields = ("threads_r", "rows_per_block", "elements_per_thread", "vector", "rows_per_lane")
+    _run_37_rows_as(fd, cols, dtype, "normalization", {f: getattr(p, f) for f in fields})
+
+
+def _defaults_of_many_rows(fd, cols, dtype):  # noqa: ANN001, ANN202
+    """The default params of `fd`'s one kernel on 2**21 rows of `cols` (sm_90)."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
     from patterns import planning_inputs
 
-    fd = build(ZOO[name], dtype)
     device = PROFILES["sm_90"]
     (big,) = fd.plan(planning_inputs(fd, (1 << 21, cols), dtype), device=device).segments
-    p = scheduler_for(big.scheduler).default_params(big, device)
-    fields = ("threads_r", "rows_per_block", "elements_per_thread", "vector", "rows_per_lane")
-    changes = {f: getattr(p, f) for f in fields}
+    return scheduler_for(big.scheduler).default_params(big, device)
+
+
+def _run_37_rows_as(fd, cols, dtype, kind, changes):  # noqa: ANN001, ANN202
+    """`fd` on 37 rows of `cols` under `kind`'s params changed by `changes`, on the host:
+    agrees with the reference."""
     inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
-    (run,) = run_on_host(fd, inputs, [_changed("normalization", changes)])
+    (run,) = run_on_host(fd, inputs, [_changed(kind, changes)])
     assert_agrees(fd, inputs, run.outputs, dtype)
 
 
@@ -419,19 +429,11 @@ ROW_SUM_LANES = [
 def test_row_sums_as_the_defaults_lay_them_agree_on_the_host(dtype, cols):
     """Row sums laid out as the defaults lay them on 2**21 rows (one lane a row, or 2 rows a
     lane) run on 37 rows: the last block's lanes and rows a lane past the last row."""
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
-    from patterns import planning_inputs
-
     fd = build(ZOO["row_sum"], dtype)
-    device = PROFILES["sm_90"]
-    (big,) = fd.plan(planning_inputs(fd, (1 << 21, cols), dtype), device=device).segments
-    p = scheduler_for(big.scheduler).default_params(big, device)
+    p = _defaults_of_many_rows(fd, cols, dtype)
     assert p.rows_per_lane == 2 and (p.threads_r == 1 or cols > 32), p
     fields = ("threads_r", "rows_per_block", "vector", "unroll", "rows_per_lane")
-    changes = {f: getattr(p, f) for f in fields}
-    inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
-    (run,) = run_on_host(fd, inputs, [_changed("reduction", changes)])
-    assert_agrees(fd, inputs, run.outputs, dtype)
+    _run_37_rows_as(fd, cols, dtype, "reduction", {f: getattr(p, f) for f in fields})
 
 
 def _rows_apart(define):  # noqa: ANN001, ANN202

@@ -660,6 +660,8 @@ def _one_lane_layout(segment: Segment, device: DeviceInfo, vector: int) -> Param
     if not one_lane_rows(segment, n_red, vector):
         return None
     rows = rows_filling(n_out, device, 512, 1)
+    if not grid_holds(n_out, device, rows, ONE_LANE_ROWS, 1):
+        return None
     p = Params(
         1,
         rows,
@@ -670,8 +672,6 @@ def _one_lane_layout(segment: Segment, device: DeviceInfo, vector: int) -> Param
         evict_first_pays(segment),
         rows_per_lane=ONE_LANE_ROWS,
     )
-    if not grid_holds(n_out, device, rows, ONE_LANE_ROWS, 1):
-        return None
     return p if is_valid(segment, device, p) is None else None
 
 
