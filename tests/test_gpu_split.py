@@ -8,6 +8,7 @@ import os
 
 import numpy as np
 import pytest
+from fusion_zoo import col_sum
 from test_gpu_execute import TOL, to_device, to_host
 
 from tunefuse import DataType, FusionDefinition, reference
@@ -181,6 +182,57 @@ def test_middle_reductions_of_runs_shorter_than_a_warp_take_a_block_a_slab(
     slab = kernel.params["rows_per_block"] * kernel.params.get("vector", 1)
     assert not kernel.params["inner"] and slab == shape[2]
     assert kernel.params["threads_r"] >= 16
+    for g, e in zip(got, reference.run(fd.fusion, inputs)):
+        out_dtype = next(d for d in DataType if d.numpy == e.dtype)
+        rtol, atol = max(TOL[out_dtype], TOL[dtype])
+        np.testing.assert_allclose(
+            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
+        )
+
+
+@pytest.mark.parametrize(
+    "build,dtype,outputs_in_waves,halved",
+    [
+        (col_sum, DataType.Float, 1.02, True),  # a few blocks past a wave of 1024 threads
+        (col_sum, DataType.BFloat16, 1.2, True),
+        (functools.partial(middle_reduction, op="sum"), DataType.Float, 1.45, True),
+        (functools.partial(middle_reduction, op="max"), DataType.BFloat16, 1.3, True),
+        (col_sum, DataType.Float, 1.7, False),  # the halved blocks would need 4 an SM
+    ],
+)
+def test_strided_sums_past_one_wave_take_half_the_threads_a_column(
+    build, dtype, outputs_in_waves, halved, rng
+):
+    """A strided reduction whose tiles take more than one wave of resident blocks, and that
+    blocks of half the threads hold in one wave at one block an SM fewer than their threads
+    allow (`reduction._one_wave_threads`), runs with half the threads a column of the
+    strided layout (on this GPU's SM count); past that it keeps them. The results agree
+    with the reference."""
+    from tunefuse.runtime.executor import device_info_for
+    from tunefuse.schedulers import reduction
+
+    with FusionDefinition() as fd:
+        build(fd, dtype)
+    n_red = 2101  # 32 threads a column, an odd length
+    probe = _inputs(dtype, (n_red, 64) if build is col_sum else (3, n_red, 64), rng)
+    device = device_info_for(fd, to_device(probe))
+    (seg,) = fd.plan(probe, device=device).segments
+    strided = reduction._outer_defaults(seg, device)
+    wave = device.sm_count * reduction.resident_blocks(strided, device)
+    outputs = round(outputs_in_waves * wave * strided.rows_per_block) | 1  # odd: no vector
+    shape = (n_red, outputs) if build is col_sum else (7, n_red, -(-outputs // 7) | 1)
+    inputs = _inputs(dtype, shape, rng)
+    (seg,) = fd.plan(inputs, device=device).segments
+    strided = reduction._outer_defaults(seg, device)
+    fewer = dataclasses.replace(strided, threads_r=strided.threads_r // 2)
+    spare = device.sm_count * (reduction.resident_blocks(fewer, device) - 1)
+    assert wave < reduction.row_tiles(seg, strided)
+    assert (reduction.row_tiles(seg, strided) <= spare) is halved
+    got, launched = run_with_reduction_params(fd, inputs, None)
+    (kernel,) = launched
+    assert not kernel.params["inner"] and kernel.params.get("split", 1) == 1
+    threads_r = strided.threads_r // 2 if halved else strided.threads_r
+    assert kernel.params["threads_r"] == threads_r, kernel.params
     for g, e in zip(got, reference.run(fd.fusion, inputs)):
         out_dtype = next(d for d in DataType if d.numpy == e.dtype)
         rtol, atol = max(TOL[out_dtype], TOL[dtype])
