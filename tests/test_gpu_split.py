@@ -194,10 +194,11 @@ def test_middle_reductions_of_runs_shorter_than_a_warp_take_a_block_a_slab(
     "build,dtype,outputs_in_waves,halved",
     [
         (col_sum, DataType.Float, 1.02, True),  # a few blocks past a wave of 1024 threads
-        (col_sum, DataType.BFloat16, 1.2, True),
+        (col_sum, DataType.Float, 1.2, True),
         (functools.partial(middle_reduction, op="sum"), DataType.Float, 1.45, True),
-        (functools.partial(middle_reduction, op="max"), DataType.BFloat16, 1.3, True),
+        (functools.partial(middle_reduction, op="max"), DataType.Float, 1.3, True),
         (col_sum, DataType.Float, 1.7, False),  # the halved blocks would need 4 an SM
+        (col_sum, DataType.BFloat16, 1.2, False),  # lanes of one 2-byte element
     ],
 )
 def test_strided_sums_past_one_wave_take_half_the_threads_a_column(
@@ -206,8 +207,9 @@ def test_strided_sums_past_one_wave_take_half_the_threads_a_column(
     """A strided reduction whose tiles take more than one wave of resident blocks, and that
     blocks of half the threads hold in one wave at one block an SM fewer than their threads
     allow (`reduction._one_wave_threads`), runs with half the threads a column of the
-    strided layout (on this GPU's SM count); past that it keeps them. The results agree
-    with the reference."""
+    strided layout (on this GPU's SM count); past that, or with lanes of one 2-byte
+    element (odd output counts take no vector), it keeps them. The results agree with the
+    reference."""
     from tunefuse.runtime.executor import device_info_for
     from tunefuse.schedulers import reduction
 
@@ -227,7 +229,8 @@ def test_strided_sums_past_one_wave_take_half_the_threads_a_column(
     fewer = dataclasses.replace(strided, threads_r=strided.threads_r // 2)
     spare = device.sm_count * (reduction.resident_blocks(fewer, device) - 1)
     assert wave < reduction.row_tiles(seg, strided)
-    assert (reduction.row_tiles(seg, strided) <= spare) is halved
+    wide = strided.vector * dtype.itemsize >= reduction.ONE_WAVE_LANE_BYTES
+    assert (reduction.row_tiles(seg, strided) <= spare and wide) is halved
     got, launched = run_with_reduction_params(fd, inputs, None)
     (kernel,) = launched
     assert not kernel.params["inner"] and kernel.params.get("split", 1) == 1
