@@ -200,9 +200,10 @@ class Scheduler(Protocol):
 #    lane (`reduction.one_lane_rows`, ONE_LANE_ROW_BYTES), not lanes of 64-byte runs.
 # 44: row sums of 33-255 vectors (not peeled) take 2 rows a lane at least
 #    (`reduction.MIDDLE_ROW_LANE_ROWS`), registers and the grid allowing.
-# 45: strided sums whose tiles take more than one wave of resident blocks, which blocks of
-#    half the threads hold in one wave at one block an SM to spare, take half the threads
-#    along the reduction (`reduction._one_wave_threads`).
+# 45: strided plain sums whose tiles take more than one wave of resident blocks, which blocks
+#    of half the threads hold in one wave at one block an SM to spare, take half the threads
+#    along the reduction where a lane loads 4 bytes or more and the halved threads still
+#    read a sector a step (`reduction._one_wave_threads`).
 HEURISTICS_VERSION = 45
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

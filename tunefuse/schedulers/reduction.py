@@ -1009,7 +1009,7 @@ def _outer_split(segment: Segment, device: DeviceInfo, p: Params) -> int:
 #   element (14 cells, geomean 0.996, 7 slower, up to middle [135, 8059, 91] 93.6 ->
 #   101.5); Welford var_means of fp32 (middle [147, 5995, 73] 100.3 -> 115.1), though bf16
 #   ones gained (var_mean0 [4843, 17214] 76.4 -> 57.8).
-ONE_WAVE_LEAST_THREADS_R = 2
+ONE_WAVE_LEAST_THREADS_R = 2  # one thread a column is another layout (`_outer_rows_a_lane`)
 ONE_WAVE_LANE_BYTES = 4
 
 
