@@ -1028,7 +1028,7 @@ def _one_wave_threads(segment: Segment, device: DeviceInfo, p: Params) -> Params
         return p
     _, n_red = sizes(segment)
     threads_r = p.threads_r // 2
-    fewer = replace(p, threads_r=threads_r, unroll=min(8, pow2_at_most(n_red // threads_r)))
+    fewer = replace(p, threads_r=threads_r, unroll=strided_unroll(n_red, threads_r))
     tiles = row_tiles(segment, p)
     spare = device.sm_count * (resident_blocks(fewer, device) - 1)
     if not device.sm_count * resident_blocks(p, device) < tiles <= spare:
@@ -1139,6 +1139,14 @@ def block_row_bytes(segment: Segment) -> int:
     return ODD_PITCH_ROW_BYTES if odd else BLOCK_ROW_BYTES
 
 
+def strided_unroll(n_red: int, threads_r: int) -> int:
+    """Chunks in flight for a strided thread of `threads_r` a column of `n_red`: 8, or as many
+    as its share of the column has (a Welford pass takes them a trip at once, and registers
+    for 8 chunks that never come cost occupancy: var_mean0 bf16 [2, 2**26], one thread a
+    column, ran 8% slower with 8 than the element loop had)."""
+    return min(8, pow2_at_most(n_red // threads_r))
+
+
 def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     """A strided reduction's block for lanes of `vector` outputs."""
     n_out, n_red = sizes(segment)
@@ -1182,10 +1190,7 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     ):
         rows //= 2
         threads_r *= 2
-    # 8 chunks in flight, or as many as a thread's column has (a Welford pass takes them a
-    # trip at once, and registers for 8 chunks that never come cost occupancy: var_mean0 bf16
-    # [2, 2**26], one thread a column, ran 8% slower with 8 than the element loop had).
-    unroll = min(8, pow2_at_most(n_red // threads_r))
+    unroll = strided_unroll(n_red, threads_r)
     evict_first = evict_first_pays(segment) and not (
         threads_r == 1 and n_red > unroll and shares_sectors_across_trips(segment)
     )
@@ -1271,7 +1276,7 @@ def _whole_slabs(segment: Segment, device: DeviceInfo, p: Params) -> Params | No
         False,
         32,
         vector,
-        min(8, pow2_at_most(n_red // threads)),
+        strided_unroll(n_red, threads),
         evict_first_pays(segment),
     )
     return slab if is_valid(segment, device, slab) is None else None
