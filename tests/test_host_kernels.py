@@ -410,8 +410,14 @@ def _run_37_rows_as(fd, cols, dtype, kind, changes):  # noqa: ANN001, ANN202
 
 
 # row sums of 3-7 vectors within 32 bytes that one lane reads whole (`reduction.
-# one_lane_rows`), and of 33-255 vectors that take 2 rows a lane (MIDDLE_ROW_LANE_ROWS)
+# one_lane_rows`), of 9-31 vectors in lanes of a few (`short_row_of_few_lanes`) and of 33-255
+# vectors, which take 2 rows a lane (SHORT_ROW_LANE_ROWS, MIDDLE_ROW_LANE_ROWS)
 ROW_SUM_LANES = [
+    (DataType.BFloat16, 18),
+    (DataType.BFloat16, 46),
+    (DataType.Float, 26),
+    (DataType.Float, 36),
+    (DataType.Float, 40),
     (DataType.BFloat16, 6),
     (DataType.BFloat16, 10),
     (DataType.BFloat16, 12),
@@ -431,7 +437,7 @@ def test_row_sums_as_the_defaults_lay_them_agree_on_the_host(dtype, cols):
     lane) run on 37 rows: the last block's lanes and rows a lane past the last row."""
     fd = build(ZOO["row_sum"], dtype)
     p = _defaults_of_many_rows(fd, cols, dtype)
-    assert p.rows_per_lane == 2 and (p.threads_r == 1 or cols > 32), p
+    assert p.rows_per_lane == 2 and (p.threads_r == 1 or cols > 32 or p.unroll == 4), p
     fields = ("threads_r", "rows_per_block", "vector", "unroll", "rows_per_lane")
     _run_37_rows_as(fd, cols, dtype, "reduction", {f: getattr(p, f) for f in fields})
 

@@ -45,8 +45,10 @@ def test_inner_rows_are_read_in_runs_a_warp_coalesces(rows_log, cols, dtype):
     back to back); a row of one element a vector (odd lengths) up to
     SCALAR_REDUCED_ROW_ELEMENTS a lane, in as few lanes as that allows; a longer row in
     chunks of at least 32 elements or vectors (128 bytes of fp32). A row of 3, 5, 6 or 7
-    vectors within ONE_LANE_ROW_BYTES is one lane's, 2 rows a lane, where the grid holds that.
-    Either way the params are valid and the block fits."""
+    vectors within ONE_LANE_ROW_BYTES is one lane's, 2 rows a lane, where the grid holds that;
+    a row of 9-31 vectors (not a power of two) takes lanes of at most SHORT_ROW_LANE_VECTORS,
+    2 rows a lane where registers and the grid allow. Either way the params are valid and the
+    block fits."""
     seg = row_sum_segment(1 << rows_log, cols, dtype)
     p = reduction.default_params(seg, H100)
     assert reduction.is_valid(seg, H100, p) is None
@@ -75,6 +77,19 @@ def test_inner_rows_are_read_in_runs_a_warp_coalesces(rows_log, cols, dtype):
             2 * reduction.lane_elements(seg, p) > reduction.LANE_ELEMENTS
             or -(-n_out // (p.rows_per_block * 2)) * p.rows_per_block * p.threads_r
             < reduction.GRID_THREADS_AN_SM * H100.sm_count
+            or reduction.is_valid(seg, H100, two) is not None
+        )
+    elif row_vectors <= 32 and reduction.few_row_lanes(seg, H100, row_vectors, p.vector):
+        # 9-31 vectors (not a power of two): as few lanes as leave each at most
+        # SHORT_ROW_LANE_VECTORS of its row, 2 rows a lane where registers and the grid allow
+        assert 8 < row_vectors < 32 and row_vectors & (row_vectors - 1)
+        most = reduction.SHORT_ROW_LANE_VECTORS
+        assert p.threads_r * most >= row_vectors > p.threads_r // 2 * most
+        assert p.unroll <= most and p.threads_r * p.unroll >= row_vectors
+        two = dataclasses.replace(p, rows_per_lane=reduction.SHORT_ROW_LANE_ROWS)
+        assert p.rows_per_lane >= reduction.SHORT_ROW_LANE_ROWS or (
+            2 * reduction.lane_elements(seg, p) > reduction.LANE_ELEMENTS
+            or not reduction.grid_holds(n_out, H100, p.rows_per_block, 2, p.threads_r)
             or reduction.is_valid(seg, H100, two) is not None
         )
     elif row_vectors <= 32:
@@ -500,6 +515,9 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
     if kind == "sum" and p.vector > 1 and 32 < -(-cols // p.vector) < 256:
         if not reduction.peels(seg, p.vector):
             least = reduction.MIDDLE_ROW_LANE_ROWS
+    # and so do row sums of 9-31 vectors in lanes of a few vectors
+    if kind == "sum" and reduction.few_row_lanes(seg, device, -(-cols // p.vector), p.vector):
+        least = reduction.SHORT_ROW_LANE_ROWS
 
     def wants_more(lanes: int) -> bool:
         return (
@@ -1350,6 +1368,97 @@ def test_strided_sums_of_half_the_threads_compile(shape, dtype, arch):
     seg = middle_sum_segment(*shape, dtype)
     p = reduction.default_params(seg, H100)
     assert p.threads_r == reduction._outer_defaults(seg, H100).threads_r // 2, p
+    buffers = {b: dtype if b == seg.loads[0].buffer else DataType.Float for b in seg.buffer_ids}
+    kernel = generate(seg, p, H100, buffers)
+    assert compile_kernel(kernel.source, kernel.name, arch).cubin
+
+
+@given(
+    rows_log=st.integers(0, 24),
+    row_vectors=st.integers(9, 31).filter(lambda v: v & (v - 1)),
+    vector_bytes=st.sampled_from([4, 8, 16]),
+    dtype=st.sampled_from(list(NUMPY)),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=200, deadline=None)
+def test_short_rows_of_9_to_31_vectors_take_lanes_of_a_few_vectors(
+    rows_log, row_vectors, vector_bytes, dtype, device
+):
+    """A row sum's row of 9-31 vectors (not a power of two) takes as few lanes as leave each
+    at most SHORT_ROW_LANE_VECTORS vectors of it (fewer than runs of 64 bytes give) and
+    SHORT_ROW_LANE_ROWS rows a lane, exactly where a lane's 2 rows of 4 vectors fit its
+    registers (LANE_ELEMENTS: not bf16 vectors of 8) and the grid of 512-thread blocks still
+    holds GRID_THREADS_AN_SM threads an SM with 2 rows a lane; elsewhere the runs of 64 bytes
+    stay. A max-exp-sum of the same rows keeps its lanes."""
+    itemsize = 4 if dtype is DataType.Float else 2
+    vector = vector_bytes // itemsize
+    cols = row_vectors * vector
+    seg = row_sum_segment(1 << rows_log, cols, dtype)
+    p = reduction.default_params(seg, device)
+    assert reduction.is_valid(seg, device, p) is None
+    if vector == 1 or p.vector != vector:
+        return  # scalars, or narrower vectors (a row of one): 64-byte runs or scalars' lanes
+    most = reduction.SHORT_ROW_LANE_VECTORS
+    lanes = reduction.pow2_at_least(-(-row_vectors // most))
+    n_out, _ = reduction.sizes(seg)
+    rows = 512 // lanes
+    while rows > 1 and lanes * rows > 32 and -(-n_out // rows) < 8 * device.sm_count:
+        rows //= 2
+    holds = -(-n_out // (2 * rows)) * rows * lanes >= reduction.GRID_THREADS_AN_SM * device.sm_count
+    if 2 * most * vector <= reduction.LANE_ELEMENTS and holds:
+        assert p.threads_r == lanes < reduction.short_row_lanes(seg, row_vectors, vector), p
+        assert p.threads_r * most >= row_vectors > p.threads_r // 2 * most, p
+        assert p.unroll == reduction.pow2_at_least(-(-row_vectors // p.threads_r)) <= most
+        assert p.rows_per_lane == reduction.SHORT_ROW_LANE_ROWS, p
+    else:
+        assert p.threads_r == reduction.short_row_lanes(seg, row_vectors, vector), p
+    if device is H100:
+        q = _pattern_default("logsumexp", 1 << rows_log, cols, dtype)
+        if q.inner and q.vector == vector and q.threads_r > 1:
+            assert q.threads_r * most > row_vectors, q  # not this layout
+
+
+@pytest.mark.parametrize(
+    "rows,cols,dtype,lanes,rows_per_lane",
+    [
+        # row sums of 9-31 vectors: lanes of 4 vectors, 2 rows a lane (reduction.
+        # SHORT_ROW_LANE_VECTORS; H200, ab.py, short_row_lanes_2026-11-27/probe_*_h200.log)
+        (466033, 18, DataType.BFloat16, 4, 2),  # 17.4 -> 12.6 us
+        (1525201, 22, DataType.BFloat16, 4, 2),  # 43.8 -> 27.8
+        (4473924, 30, DataType.BFloat16, 4, 2),  # 119.1 -> 81.7
+        (2917776, 46, DataType.BFloat16, 8, 2),  # 129.2 -> 87.9
+        (1082401, 62, DataType.BFloat16, 8, 2),  # 53.1 -> 43.5
+        (2581110, 26, DataType.Float, 4, 2),  # 138.1 -> 80.0
+        (399457, 42, DataType.Float, 8, 2),  # 45.0 -> 23.8
+        # kept: bf16 vectors of 8 (4 a lane, one row a lane: [1228872, 104] 86.3 -> 152.0,
+        # [865247, 120] 67.4 -> 127.7), rows too few for 2 a lane (fp32 [50001, 56] 10.3 ->
+        # 12.3), rows of a power of two vectors (no lane idle), rows of 8 or fewer
+        (1228872, 104, DataType.BFloat16, 8, 1),
+        (865247, 120, DataType.BFloat16, 8, 1),
+        (50001, 56, DataType.Float, 8, 1),
+        (1 << 20, 64, DataType.Float, 8, 1),
+        (1 << 20, 128, DataType.BFloat16, 8, 1),
+        (4787403, 10, DataType.Float, 8, 2),
+    ],
+)
+def test_short_rows_of_9_to_31_vectors_measured_points(rows, cols, dtype, lanes, rows_per_lane):
+    """reduction.short_row_of_few_lanes at the points measured."""
+    p = _pattern_default("row", rows, cols, dtype)
+    assert (p.threads_r, p.rows_per_lane) == (lanes, rows_per_lane), p
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize(
+    "rows, cols, dtype",
+    [(466033, 18, DataType.BFloat16), (399457, 42, DataType.Float), (300001, 36, DataType.Float)],
+)
+def test_short_rows_of_9_to_31_vectors_compile(rows, cols, dtype, arch):
+    """The defaults' kernels of lanes of a few vectors, 2 rows a lane, compile for sm_80 and
+    sm_90 (their values: `test_gpu_rows_per_lane.py::
+    test_the_defaults_take_lanes_of_a_few_vectors_of_a_row_sum_of_9_to_31`)."""
+    seg = row_sum_segment(rows, cols, dtype)
+    p = reduction.default_params(seg, H100)
+    assert p.unroll == reduction.SHORT_ROW_LANE_VECTORS and p.rows_per_lane == 2, p
     buffers = {b: dtype if b == seg.loads[0].buffer else DataType.Float for b in seg.buffer_ids}
     kernel = generate(seg, p, H100, buffers)
     assert compile_kernel(kernel.source, kernel.name, arch).cubin

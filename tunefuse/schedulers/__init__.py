@@ -204,7 +204,10 @@ class Scheduler(Protocol):
 #    of half the threads hold in one wave at one block an SM to spare, take half the threads
 #    along the reduction where a lane loads 4 bytes or more and the halved threads still
 #    read a sector a step (`reduction._one_wave_threads`).
-HEURISTICS_VERSION = 45
+# 46: a row sum's short rows of 9-31 vectors (not a power of two) take lanes of up to 4
+#    vectors and 2 rows a lane, not runs of 64 bytes, where a lane holds its 2 rows and the
+#    grid holds 2 rows a lane (`reduction.few_row_lanes`).
+HEURISTICS_VERSION = 46
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
