@@ -314,3 +314,30 @@ def test_the_defaults_take_lanes_of_a_few_vectors_of_a_row_sum_of_9_to_31(
     assert k.params["threads_r"] * reduction.SHORT_ROW_LANE_VECTORS >= row_vectors, k.params
     assert k.params["rows_per_lane"] == reduction.SHORT_ROW_LANE_ROWS, k.params
     assert_agrees(fd, inputs, got, dtype)
+
+
+@pytest.mark.parametrize(
+    "dtype,rows,cols,lanes",
+    [
+        (DataType.BFloat16, 300007, 18, 4),  # 9 bf16 pairs: 4 lanes, not 16
+        (DataType.BFloat16, 100003, 46, 8),  # 23 pairs: 8 lanes
+        (DataType.Float, 200003, 26, 4),  # 13 vectors of 8 bytes
+        (DataType.Float, 30011, 36, 4),  # 9 vectors of 16 bytes
+        (DataType.BFloat16, 7777, 184, 8),  # 23 vectors of 16 bytes
+    ],
+)
+def test_the_defaults_take_lanes_of_a_few_vectors_of_a_short_logsumexp_row(
+    dtype, rows, cols, lanes, rng
+):
+    """A logsumexp's rows of 9-31 vectors, not a power of two (`normalization.
+    FEW_LANE_MAX_EXP_SUMS`): lanes of up to reduction.SHORT_ROW_LANE_VECTORS vectors, the
+    last block partly empty and the last lane's share partly past its row; agrees with the
+    reference."""
+    fd = _build(logsumexp, dtype)
+    inputs = _inputs(logsumexp, fd, (rows, cols), rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    (k,) = [k for k in launched if "cache_row" in k.params]
+    assert k.params["threads_r"] == lanes and k.params["vector"] > 1, k.params
+    row_vectors = -(-cols // k.params["vector"])
+    assert lanes * reduction.SHORT_ROW_LANE_VECTORS >= row_vectors, k.params
+    assert_agrees(fd, inputs, got, dtype)

@@ -1389,7 +1389,7 @@ def test_short_rows_of_9_to_31_vectors_take_lanes_of_a_few_vectors(
     SHORT_ROW_LANE_ROWS rows a lane, exactly where a lane's 2 rows of 4 vectors fit its
     registers (LANE_ELEMENTS: not bf16 vectors of 8) and the grid of 512-thread blocks still
     holds GRID_THREADS_AN_SM threads an SM with 2 rows a lane; elsewhere the runs of 64 bytes
-    stay. A max-exp-sum of the same rows keeps its lanes."""
+    stay. A logsumexp of the same rows takes the same lanes."""
     itemsize = 4 if dtype is DataType.Float else 2
     vector = vector_bytes // itemsize
     cols = row_vectors * vector
@@ -1413,9 +1413,11 @@ def test_short_rows_of_9_to_31_vectors_take_lanes_of_a_few_vectors(
     else:
         assert p.threads_r == reduction.short_row_lanes(seg, row_vectors, vector), p
     if device is H100:
+        # a logsumexp's rows take the same lanes, whatever the registers and the grid
+        # (normalization.FEW_LANE_MAX_EXP_SUMS)
         q = _pattern_default("logsumexp", 1 << rows_log, cols, dtype)
-        if q.inner and q.vector == vector and q.threads_r > 1:
-            assert q.threads_r * most > row_vectors, q  # not this layout
+        if q.vector == vector:
+            assert q.inner and q.threads_r == lanes, q
 
 
 @pytest.mark.parametrize(

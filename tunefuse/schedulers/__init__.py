@@ -207,7 +207,9 @@ class Scheduler(Protocol):
 # 46: a row sum's short rows of 9-31 vectors (not a power of two) take lanes of up to 4
 #    vectors and 2 rows a lane, not runs of 64 bytes, where a lane holds its 2 rows and the
 #    grid holds 2 rows a lane (`reduction.few_row_lanes`).
-HEURISTICS_VERSION = 46
+# 47: a logsumexp's short rows of 9-31 vectors (not a power of two) take the same lanes of up
+#    to 4 vectors (`reduction.few_lanes`, normalization FEW_LANE_MAX_EXP_SUMS).
+HEURISTICS_VERSION = 47
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

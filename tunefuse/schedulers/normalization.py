@@ -447,6 +447,19 @@ def lane_rows_within(rows_per_lane: int, ept: int, segment: Segment) -> int:
     return rows_per_lane
 
 
+# FEW_LANE_MAX_EXP_SUMS: a max-and-sum of exp whose every store is reduced (logsumexp) over a
+# short row of 9-31 vectors (not a power of two) takes the row sums' lanes of up to
+# reduction.SHORT_ROW_LANE_VECTORS vectors (`reduction.few_lanes`), not runs of 64 bytes: a
+# row ends in two shuffle trees (the max, then the sum) and an exp an element, and 16 lanes
+# of a few bytes left most of each lane's time to them. H200, benchmarks/ab.py (`surface/
+# short_row_lanes_2026-11-27/probe_lse_*_h200.log`; 16 lanes -> 4 / 8, torch.compile in
+# brackets): bf16 [466033, 18] 33.0 -> 17.9 / 24.1 us (31.9), [1525201, 22] 94.3 -> 44.3 /
+# 65.4 (88.9), [4473924, 30] 265.4 -> 145.1 / 181.7 (248.0), [2917776, 46] 245.4 -> 128.2 /
+# 154.6 (321.7); fp32 [399457, 42] 38.9 -> 25.2 / 25.7 (52.7). Judged old against new on
+# the 24 cells of fresh seeds 266-290 it moves and 3 of 16-byte vectors (`judged3_*_h200_
+# summary.txt`): geomean 0.786; bf16 [4546595, 18] 268.1 -> 119.3 (248.9), [4222896, 30]
+# 251.2 -> 136.8 (224.6), fp32 [1581913, 38] 137.6 -> 83.2 (191.7); 2 slower, fp32 rows of
+# 16-byte vectors few enough for 16 MB: [31572, 124] 10.8 -> 11.5, [34358, 100] 10.6 -> 11.0.
 def _short_rows(segment: Segment, device: DeviceInfo) -> Params:
     """Rows of at most 32 vectors (odd rows of up to SCALAR_NORM_MOST_ROW), held in
     registers, several rows a warp: lanes a row as the reduction scheduler's
@@ -467,6 +480,10 @@ def _short_rows(segment: Segment, device: DeviceInfo) -> Params:
     elif full_stores and vector > 1:
         vector_bytes = vector * reduction.widest_load(segment)
         threads = fewer_narrow_lanes(threads, row_vectors, vector_bytes)
+    elif reduction.has_max_exp_sum(segment) and reduction.short_row_of_few_lanes(
+        row_vectors, vector
+    ):
+        threads = reduction.few_lanes(row_vectors)  # FEW_LANE_MAX_EXP_SUMS
     # Blocks of 128 threads, as for longer rows: a block of one-row lanes lives as long
     # as its slowest row, and 512 such threads free an SM's slots four times as coarsely:
     # layernorm bf16 [2**22, 8] 57.2 -> 52.8 us, [2**20, 8] 18.6 -> 17.1, [2**21, 16]

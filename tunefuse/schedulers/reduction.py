@@ -733,29 +733,38 @@ SHORT_ROW_LANE_VECTORS = 4
 SHORT_ROW_LANE_ROWS = 2
 
 
-def short_row_of_few_lanes(segment: Segment, row_vectors: int, vector: int) -> bool:
-    """Whether a plain row sum's contiguous row of `row_vectors` vectors of `vector` (over one
-    element) takes lanes of SHORT_ROW_LANE_VECTORS: more vectors than one lane reads whole
+def short_row_of_few_lanes(row_vectors: int, vector: int) -> bool:
+    """Whether a contiguous row of `row_vectors` vectors of `vector` (over one element) may
+    take lanes of a few vectors (`few_lanes`): more vectors than one lane reads whole
     (ONE_LANE_ROW_VECTORS), at most 32, not a power of two."""
     return (
         vector > 1
         and ONE_LANE_ROW_VECTORS < row_vectors <= 32
         and pow2_at_least(row_vectors) != row_vectors
-        and SHORT_ROW_LANE_ROWS * SHORT_ROW_LANE_VECTORS * vector <= LANE_ELEMENTS
-        and plain_sums(segment)
     )
+
+
+def few_lanes(row_vectors: int) -> int:
+    """The fewest lanes (a power of two) that leave each at most SHORT_ROW_LANE_VECTORS of a
+    row of `row_vectors` vectors."""
+    return pow2_at_least(-(-row_vectors // SHORT_ROW_LANE_VECTORS))
 
 
 def few_row_lanes(
     segment: Segment, device: DeviceInfo, row_vectors: int, vector: int
 ) -> int | None:
-    """The lanes of a short row of a few vectors a lane (`short_row_of_few_lanes`): as few
-    as leave each at most SHORT_ROW_LANE_VECTORS; None where the rows are not such or the
-    grid of 512-thread blocks would not hold SHORT_ROW_LANE_ROWS rows a lane."""
-    if not short_row_of_few_lanes(segment, row_vectors, vector):
+    """The lanes of a plain row sum's short row of a few vectors a lane
+    (`short_row_of_few_lanes`, `few_lanes`); None where the rows are not such, a lane's
+    SHORT_ROW_LANE_ROWS rows of SHORT_ROW_LANE_VECTORS vectors pass LANE_ELEMENTS or the grid
+    of 512-thread blocks would not hold SHORT_ROW_LANE_ROWS rows a lane."""
+    if not (
+        short_row_of_few_lanes(row_vectors, vector)
+        and SHORT_ROW_LANE_ROWS * SHORT_ROW_LANE_VECTORS * vector <= LANE_ELEMENTS
+        and plain_sums(segment)
+    ):
         return None
     n_out, _ = sizes(segment)
-    lanes = pow2_at_least(-(-row_vectors // SHORT_ROW_LANE_VECTORS))
+    lanes = few_lanes(row_vectors)
     rows = rows_filling(n_out, device, 512 // lanes, lanes)
     return lanes if grid_holds(n_out, device, rows, SHORT_ROW_LANE_ROWS, lanes) else None
 
