@@ -442,6 +442,31 @@ def test_row_sums_as_the_defaults_lay_them_agree_on_the_host(dtype, cols):
     _run_37_rows_as(fd, cols, dtype, "reduction", {f: getattr(p, f) for f in fields})
 
 
+# a logsumexp's rows of 9-31 vectors in lanes of a few vectors (`normalization.
+# FEW_LANE_MAX_EXP_SUMS`): the last lane's share partly past its row
+LOGSUMEXP_FEW_LANES = [
+    (DataType.BFloat16, 18),
+    (DataType.BFloat16, 46),
+    (DataType.Float, 26),
+    (DataType.Float, 36),
+    (DataType.BFloat16, 184),
+]
+
+
+@pytest.mark.parametrize("dtype, cols", LOGSUMEXP_FEW_LANES)
+def test_logsumexp_rows_as_the_defaults_lay_them_agree_on_the_host(dtype, cols):
+    """A logsumexp laid out as the defaults lay it on 2**21 rows (lanes of at most
+    SHORT_ROW_LANE_VECTORS vectors) run on 37 rows: the last block's lanes and rows a lane
+    past the last row."""
+    from tunefuse.schedulers import reduction
+
+    fd = build(ZOO["logsumexp"], dtype)
+    p = _defaults_of_many_rows(fd, cols, dtype)
+    assert p.threads_r == reduction.few_lanes(-(-cols // p.vector)) and p.vector > 1, p
+    fields = ("threads_r", "rows_per_block", "vector", "elements_per_thread", "rows_per_lane")
+    _run_37_rows_as(fd, cols, dtype, "normalization", {f: getattr(p, f) for f in fields})
+
+
 def _rows_apart(define):  # noqa: ANN001, ANN202
     """`define` with its 2-D inputs declared with rows that need not lie back to back."""
 
