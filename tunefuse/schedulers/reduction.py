@@ -811,10 +811,10 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
         # blocks an SM (2048 x 1024: 2048 blocks, not 256).
         row_vectors = -(-n_red // vector)
         odd_reduced = False  # REDUCED_ODD_ROW_LANES
-        few_lanes = False  # few_row_lanes
+        lanes_of_few = False  # few_row_lanes
         if row_vectors <= 32:
             few = few_row_lanes(segment, device, row_vectors, vector)
-            few_lanes = few is not None
+            lanes_of_few = few is not None
             threads_r = few or short_row_lanes(segment, row_vectors, vector)
             chunks = pow2_at_least(-(-row_vectors // threads_r))  # 1, 2 or 4 (unroll's choices)
         else:
@@ -884,7 +884,7 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
             and plain_sums(segment)
         ):
             least = MIDDLE_ROW_LANE_ROWS
-        if few_lanes:
+        if lanes_of_few:
             least = SHORT_ROW_LANE_ROWS
         per_lane = default_rows_per_lane(
             segment, device, rows, lane_elements(segment, p), vector, least, threads_r
