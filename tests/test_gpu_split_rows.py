@@ -57,6 +57,29 @@ def test_rows_that_fill_the_sms_keep_one_kernel(rng):
 
 
 @pytest.mark.parametrize(
+    "name,dtype,share,cols",
+    [
+        ("rmsnorm", DataType.Float, 0.83, 430050),  # rows of 1.7 MB, 2 a vector
+        ("softmax", DataType.BFloat16, 0.91, 664623),  # odd rows: peeled vectors
+        ("layernorm", DataType.Float, 1.0, 2**19),  # a row for every SM
+    ],
+)
+def test_rows_re_read_by_one_block_an_sm_run_a_kernel_a_pass(name, dtype, share, cols, rng):
+    """About as many rows as SMs, each too long to hold and re-read past the L2: one block
+    of 512 threads an SM keeps too few loads in flight, so each pass is a kernel across the
+    GPU (`normalization.MIN_RESIDENT_THREADS_SHARE`), and agrees with the reference."""
+    from tunefuse.runtime.device import runtime
+
+    rows = int(share * runtime(0).info.sm_count)
+    fd = build(ZOO[name], dtype)
+    inputs = inputs_for(fd, rows, cols, rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    kinds = [SchedulerKind(k.scheduler) for k in launched]
+    assert kinds == [SchedulerKind.REDUCTION, SchedulerKind.POINTWISE], kinds
+    assert_agrees(fd, inputs, got, dtype)
+
+
+@pytest.mark.parametrize(
     "name,dtype,shape",
     [
         ("layernorm", DataType.Float, (3, 2**22 + 4)),  # weight and bias: 32 MB a pass

@@ -348,21 +348,24 @@ def softmax_plan(rows: int, cols: int, dtype: DataType, device):  # noqa: ANN001
 
 
 @given(
-    rows_log=st.integers(0, 14),
-    odd=st.booleans(),
+    rows=st.one_of(
+        st.integers(1, 1 << 14),
+        st.sampled_from([int(f * 132) for f in (0.79, 0.8, 0.9, 1.0, 1.01, 1.6, 2.0)]),
+        st.sampled_from([int(f * 108) for f in (0.79, 0.8, 0.9, 1.0, 1.01, 1.6, 2.0)]),
+    ),
     cols_log=st.integers(10, 22),
     dtype=st.sampled_from(list(NUMPY)),
     device=st.sampled_from([H100, A100]),
 )
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=300, deadline=None)
 def test_a_normalization_is_one_kernel_unless_its_rows_neither_fit_nor_fill_the_gpu(
-    rows_log, odd, cols_log, dtype, device
+    rows, cols_log, dtype, device
 ):
-    """One kernel where a block holds its row (registers or shared memory: read once) or the
-    rows keep at least MIN_SM_BALANCE of the SMs busy; else a kernel a pass (the max and the
-    sum of exp(x - max) in one pass, then the output), the reduction split across blocks
-    where its rows do not cover the SMs."""
-    rows = (1 << rows_log) + (3 if odd else 0)
+    """One kernel where a block holds its row (registers or shared memory: read once), or
+    where the rows keep at least MIN_SM_BALANCE of the SMs busy and, if the rows the resident
+    blocks read again pass the L2, at least half of each SM's threads; else a kernel a pass
+    (the max and the sum of exp(x - max) in one pass, then the output), the reduction split
+    across blocks where its rows do not cover the SMs."""
     plan = softmax_plan(rows, 1 << cols_log, dtype, device)
     kinds = [s.scheduler for s in plan.segments]
     whole = softmax_plan(rows, 1 << cols_log, dtype, None).segments[0]
@@ -370,9 +373,20 @@ def test_a_normalization_is_one_kernel_unless_its_rows_neither_fit_nor_fill_the_
     p = normalization.default_params(whole, device)
     held = p.cache_row or p.shared_row
     waves = -(-rows // device.sm_count)
-    if held or rows / (waves * device.sm_count) >= normalization.MIN_SM_BALANCE:
+    balanced = rows / (waves * device.sm_count) >= normalization.MIN_SM_BALANCE
+    if held:
         assert kinds == [SchedulerKind.NORMALIZATION]
         return
+    assert p.inner and p.rows_per_block == 1 and p.rows_per_lane == 1  # a block a row
+    itemsize = 4 if dtype is DataType.Float else 2
+    blocks_an_sm = min(waves, device.max_threads_per_sm // p.threads_r)
+    past_l2 = min(rows, blocks_an_sm * device.sm_count) * (itemsize << cols_log) > device.l2_bytes
+    starved = past_l2 and 2 * blocks_an_sm * p.threads_r < device.max_threads_per_sm
+    if balanced and not starved:
+        assert kinds == [SchedulerKind.NORMALIZATION]
+        return
+    if balanced:
+        assert "too few loads in flight" in plan.segments[0].why
     assert kinds == [SchedulerKind.REDUCTION, SchedulerKind.POINTWISE]
     assert "do not fit a block" in plan.segments[0].why
     assert len(plan.segments[0].stores) == 2  # the max and the sum, one accumulator
@@ -1485,3 +1499,51 @@ def test_short_logsumexp_rows_measured_points(rows, cols, dtype, lanes):
     """normalization.FEW_LANE_MAX_EXP_SUMS at the points measured."""
     p = _pattern_default("logsumexp", rows, cols, dtype)
     assert p.threads_r == lanes and p.inner, p
+
+
+def _pattern_kinds(pattern: str, shape: tuple[int, ...], dtype: DataType, device):  # noqa: ANN001, ANN202
+    """The schedulers of a surface pattern's plan on `shape` for `device`, and its first
+    kernel's why."""
+    import pathlib
+    import sys
+
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    from patterns import pattern_fusion, planning_inputs
+
+    fd = pattern_fusion(pattern, dtype)
+    plan = fd.plan(planning_inputs(fd, shape, dtype), device=device)
+    return [s.scheduler for s in plan.segments], plan.segments[0].why
+
+
+@pytest.mark.parametrize(
+    "pattern,rows,cols,dtype,split",
+    [
+        # one block of 512 threads an SM, past the L2: a kernel a pass measured faster (H200,
+        # benchmarks/surface/split_one_block_2026-11-28/probe_split_h200.log)
+        ("rmsnorm", 109, 430050, DataType.Float, True),  # 238.0 -> 167.7 us
+        ("rmsnorm", 128, 524288, DataType.Float, True),  # 259.1 -> 210.2
+        ("rmsnorm", 128, 277189, DataType.Float, True),  # 161.3 -> 124.3
+        ("rmsnorm", 115, 1086886, DataType.BFloat16, True),  # 414.9 -> 230.8
+        ("softmax", 111, 540708, DataType.Float, True),  # 254.7 -> 214.0
+        ("softmax", 120, 664623, DataType.BFloat16, True),  # 210.1 -> 192.9
+        ("layernorm", 125, 434574, DataType.Float, True),  # 288.8 -> 211.8
+        ("layernorm", 106, 724384, DataType.BFloat16, True),  # 180.9 -> 147.9
+        # two blocks an SM (half its threads) keep the one kernel: the split measured slower
+        ("softmax", 256, 262144, DataType.Float, False),  # 205.2 / 208.8 split
+        ("layernorm", 256, 262144, DataType.Float, False),  # 206.3 / 218.7
+        ("layernorm", 226, 326346, DataType.BFloat16, False),  # 174.5 / 203.3
+        # more: rows the SMs hold at 4 blocks an SM (the split gained or lost by pattern)
+        ("softmax", 1024, 131072, DataType.BFloat16, False),  # 209.5 / 241.8
+        ("rmsnorm", 452, 112399, DataType.Float, False),  # 173.0 / 160.2
+    ],
+)
+def test_the_measured_rows_re_read_by_one_block_an_sm(pattern, rows, cols, dtype, split):
+    """A contiguous row re-read by its block past the L2 runs a kernel a pass where its
+    blocks leave each SM one block of 512 threads (under MIN_RESIDENT_THREADS_SHARE of its
+    threads), and keeps its one kernel where they leave two or more."""
+    kinds, why = _pattern_kinds(pattern, (rows, cols), dtype, H100)
+    if not split:
+        assert kinds == [SchedulerKind.NORMALIZATION]
+        return
+    assert kinds[0] is SchedulerKind.REDUCTION and kinds[-1] is SchedulerKind.POINTWISE, kinds
+    assert "too few loads in flight" in why, why

@@ -209,7 +209,10 @@ class Scheduler(Protocol):
 #    grid holds 2 rows a lane (`reduction.few_row_lanes`).
 # 47: a logsumexp's short rows of 9-31 vectors (not a power of two) take the same lanes of up
 #    to 4 vectors (`reduction.few_lanes`, normalization FEW_LANE_MAX_EXP_SUMS).
-HEURISTICS_VERSION = 47
+# 48: a contiguous row re-read by its block past the L2, its blocks leaving each SM under half
+#    its threads (one block of 512 an SM), runs a kernel a pass (normalization
+#    MIN_RESIDENT_THREADS_SHARE, `split_reason`).
+HEURISTICS_VERSION = 48
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

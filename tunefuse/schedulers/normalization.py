@@ -1162,6 +1162,33 @@ MIN_SM_BALANCE = 0.8
 # (358.9; 256 MB).
 
 
+# A contiguous row re-read by its block, where the re-reads miss the L2, reads memory in
+# every pass; the loads a pass keeps in flight are the resident threads' an SM. One block of
+# 512 threads an SM (the rows about as many as the SMs: more keep 2 or more an SM, fewer are
+# split by MIN_SM_BALANCE) holds a quarter of an SM's threads, too few to keep a pass over
+# memory at its bandwidth; a kernel a pass fills every SM. Under this share of an SM's threads
+# resident, the normalization is split (`split_reason`). H200, the one kernel against a kernel
+# a pass (benchmarks/surface/split_one_block_2026-11-28/probe_split_h200.log, rounds
+# alternated), one block an SM: rmsnorm fp32 [109, 430050] 238.0 -> 167.7 us, [128, 524288]
+# 259.1 -> 210.2, [128, 277189] 161.3 -> 124.3, bf16 [115, 1086886] 414.9 -> 230.8; softmax
+# fp32 [111, 540708] 254.7 -> 214.0, bf16 [120, 664623] 210.1 -> 192.9; layernorm fp32 [125,
+# 434574] 288.8 -> 211.8, bf16 [106, 724384] 180.9 -> 147.9. Two blocks an SM (half its
+# threads) keep the one kernel: softmax fp32 [256, 262144] 205.2 / 208.8 split, layernorm
+# fp32 [256, 262144] 206.3 / 218.7, bf16 [226, 326346] 174.5 / 203.3. Blocks of 1024 threads
+# in the one kernel gained less on 5 of those 8 cells (rmsnorm bf16 [115, 1086886] 377.3).
+# Contiguous rows only: strided rows past the L2 have their own rule above.
+MIN_RESIDENT_THREADS_SHARE = 0.5
+
+
+def resident_threads_an_sm(blocks: int, threads: int, device: DeviceInfo) -> int:
+    """The threads that `blocks` blocks of `threads` threads keep on the busiest SM in their
+    first wave: as many blocks as the SM's threads allow, or the blocks an SM there are."""
+    if blocks == 0:
+        return 0
+    an_sm = min(-(-blocks // device.sm_count), max(1, device.max_threads_per_sm // threads))
+    return an_sm * threads
+
+
 def rereads_resident_bytes(segment: Segment, device: DeviceInfo, p: Params, blocks: int) -> int:
     """The bytes of rows the resident blocks of a re-reading normalization read again: each
     block's rows (`outputs_a_block`) of every input a later pass reads again, for as
@@ -1207,6 +1234,16 @@ def split_reason(segment: Segment, device: DeviceInfo) -> str | None:
             f"{device.l2_bytes >> 20} MB L2: each pass reads memory either way, a kernel a "
             "pass does it across the GPU"
         )
+    if p.inner and resident > device.l2_bytes:
+        threads = resident_threads_an_sm(blocks, reduction.block_threads(p.as_reduction()), device)
+        if threads < MIN_RESIDENT_THREADS_SHARE * device.max_threads_per_sm:
+            return (
+                f"rows of {n_red} do not fit a block (each pass reads them again) and the rows "
+                f"its resident blocks read again ({resident >> 20} MB) do not fit the "
+                f"{device.l2_bytes >> 20} MB L2; {blocks} blocks leave {threads} threads an SM "
+                f"of {device.max_threads_per_sm}, too few loads in flight for a pass over memory: "
+                "a kernel a pass, each across the GPU"
+            )
     balance = sm_balance(blocks, device)
     if balance >= MIN_SM_BALANCE:
         return None
