@@ -295,6 +295,9 @@ def test_the_defaults_take_two_rows_a_lane_of_a_row_sum_of_33_to_255_vectors(
         (_row_stats, DataType.Float, (280003, 26)),  # 13 vectors of 8 bytes
         (_row_stats, DataType.Float, (300001, 36)),  # 9 vectors of 16 bytes
         (_row_stats, DataType.Float, (200003, 40)),  # 10 vectors of 16 bytes
+        (_row_stats, DataType.BFloat16, (300007, 80)),  # 10 bf16 vectors of 8: 4 lanes of 3
+        (_row_stats, DataType.BFloat16, (200003, 104)),  # 13 of 8: 8 lanes of 2
+        (_row_stats, DataType.BFloat16, (150001, 168)),  # 21 of 8: 8 lanes of 3
         (_scaled_row_sum, DataType.Half, (300007, 22)),  # a per-row scale read once a row
         (functools.partial(middle_reduction, op="sum"), DataType.BFloat16, (300007, 30, 1)),
     ],
@@ -303,15 +306,18 @@ def test_the_defaults_take_lanes_of_a_few_vectors_of_a_row_sum_of_9_to_31(
     define, dtype, shape, rng
 ):
     """Row sums of 9-31 vectors, not a power of two (`reduction.short_row_of_few_lanes`):
-    lanes of at most SHORT_ROW_LANE_VECTORS vectors, 2 rows a lane, the last block partly
-    empty and the last lane's chunks partly past its row; agrees with the reference."""
+    lanes of at most SHORT_ROW_LANE_VECTORS vectors (3 of bf16 vectors of 8), 2 rows a lane,
+    the last block partly empty and the last lane's chunks partly past its row; agrees with
+    the reference."""
     fd = _build(define, dtype)
     inputs = _inputs(define, fd, shape, rng)
     got, launched = run_with_reduction_params(fd, inputs)
     (k,) = launched
-    row_vectors = -(-shape[1] // k.params["vector"])
-    assert k.params["vector"] > 1 and k.params["unroll"] == reduction.SHORT_ROW_LANE_VECTORS
-    assert k.params["threads_r"] * reduction.SHORT_ROW_LANE_VECTORS >= row_vectors, k.params
+    vector = k.params["vector"]
+    row_vectors = -(-shape[1] // vector)
+    chunks = -(-row_vectors // k.params["threads_r"])
+    assert vector > 1 and k.params["unroll"] == reduction.pow2_at_least(chunks), k.params
+    assert chunks <= reduction.few_lane_vectors(vector) <= reduction.SHORT_ROW_LANE_VECTORS
     assert k.params["rows_per_lane"] == reduction.SHORT_ROW_LANE_ROWS, k.params
     assert_agrees(fd, inputs, got, dtype)
 

@@ -418,6 +418,10 @@ ROW_SUM_LANES = [
     (DataType.Float, 26),
     (DataType.Float, 36),
     (DataType.Float, 40),
+    (DataType.BFloat16, 80),  # 16-byte vectors: 4 lanes of 3 (SHORT_ROW_LANE_ELEMENTS)
+    (DataType.BFloat16, 104),  # 8 lanes of 2
+    (DataType.BFloat16, 168),  # 8 lanes of 3
+    (DataType.BFloat16, 248),  # 16 lanes of 2
     (DataType.BFloat16, 6),
     (DataType.BFloat16, 10),
     (DataType.BFloat16, 12),

@@ -529,9 +529,12 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
     if kind == "sum" and p.vector > 1 and 32 < -(-cols // p.vector) < 256:
         if not reduction.peels(seg, p.vector):
             least = reduction.MIDDLE_ROW_LANE_ROWS
-    # and so do row sums of 9-31 vectors in lanes of a few vectors
+    # and so do row sums of 9-31 vectors in lanes of a few vectors, whose registers may hold
+    # up to SHORT_ROW_LANE_ELEMENTS (16-byte vectors of bf16: 2 rows of 3 vectors)
+    most_elements = reduction.LANE_ELEMENTS
     if kind == "sum" and reduction.few_row_lanes(seg, device, -(-cols // p.vector), p.vector):
         least = reduction.SHORT_ROW_LANE_ROWS
+        most_elements = reduction.SHORT_ROW_LANE_ELEMENTS
 
     def wants_more(lanes: int) -> bool:
         return (
@@ -544,7 +547,7 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
     assert r in (1, 2, 4, 8)
     if r > 1:
         assert wants_more(r // 2)  # no more rows than needed
-        assert r * share <= reduction.LANE_ELEMENTS and grid_threads(r) >= full
+        assert r * share <= most_elements and grid_threads(r) >= full
         assert p.inner and (kind == "sum" or p.cache_row)
     if not wants_more(1):
         assert r == 1
@@ -556,7 +559,7 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
     within = kind == "sum" or not short or 2 * r * row_bytes <= reduction.LANE_BYTES
     if kind != "sum" and short:
         assert r == 1 or r * row_bytes <= reduction.LANE_BYTES
-    if r < 8 and wants_more(r) and 2 * r * share <= reduction.LANE_ELEMENTS and within:
+    if r < 8 and wants_more(r) and 2 * r * share <= most_elements and within:
         assert grid_threads(2 * r) < full  # only the grid stopped it
 
 
@@ -1399,11 +1402,12 @@ def test_short_rows_of_9_to_31_vectors_take_lanes_of_a_few_vectors(
     rows_log, row_vectors, vector_bytes, dtype, device
 ):
     """A row sum's row of 9-31 vectors (not a power of two) takes as few lanes as leave each
-    at most SHORT_ROW_LANE_VECTORS vectors of it (fewer than runs of 64 bytes give) and
-    SHORT_ROW_LANE_ROWS rows a lane, exactly where a lane's 2 rows of 4 vectors fit its
-    registers (LANE_ELEMENTS: not bf16 vectors of 8) and the grid of 512-thread blocks still
-    holds GRID_THREADS_AN_SM threads an SM with 2 rows a lane; elsewhere the runs of 64 bytes
-    stay. A logsumexp of the same rows takes the same lanes."""
+    at most SHORT_ROW_LANE_VECTORS vectors of it (fewer than runs of 64 bytes give), fewer
+    where a lane's 2 rows of them would hold more than SHORT_ROW_LANE_ELEMENTS (bf16 vectors
+    of 8: 3), and SHORT_ROW_LANE_ROWS rows a lane, exactly where a lane takes at least 2
+    vectors and the grid of 512-thread blocks still holds GRID_THREADS_AN_SM threads an SM
+    with 2 rows a lane; elsewhere the runs of 64 bytes stay. A logsumexp of the same rows
+    takes lanes of up to SHORT_ROW_LANE_VECTORS."""
     itemsize = 4 if dtype is DataType.Float else 2
     vector = vector_bytes // itemsize
     cols = row_vectors * vector
@@ -1412,18 +1416,24 @@ def test_short_rows_of_9_to_31_vectors_take_lanes_of_a_few_vectors(
     assert reduction.is_valid(seg, device, p) is None
     if vector == 1 or p.vector != vector:
         return  # scalars, or narrower vectors (a row of one): 64-byte runs or scalars' lanes
-    most = reduction.SHORT_ROW_LANE_VECTORS
-    lanes = reduction.pow2_at_least(-(-row_vectors // most))
+    most = min(
+        reduction.SHORT_ROW_LANE_VECTORS,
+        reduction.SHORT_ROW_LANE_ELEMENTS // (reduction.SHORT_ROW_LANE_ROWS * vector),
+    )
+    assert most == (3 if vector == 8 else 4 if vector < 8 else 1)
+    lanes = reduction.pow2_at_least(-(-row_vectors // max(1, most)))
     n_out, _ = reduction.sizes(seg)
     rows = 512 // lanes
     while rows > 1 and lanes * rows > 32 and -(-n_out // rows) < 8 * device.sm_count:
         rows //= 2
     holds = -(-n_out // (2 * rows)) * rows * lanes >= reduction.GRID_THREADS_AN_SM * device.sm_count
-    if 2 * most * vector <= reduction.LANE_ELEMENTS and holds:
-        assert p.threads_r == lanes < reduction.short_row_lanes(seg, row_vectors, vector), p
+    if most >= 2 and holds:
+        assert p.threads_r == lanes <= reduction.short_row_lanes(seg, row_vectors, vector), p
         assert p.threads_r * most >= row_vectors > p.threads_r // 2 * most, p
-        assert p.unroll == reduction.pow2_at_least(-(-row_vectors // p.threads_r)) <= most
+        chunks = -(-row_vectors // p.threads_r)
+        assert chunks <= most and p.unroll == reduction.pow2_at_least(chunks), p
         assert p.rows_per_lane == reduction.SHORT_ROW_LANE_ROWS, p
+        assert 2 * chunks * vector <= reduction.SHORT_ROW_LANE_ELEMENTS
     else:
         assert p.threads_r == reduction.short_row_lanes(seg, row_vectors, vector), p
     if device is H100:
@@ -1431,7 +1441,8 @@ def test_short_rows_of_9_to_31_vectors_take_lanes_of_a_few_vectors(
         # (normalization.FEW_LANE_MAX_EXP_SUMS)
         q = _pattern_default("logsumexp", 1 << rows_log, cols, dtype)
         if q.vector == vector:
-            assert q.inner and q.threads_r == lanes, q
+            four = reduction.pow2_at_least(-(-row_vectors // reduction.SHORT_ROW_LANE_VECTORS))
+            assert q.inner and q.threads_r == four, q
 
 
 @pytest.mark.parametrize(
@@ -1446,11 +1457,16 @@ def test_short_rows_of_9_to_31_vectors_take_lanes_of_a_few_vectors(
         (1082401, 62, DataType.BFloat16, 8, 2),  # 53.1 -> 43.5
         (2581110, 26, DataType.Float, 4, 2),  # 138.1 -> 80.0
         (399457, 42, DataType.Float, 8, 2),  # 45.0 -> 23.8
-        # kept: bf16 vectors of 8 (4 a lane, one row a lane: [1228872, 104] 86.3 -> 152.0,
-        # [865247, 120] 67.4 -> 127.7), rows too few for 2 a lane (fp32 [50001, 56] 10.3 ->
-        # 12.3), rows of a power of two vectors (no lane idle), rows of 8 or fewer
-        (1228872, 104, DataType.BFloat16, 8, 1),
-        (865247, 120, DataType.BFloat16, 8, 1),
+        # bf16 vectors of 8: lanes of at most 3 vectors, 2 rows a lane (SHORT_ROW_LANE_ELEMENTS;
+        # H200, ab.py, split_one_block_2026-11-28/probe_short_bf16_rows_h200.log). Lanes of 4
+        # a lane, one row a lane, lost: [1228872, 104] 86.3 -> 152.0, [865247, 120] 67.4 ->
+        # 127.7 (short_row_lanes_2026-11-27/judged1)
+        (1300000, 72, DataType.BFloat16, 4, 2),  # 74.5 -> 50.8 us
+        (838860, 80, DataType.BFloat16, 4, 2),  # 55.9 -> 39.0
+        (1228872, 104, DataType.BFloat16, 8, 2),  # 84.4 -> 75.6
+        (865247, 120, DataType.BFloat16, 8, 2),  # 65.2 -> 59.7
+        # kept: rows too few for 2 a lane (fp32 [50001, 56] 10.3 -> 12.3), rows of a power of
+        # two vectors (no lane idle), rows of 8 or fewer
         (50001, 56, DataType.Float, 8, 1),
         (1 << 20, 64, DataType.Float, 8, 1),
         (1 << 20, 128, DataType.BFloat16, 8, 1),
@@ -1466,7 +1482,13 @@ def test_short_rows_of_9_to_31_vectors_measured_points(rows, cols, dtype, lanes,
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize(
     "rows, cols, dtype",
-    [(466033, 18, DataType.BFloat16), (399457, 42, DataType.Float), (300001, 36, DataType.Float)],
+    [
+        (466033, 18, DataType.BFloat16),
+        (399457, 42, DataType.Float),
+        (300001, 36, DataType.Float),
+        (838860, 80, DataType.BFloat16),  # 16-byte vectors: 4 lanes of 3
+        (759096, 168, DataType.BFloat16),  # 8 lanes of 3
+    ],
 )
 def test_short_rows_of_9_to_31_vectors_compile(rows, cols, dtype, arch):
     """The defaults' kernels of lanes of a few vectors, 2 rows a lane, compile for sm_80 and

@@ -212,7 +212,9 @@ class Scheduler(Protocol):
 # 48: a contiguous row re-read by its block past the L2, its blocks leaving each SM under half
 #    its threads (one block of 512 an SM), runs a kernel a pass (normalization
 #    MIN_RESIDENT_THREADS_SHARE, `split_reason`).
-HEURISTICS_VERSION = 48
+# 49: a row sum's short rows of 9-31 bf16 vectors of 8 take lanes of at most 3 vectors, 2 rows a
+#    lane (`reduction.few_lane_vectors`, SHORT_ROW_LANE_ELEMENTS).
+HEURISTICS_VERSION = 49
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -488,12 +488,13 @@ def default_rows_per_lane(
     vector: int,
     least: int = 1,
     row_lanes: int = 1,
+    most_elements: int = LANE_ELEMENTS,
 ) -> int:
     """Rows a lane for rows whose share a lane holds (`row_elements`, in loads of `vector`):
     doubled while the lane's loads of its rows come to fewer than LANE_BYTES (or, where it
     stores reduced outputs only, LANE_LOADS) or it has fewer than `least` rows, their
-    registers stay within LANE_ELEMENTS and the grid keeps GRID_THREADS_AN_SM threads an SM
-    (blocks of `rows_per_block` rows of `row_lanes` lanes)."""
+    registers stay within `most_elements` (LANE_ELEMENTS) and the grid keeps
+    GRID_THREADS_AN_SM threads an SM (blocks of `rows_per_block` rows of `row_lanes` lanes)."""
     n_out, _ = sizes(segment)
     row_bytes = row_elements * widest_load(segment)
     loads_only = stores_only_reduced(segment)
@@ -502,7 +503,7 @@ def default_rows_per_lane(
     while (
         r < 8
         and (r * row_bytes < LANE_BYTES or r * row_loads < LANE_LOADS or r < least)
-        and 2 * r * row_elements <= LANE_ELEMENTS
+        and 2 * r * row_elements <= most_elements
         and grid_holds(n_out, device, rows_per_block, 2 * r, row_lanes)
     ):
         r *= 2
@@ -731,6 +732,17 @@ def one_lane_rows(segment: Segment, n_red: int, vector: int) -> bool:
 # (74.2), [2502504, 22] 113.4 -> 62.1 (64.7).
 SHORT_ROW_LANE_VECTORS = 4
 SHORT_ROW_LANE_ROWS = 2
+# A lane's SHORT_ROW_LANE_ROWS rows hold at most this many elements: 16-byte vectors of 2-byte
+# elements (bf16 vectors of 8) take lanes of 3 vectors, not 4 (heuristics 49). Before, their
+# 2 rows of 4 vectors (64 elements) passed LANE_ELEMENTS and they kept lanes of 64-byte runs,
+# one row a lane, a lane's loads one at a time (`next_probe.md` of short_row_lanes_2026-11-27).
+# H200, benchmarks/ab.py (surface/split_one_block_2026-11-28/probe_short_bf16_rows_h200.log;
+# default -> lanes of at most 3 vectors, 2 rows a lane): [1300000, 72] 74.5 -> 50.8 us,
+# [838860, 80] 55.9 -> 39.0 (torch.compile 43.1 in an earlier run); 13 and 15 vectors take 8
+# lanes of 2: [1228872, 104] 84.4 -> 75.6, [865247, 120] 65.2 -> 59.7. Lanes of 4 vectors (64
+# elements) at 2 rows a lane lost there (84.9, 68.2), and at one row a lane nearly 2x (151.6,
+# 125.1): unroll 4 over a runtime trip count loads one chunk at a time.
+SHORT_ROW_LANE_ELEMENTS = 48
 
 
 def short_row_of_few_lanes(row_vectors: int, vector: int) -> bool:
@@ -744,27 +756,31 @@ def short_row_of_few_lanes(row_vectors: int, vector: int) -> bool:
     )
 
 
-def few_lanes(row_vectors: int) -> int:
-    """The fewest lanes (a power of two) that leave each at most SHORT_ROW_LANE_VECTORS of a
-    row of `row_vectors` vectors."""
-    return pow2_at_least(-(-row_vectors // SHORT_ROW_LANE_VECTORS))
+def few_lanes(row_vectors: int, most: int = SHORT_ROW_LANE_VECTORS) -> int:
+    """The fewest lanes (a power of two) that leave each at most `most` vectors of a row of
+    `row_vectors` vectors."""
+    return pow2_at_least(-(-row_vectors // most))
+
+
+def few_lane_vectors(vector: int) -> int:
+    """The most vectors of `vector` elements a row sum's lane of a few vectors takes:
+    SHORT_ROW_LANE_VECTORS, fewer where its SHORT_ROW_LANE_ROWS rows of them would hold
+    more than SHORT_ROW_LANE_ELEMENTS."""
+    return min(SHORT_ROW_LANE_VECTORS, SHORT_ROW_LANE_ELEMENTS // (SHORT_ROW_LANE_ROWS * vector))
 
 
 def few_row_lanes(
     segment: Segment, device: DeviceInfo, row_vectors: int, vector: int
 ) -> int | None:
     """The lanes of a plain row sum's short row of a few vectors a lane
-    (`short_row_of_few_lanes`, `few_lanes`); None where the rows are not such, a lane's
-    SHORT_ROW_LANE_ROWS rows of SHORT_ROW_LANE_VECTORS vectors pass LANE_ELEMENTS or the grid
-    of 512-thread blocks would not hold SHORT_ROW_LANE_ROWS rows a lane."""
-    if not (
-        short_row_of_few_lanes(row_vectors, vector)
-        and SHORT_ROW_LANE_ROWS * SHORT_ROW_LANE_VECTORS * vector <= LANE_ELEMENTS
-        and plain_sums(segment)
-    ):
+    (`short_row_of_few_lanes`, `few_lanes` of `few_lane_vectors`); None where the rows are not
+    such, a lane would take fewer than 2 vectors (SHORT_ROW_LANE_ELEMENTS) or the grid of
+    512-thread blocks would not hold SHORT_ROW_LANE_ROWS rows a lane."""
+    most = few_lane_vectors(vector)
+    if not (short_row_of_few_lanes(row_vectors, vector) and most >= 2 and plain_sums(segment)):
         return None
     n_out, _ = sizes(segment)
-    lanes = few_lanes(row_vectors)
+    lanes = few_lanes(row_vectors, most)
     rows = rows_filling(n_out, device, 512 // lanes, lanes)
     return lanes if grid_holds(n_out, device, rows, SHORT_ROW_LANE_ROWS, lanes) else None
 
@@ -884,10 +900,18 @@ def _layout_defaults(segment: Segment, device: DeviceInfo, vector: int) -> Param
             and plain_sums(segment)
         ):
             least = MIDDLE_ROW_LANE_ROWS
+        most_elements = LANE_ELEMENTS
         if lanes_of_few:
-            least = SHORT_ROW_LANE_ROWS
+            least, most_elements = SHORT_ROW_LANE_ROWS, SHORT_ROW_LANE_ELEMENTS
         per_lane = default_rows_per_lane(
-            segment, device, rows, lane_elements(segment, p), vector, least, threads_r
+            segment,
+            device,
+            rows,
+            lane_elements(segment, p),
+            vector,
+            least,
+            threads_r,
+            most_elements,
         )
         if odd_reduced:
             per_lane = min(per_lane, SCALAR_LANE_ROWS)
