@@ -23,7 +23,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
-    "27"  # bump when generated code changes: tuned records of another version are not used
+    "28"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -53,6 +53,10 @@ CODEGEN_VERSION = (
 #     host (F<j>, `expr.fast_divisor`: a multiply-high and a shift); a held row of an outer
 #     layout (rows a lane, or a normalization's cache_row) loads with a condition on its last
 #     chunk alone (`reduction.clamped_fill`).
+# 28: the uncached strided loop takes `unroll` chunks a trip while a whole group lies within the
+#     row, then its tail as one group of loads clamped to the row's last chunk, compute behind
+#     the row's end (`reduction.whole_groups_then_tail`): nvcc ran a short lane's leftover
+#     trips one load at a time.
 
 
 @dataclass(frozen=True)
