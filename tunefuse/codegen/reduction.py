@@ -249,7 +249,13 @@ def _partial_name(acc_index: int, field: str | None) -> str:
 #   torch.compile 67.7; middle fp32 [495, 28, 286] 11.0 -> 10.0; col bf16 [41, 118381] 9.0 ->
 #   8.2), and so did unpeeled rows, but peeled rows lost at 256 MB (row fp32 [9480, 5098] 56.7
 #   -> 63.6, logsumexp fp32 [72981, 754] 61.1 -> 66.6, row bf16 [12391, 9378] 76.5 -> 80.2):
-#   peeled rows keep nvcc's loop.
+#   peeled rows keep nvcc's loop;
+# - under 4 groups, unpeeled (`judged_cg28c_h200_summary.txt`, 28 cells of fresh seeds 503-505
+#   and 3 controls): geomean 0.958; middle bf16 [22093, 15, 21] 12.6 -> 10.1, row bf16 [120782,
+#   584] 46.4 -> 39.2, middle fp32 [575, 3631, 2] 11.3 -> 9.9; but a running max-and-sum of
+#   exp (logsumexp) lost 4-5% on 3 of 5 cells (fp32 [20968, 3036] 73.7 -> 77.1, [858854, 66]
+#   123.1 -> 128.3): its exps, not its loads, bound it, so it keeps nvcc's loop (its kernels
+#   are the old ones, byte for byte; fitted to these cells, not judged again).
 TAIL_GROUP_TRIPS = 4
 
 
@@ -690,6 +696,7 @@ class _Emitter:
             and self.unroll > 1
             and not self.guarded
             and self.lane_trips() < TAIL_GROUP_TRIPS * self.unroll
+            and not any(acc.family == MAX_EXP_SUM for acc in self.accs)
         ):
             self.whole_groups_then_tail(
                 body, indent + "  ", start, end, stride, reads, chunk_open, chunk_close
