@@ -255,7 +255,8 @@ def _partial_name(acc_index: int, field: str | None) -> str:
 #   584] 46.4 -> 39.2, middle fp32 [575, 3631, 2] 11.3 -> 9.9; but a running max-and-sum of
 #   exp (logsumexp) lost 4-5% on 3 of 5 cells (fp32 [20968, 3036] 73.7 -> 77.1, [858854, 66]
 #   123.1 -> 128.3): its exps, not its loads, bound it, so it keeps nvcc's loop (its kernels
-#   are the old ones, byte for byte; fitted to these cells, not judged again).
+#   are the old code again, but for the version comment; fitted to these cells, not judged
+#   again).
 TAIL_GROUP_TRIPS = 4
 
 
