@@ -211,6 +211,32 @@ def test_held_strided_rows_agree_on_the_host(case):
     )
 
 
+TAIL_GROUPS = [
+    # (pattern, dtype, shape, changes): lanes of under TAIL_GROUP_TRIPS groups of `unroll`
+    # chunks, read as whole groups then one tail group of clamped loads (`codegen.reduction.
+    # whole_groups_then_tail`): no whole group, a tail past the row's end, lanes with no tail
+    ("middle", DataType.BFloat16, (9, 3, 114), {"threads_r": 1, "vector": 2, "unroll": 2}),
+    ("middle", DataType.BFloat16, (9, 5, 94), {"threads_r": 1, "vector": 2, "unroll": 4}),
+    ("middle", DataType.Float, (7, 11, 19), {"threads_r": 1, "vector": 1, "unroll": 8}),
+    ("col", DataType.Float, (30, 37), {"threads_r": 8, "vector": 1, "unroll": 8}),
+    ("row", DataType.BFloat16, (37, 80), {"threads_r": 4, "vector": 8, "unroll": 4}),
+    ("row", DataType.Float, (37, 200), {"threads_r": 8, "vector": 4, "unroll": 2}),
+    ("col", DataType.BFloat16, (19, 45), {"threads_r": 2, "vector": 1, "unroll": 4}),
+]
+
+
+@pytest.mark.parametrize("case", range(len(TAIL_GROUPS)))
+def test_tail_groups_agree_on_the_host(case):
+    """Each TAIL_GROUPS variant takes the tail group, agrees with the reference and reads
+    nothing past its buffers (rows_per_block 32: the last tile partly empty)."""
+    from test_tail_groups import takes_tail_group
+
+    pattern, dtype, shape, changes = TAIL_GROUPS[case]
+    changes = {**changes, "rows_per_block": 32}
+    assert takes_tail_group(pattern, dtype, shape, changes)
+    _variant_agrees_on_the_host(pattern, dtype, shape, changes, case)
+
+
 SLABS = [
     # (dtype, shape of [A, C, L], changes): strided reductions of runs under a warp, a block
     # a slab (`reduction._whole_slabs`): one output a lane, pairs of bf16, 13 pairs a block
