@@ -1041,18 +1041,23 @@ def _pattern_default(pattern: str, rows: int, cols: int, dtype: DataType):  # no
     return _pattern_default_of(pattern, (rows, cols), dtype)
 
 
-def _pattern_default_of(pattern: str, shape: tuple[int, ...], dtype: DataType):  # noqa: ANN202
-    """The default params of a surface pattern's one kernel on `shape`."""
+def pattern_plan(pattern: str, shape: tuple[int, ...], dtype: DataType, device=H100):  # noqa: ANN001, ANN201
+    """The plan of a surface pattern (benchmarks/patterns.py) on `shape` for `device`."""
     import pathlib
     import sys
 
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
     from patterns import pattern_fusion, planning_inputs
 
+    fd = pattern_fusion(pattern, dtype)
+    return fd.plan(planning_inputs(fd, shape, dtype), device=device)
+
+
+def _pattern_default_of(pattern: str, shape: tuple[int, ...], dtype: DataType):  # noqa: ANN202
+    """The default params of a surface pattern's one kernel on `shape`."""
     from tunefuse.schedulers import scheduler_for
 
-    fd = pattern_fusion(pattern, dtype)
-    (seg,) = fd.plan(planning_inputs(fd, shape, dtype), device=H100).segments
+    (seg,) = pattern_plan(pattern, shape, dtype).segments
     sched = scheduler_for(seg.scheduler)
     p = sched.default_params(seg, H100)
     assert sched.is_valid(seg, H100, p) is None
@@ -1526,14 +1531,7 @@ def test_short_logsumexp_rows_measured_points(rows, cols, dtype, lanes):
 def _pattern_kinds(pattern: str, shape: tuple[int, ...], dtype: DataType, device):  # noqa: ANN001, ANN202
     """The schedulers of a surface pattern's plan on `shape` for `device`, and its first
     kernel's why."""
-    import pathlib
-    import sys
-
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
-    from patterns import pattern_fusion, planning_inputs
-
-    fd = pattern_fusion(pattern, dtype)
-    plan = fd.plan(planning_inputs(fd, shape, dtype), device=device)
+    plan = pattern_plan(pattern, shape, dtype, device)
     return [s.scheduler for s in plan.segments], plan.segments[0].why
 
 

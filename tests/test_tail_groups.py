@@ -4,11 +4,10 @@ loads, and that those kernels compile. Their values: `test_host_kernels.py::
 test_tail_groups_agree_on_the_host` (under AddressSanitizer) and the GPU tests."""
 
 import dataclasses
-import pathlib
-import sys
 
 import pytest
 from test_codegen_compile import ARCHS
+from test_reduction_defaults import pattern_plan
 
 from tunefuse import DataType
 from tunefuse.codegen import generate
@@ -23,11 +22,7 @@ TAIL = "if (rg < n_red) {"
 def _kernel_source(pattern: str, dtype: DataType, shape: tuple[int, ...], changes: dict) -> str:
     """The source of the one kernel of a surface pattern on `shape` (H100, the defaults with
     `changes`)."""
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
-    from patterns import pattern_fusion, planning_inputs
-
-    fd = pattern_fusion(pattern, dtype)
-    (seg,) = fd.plan(planning_inputs(fd, shape, dtype), device=H100).segments
+    (seg,) = pattern_plan(pattern, shape, dtype).segments
     sched = scheduler_for(seg.scheduler)
     p = dataclasses.replace(sched.default_params(seg, H100), **changes)
     assert sched.is_valid(seg, H100, p) is None, sched.is_valid(seg, H100, p)
