@@ -1567,3 +1567,48 @@ def test_the_measured_rows_re_read_by_one_block_an_sm(pattern, rows, cols, dtype
         return
     assert kinds[0] is SchedulerKind.REDUCTION and kinds[-1] is SchedulerKind.POINTWISE, kinds
     assert "too few loads in flight" in why, why
+
+
+@given(
+    outer=st.integers(1 << 12, 1 << 22),
+    reduced=st.integers(1, 12),
+    inner=st.integers(2, 600),
+    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_strided_lane_of_a_few_chunks_loads_them_in_one_group(outer, reduced, inner, dtype):
+    """A strided plain sum whose thread reads a share of at most ONE_GROUP_CHUNKS chunks of
+    its column loads the share in one group (`unroll` its chunks rounded up to a power of
+    two: codegen clamps the chunk past the share); a longer share keeps groups of the largest
+    power of two it holds, up to 8."""
+    seg = middle_sum_segment(outer, reduced, inner, dtype)
+    p = reduction.default_params(seg, H100)
+    assert reduction.is_valid(seg, H100, p) is None
+    if p.inner or p.split > 1:
+        return
+    chunks = reduced // p.threads_r
+    if 1 <= chunks <= reduction.ONE_GROUP_CHUNKS:
+        assert p.unroll == reduction.pow2_at_least(chunks) and p.unroll >= chunks, p
+    else:
+        assert p.unroll == min(8, reduction.pow2_at_most(chunks)), p
+
+
+@pytest.mark.parametrize(
+    "segment, unroll",
+    [
+        # H200, benchmarks/ab.py: a lane of 3 chunks in one group of 4 (the group of 2 first)
+        (lambda: middle_sum_segment(243713, 3, 114, DataType.BFloat16), 4),  # 88.1 -> 74.3 us
+        (lambda: middle_sum_segment(2000000, 3, 20, DataType.BFloat16), 4),  # 119.2 -> 90.5
+        (lambda: middle_sum_segment(500000, 3, 50, DataType.Float), 4),  # 124.5 -> 114.1
+        (lambda: column_sum_segment(3, 8000000, DataType.BFloat16), 4),  # 20.5 -> 20.2
+        # 5-7 chunks keep a group of 4 and a tail: a group of 8 was mixed
+        (lambda: middle_sum_segment(1000000, 7, 16, DataType.BFloat16), 4),  # 83.8 / 90.9 by 8
+        (lambda: column_sum_segment(6, 2000000, DataType.BFloat16), 4),  # 13.7 / 14.7 by 8
+        # a Welford lane of 3 keeps its group of 2 (fp32 [3, 4000000] 24.4 / 26.0 by 4)
+        (lambda: var_mean_segment(3, 4000000), 2),
+    ],
+)
+def test_the_measured_strided_lanes_of_a_few_chunks(segment, unroll):
+    seg = segment()
+    p = reduction.default_params(seg, H100)
+    assert (p.threads_r, p.unroll) == (1, unroll), p

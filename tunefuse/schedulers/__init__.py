@@ -214,7 +214,9 @@ class Scheduler(Protocol):
 #    MIN_RESIDENT_THREADS_SHARE, `split_reason`).
 # 49: a row sum's short rows of 9-31 bf16 vectors of 8 take lanes of at most 3 vectors, 2 rows a
 #    lane (`reduction.few_lane_vectors`, SHORT_ROW_LANE_ELEMENTS).
-HEURISTICS_VERSION = 49
+# 50: a strided plain sum's lane of 3 chunks loads them in one group of 4 (`unroll` 4, the
+#    tail group's clamp), not 2 and a tail (`reduction.strided_unroll`, ONE_GROUP_CHUNKS).
+HEURISTICS_VERSION = 50
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -1119,7 +1119,7 @@ def _one_wave_threads(segment: Segment, device: DeviceInfo, p: Params) -> Params
         return p
     _, n_red = sizes(segment)
     threads_r = p.threads_r // 2
-    fewer = replace(p, threads_r=threads_r, unroll=strided_unroll(n_red, threads_r))
+    fewer = replace(p, threads_r=threads_r, unroll=strided_unroll(segment, n_red, threads_r))
     tiles = row_tiles(segment, p)
     spare = device.sm_count * (resident_blocks(fewer, device) - 1)
     if not device.sm_count * resident_blocks(p, device) < tiles <= spare:
@@ -1230,12 +1230,30 @@ def block_row_bytes(segment: Segment) -> int:
     return ODD_PITCH_ROW_BYTES if odd else BLOCK_ROW_BYTES
 
 
-def strided_unroll(n_red: int, threads_r: int) -> int:
+def strided_unroll(segment: Segment, n_red: int, threads_r: int) -> int:
     """Chunks in flight for a strided thread of `threads_r` a column of `n_red`: 8, or as many
     as its share of the column has (a Welford pass takes them a trip at once, and registers
     for 8 chunks that never come cost occupancy: var_mean0 bf16 [2, 2**26], one thread a
-    column, ran 8% slower with 8 than the element loop had)."""
-    return min(8, pow2_at_most(n_red // threads_r))
+    column, ran 8% slower with 8 than the element loop had). A plain share of up to
+    ONE_GROUP_CHUNKS chunks is loaded in one group (`unroll` rounded up: codegen's tail group
+    clamps the chunk past the share), not a group and a tail one after it."""
+    chunks = n_red // threads_r
+    if chunks <= ONE_GROUP_CHUNKS and not has_welford(segment):
+        return pow2_at_least(max(1, chunks))
+    return min(8, pow2_at_most(chunks))
+
+
+# A strided lane of 3 chunks (one thread a column of 3) read them in a group of 2, then a tail
+# group: two round trips to memory where one would do. Loaded as one group of 4 (the fourth
+# index clamped to the third), H200, benchmarks/ab.py (middle: [A, C, L] summed over C):
+# middle bf16 [243713, 3, 114] 88.1 -> 74.3 us, [2000000, 3, 20] 119.2 -> 90.5,
+# [1284741, 3, 32] 97.6 -> 89.8, [400000, 3, 64] 57.6 -> 55.3, [30000, 3, 700] 51.4 -> 48.8;
+# fp32 [500000, 3, 50] 124.5 -> 114.1; col bf16 [3, 8000000] 20.5 -> 20.2, fp32 [3, 6000000]
+# 28.1 both. Shares of 5-7 chunks in one group of 8 were mixed (bf16 [979597, 5, 26] 103.1 ->
+# 94.9, [1000000, 7, 16] 83.8 -> 90.9; col bf16 [6, 2000000] 13.7 -> 14.7), so they keep a
+# group of 4 and a tail group. A Welford share keeps its group of 2 (var_mean0 fp32 [3, 4000000]
+# 24.4 -> 26.0 with 4, bf16 [3, 8000000] 33.4 -> 37.0).
+ONE_GROUP_CHUNKS = 4
 
 
 def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
@@ -1281,7 +1299,7 @@ def _outer_layout(segment: Segment, vector: int, device: DeviceInfo) -> Params:
     ):
         rows //= 2
         threads_r *= 2
-    unroll = strided_unroll(n_red, threads_r)
+    unroll = strided_unroll(segment, n_red, threads_r)
     evict_first = evict_first_pays(segment) and not (
         threads_r == 1 and n_red > unroll and shares_sectors_across_trips(segment)
     )
@@ -1367,7 +1385,7 @@ def _whole_slabs(segment: Segment, device: DeviceInfo, p: Params) -> Params | No
         False,
         32,
         vector,
-        strided_unroll(n_red, threads),
+        strided_unroll(segment, n_red, threads),
         evict_first_pays(segment),
     )
     return slab if is_valid(segment, device, slab) is None else None
