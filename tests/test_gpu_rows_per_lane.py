@@ -187,6 +187,30 @@ def test_the_defaults_take_rows_a_lane_where_a_thread_reads_a_short_column(
 
 
 @pytest.mark.parametrize(
+    "define,dtype,shape",
+    [
+        # heuristics 50: one thread a column of 3 loads it in one group of 4, the fourth index
+        # clamped to the third (vectors of 1, 2 and 8 outputs; 4 rows a lane in the test above)
+        (functools.partial(middle_reduction, op="sum"), DataType.BFloat16, (2003, 3, 114)),
+        (functools.partial(middle_reduction, op="sum"), DataType.BFloat16, (20001, 3, 8)),
+        (functools.partial(middle_reduction, op="sum"), DataType.BFloat16, (5001, 3, 37)),
+        (functools.partial(middle_reduction, op="max"), DataType.Float, (30001, 3, 3)),
+        (functools.partial(middle_reduction, op="sum"), DataType.Float, (7001, 3, 50)),
+        (col_sum, DataType.Float, (3, 1000003)),  # 2 rows a lane
+    ],
+)
+def test_the_defaults_load_a_column_of_3_in_one_group(define, dtype, shape, rng):
+    """A strided plain reduction of one thread a column of 3 chunks (`reduction.
+    strided_unroll`): the default unroll is 4, and the clamped fourth chunk counts once."""
+    fd = _build(define, dtype)
+    inputs = _inputs(define, fd, shape, rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    (k,) = launched
+    assert (k.params["threads_r"], k.params["unroll"]) == (1, 4), k.params
+    assert_agrees(fd, inputs, got, dtype)
+
+
+@pytest.mark.parametrize(
     "define,dtype,rows,cols",
     [
         (rmsnorm, DataType.BFloat16, 5003, 5),
