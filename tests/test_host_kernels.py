@@ -184,8 +184,14 @@ OUTER_LANES = [
 
 @pytest.mark.parametrize("case", range(len(OUTER_LANES)))
 def test_short_columns_rows_a_lane_agree_on_the_host(case):
-    """Each OUTER_LANES variant, rows_per_block 64 so that the last tile is partly empty."""
+    """Each OUTER_LANES variant, rows_per_block 64 so that the last tile is partly empty; the
+    bf16 ones take their rows adjacent (`codegen.reduction.adjacent_lane_rows`)."""
+    from test_tail_groups import _kernel_source
+
     pattern, dtype, shape, changes = OUTER_LANES[case]
+    source = _kernel_source(pattern, dtype, shape, {**changes, "rows_per_block": 64})
+    adjacent = f"(int)to * {changes['rows_per_lane']} + q;" in source
+    assert adjacent is (dtype is DataType.BFloat16), source
     _variant_agrees_on_the_host(pattern, dtype, shape, {**changes, "rows_per_block": 64}, case)
 
 

@@ -23,7 +23,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
-    "28"  # bump when generated code changes: tuned records of another version are not used
+    "29"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -57,6 +57,8 @@ CODEGEN_VERSION = (
 #     row, then its tail as one group of loads clamped to the row's last chunk, compute behind
 #     the row's end (`reduction.whole_groups_then_tail`): nvcc ran a short lane's leftover
 #     trips one load at a time.
+# 29: a strided reduction of one thread a column takes its rows a lane adjacent where a warp's
+#     load of one row each is under a line (`reduction.adjacent_lane_rows`: bf16 and narrower).
 
 
 @dataclass(frozen=True)
