@@ -276,10 +276,11 @@ def adjacent_lane_rows(segment: Segment, p: object, persistent: bool) -> bool:
     a warp's first load of a row spans whole lines and the L1 serves the lane's next rows
     (as torch.compile's pointwise kernels read, 8 outputs a thread). ncu, H200, middle bf16
     [200000, 2, 171], 4 rows a lane apart: memory pipes 66% busy, L1 hits 37%, 2.75 TB/s;
-    torch.compile's kernel 18%, 83%, 3.8 TB/s. judge.py, 24
-    columns of rows a lane: geomean 0.935 of the time apart; bf16 [74011, 7, 109] 51.8 ->
-    45.0 us, [2073706, 6, 3] 33.4 -> 29.2; fp32 within 2% (its warp's load is a line
-    already)."""
+    torch.compile's kernel 18%, 83%, 3.8 TB/s. judge.py (`benchmarks/surface/
+    one_group_columns_2026-11-28/`), all such loads adjacent, 24 columns of rows a lane:
+    geomean 0.935 of the time apart (bf16 [74011, 7, 109] 51.8 -> 45.0 us), fp32 within 2%
+    (its warp's load is a line already); this rule on 20 fresh bf16 cells: 0.924, none
+    slower (bf16 [25694, 7, 341] 58.2 -> 49.0; torch.compile 45.6)."""
     return (
         getattr(p, "rows_per_lane", 1) > 1
         and not persistent
