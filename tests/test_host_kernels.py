@@ -16,6 +16,8 @@ from fusion_zoo import ZOO, build, inputs_for, transpose2d
 from fuzz import FuzzCase, agree, corpus, device_plan
 from fuzz_corpus import _loosest_tolerance, host_corpus_failures
 from host_kernels import HostKernelError, run_on_host, run_plan_on_host
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from test_gpu_execute import assert_agrees
 from test_gpu_peeled_rows import CASES, LAYOUTS, VARIANTS, peel_variant
 from test_transpose_defaults import RECTANGULAR_TILES
@@ -193,6 +195,45 @@ def test_short_columns_rows_a_lane_agree_on_the_host(case):
     adjacent = f"(int)to * {changes['rows_per_lane']} + q;" in source
     assert adjacent is (dtype is DataType.BFloat16), source
     _variant_agrees_on_the_host(pattern, dtype, shape, {**changes, "rows_per_block": 64}, case)
+
+
+@given(
+    outer=st.integers(1, 9),
+    reduced=st.integers(2, 9),
+    inner=st.integers(2, 40),
+    dtype=st.sampled_from([DataType.BFloat16, DataType.Float]),
+    rows_per_lane=st.sampled_from([2, 4, 8]),
+    rows_per_block=st.sampled_from([32, 64]),
+    unroll=st.sampled_from([1, 2, 4, 8]),
+    evict_first=st.booleans(),
+)
+@settings(max_examples=12, deadline=None, derandomize=True)
+def test_fuzzed_strided_rows_a_lane_agree_on_the_host(
+    outer, reduced, inner, dtype, rows_per_lane, rows_per_block, unroll, evict_first
+):
+    """Sums over the middle dim of [A, C, L], one thread a column, rows a lane (adjacent for
+    bf16, `codegen.reduction.adjacent_lane_rows`; apart for fp32), at drawn params: each run
+    agrees and reads nothing past its buffers."""
+    changes = dict(
+        threads_r=1,
+        vector=1,
+        inner=False,
+        split=1,
+        rows_per_lane=rows_per_lane,
+        rows_per_block=rows_per_block,
+        unroll=unroll,
+        evict_first=evict_first,
+    )
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    from patterns import pattern_fusion
+
+    x = np.zeros((outer, reduced, inner), dtype.numpy)
+    (seg,) = pattern_fusion("middle", dtype).plan([x]).segments
+    device = PROFILES["sm_90"]
+    p = dataclasses.replace(reduction.default_params(seg, device), **changes)
+    assume(reduction.is_valid(seg, device, p) is None)  # registers: rows a lane x column
+    assert codegen_reduction.adjacent_lane_rows(seg, p, False) is (dtype is DataType.BFloat16)
+    _variant_agrees_on_the_host("middle", dtype, (outer, reduced, inner), changes, outer)
 
 
 HELD_OUTER = [
