@@ -21,6 +21,8 @@ ADJACENT = "const int row = row_base + (int)to * {} + q;"
         # fp32: a warp's load of one row each is a line already
         ("middle", DataType.Float, (2701053, 3, 3), {}, False),
         ("col", DataType.Float, (2, 3396961), {}, False),
+        # 8 bf16 rows a lane span 16 bytes: apart (adjacent they ran 2x slower)
+        ("middle", DataType.BFloat16, (2003, 3, 37), {"rows_per_lane": 8}, False),
         # threads along the column, or one row a lane
         (
             "middle",
@@ -34,8 +36,8 @@ ADJACENT = "const int row = row_base + (int)to * {} + q;"
 )
 def test_which_kernels_take_adjacent_rows(pattern, dtype, shape, changes, adjacent):
     """A strided reduction of one thread a column takes its rows a lane adjacent where its
-    widest load is under 4 bytes (a warp's load of one row each under a line); else
-    `rows_per_block` rows apart."""
+    widest load is under 4 bytes (a warp's load of one row each under a line) and its rows
+    span at most ADJACENT_LANE_BYTES; else `rows_per_block` rows apart."""
     source = _kernel_source(pattern, dtype, shape, changes)
     assert any(ADJACENT.format(n) in source for n in (2, 4, 8)) is adjacent
 

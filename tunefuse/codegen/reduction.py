@@ -272,22 +272,31 @@ def adjacent_lane_rows(segment: Segment, p: object, persistent: bool) -> bool:
     """Whether a lane's rows (rows a lane) are consecutive rows of the tile, not
     `rows_per_block` apart: in a strided reduction of one thread a column (no vector along
     the outputs) whose widest load leaves a warp's load of one row each under a line
-    (BLOCK_ROW_BYTES). Apart, each such load is one request for part of a line; adjacent,
-    a warp's first load of a row spans whole lines and the L1 serves the lane's next rows
-    (as torch.compile's pointwise kernels read, 8 outputs a thread). ncu, H200, middle bf16
-    [200000, 2, 171], 4 rows a lane apart: memory pipes 66% busy, L1 hits 37%, 2.75 TB/s;
-    torch.compile's kernel 18%, 83%, 3.8 TB/s. judge.py (`benchmarks/surface/
-    one_group_columns_2026-11-28/`), all such loads adjacent, 24 columns of rows a lane:
-    geomean 0.935 of the time apart (bf16 [74011, 7, 109] 51.8 -> 45.0 us), fp32 within 2%
-    (its warp's load is a line already); this rule on 20 fresh bf16 cells: 0.924, none
-    slower (bf16 [25694, 7, 341] 58.2 -> 49.0; torch.compile 45.6)."""
+    (BLOCK_ROW_BYTES), its rows spanning at most ADJACENT_LANE_BYTES. Apart, each such load
+    is one request for part of a line; adjacent, a warp's first load of a row spans whole
+    lines and the L1 serves the lane's next rows (as torch.compile's pointwise kernels read,
+    8 outputs a thread). ncu, H200, middle bf16 [200000, 2, 171], 4 rows a lane apart:
+    memory pipes 66% busy, L1 hits 37%, 2.75 TB/s; torch.compile's kernel 18%, 83%, 3.8
+    TB/s. judge.py (`benchmarks/surface/one_group_columns_2026-11-28/`), all such loads
+    adjacent, 24 columns of rows a lane: geomean 0.935 of the time apart (bf16 [74011, 7,
+    109] 51.8 -> 45.0 us), fp32 within 2% (its warp's load is a line already); 20 fresh bf16
+    cells (2 and 4 rows a lane): 0.924, none slower (bf16 [25694, 7, 341] 58.2 -> 49.0;
+    torch.compile 45.6)."""
     return (
         getattr(p, "rows_per_lane", 1) > 1
         and not persistent
         and not getattr(p, "inner", True)
         and getattr(p, "threads_r", 1) == 1
         and WARP * widest_load(segment) < BLOCK_ROW_BYTES
+        and getattr(p, "rows_per_lane", 1) * widest_load(segment) <= ADJACENT_LANE_BYTES
     )
+
+
+# A lane's adjacent rows span at most this many bytes of each load. H200, ab.py, middle bf16
+# [392166, 3, 63]: 4 rows a lane adjacent 69.4 us, 2 rows 67.4, 8 rows 141.3 (apart, 8 rows
+# had been the fastest of 2, 4 and 8 on [44410, 3, 665]); [118765, 3, 267] 87.1, 83.7, 177.4.
+# The defaults take at most 4 bf16 rows a lane; the tuner's 8 stay apart.
+ADJACENT_LANE_BYTES = 8
 
 
 class _Emitter:
