@@ -58,7 +58,8 @@ CODEGEN_VERSION = (
 #     the row's end (`reduction.whole_groups_then_tail`): nvcc ran a short lane's leftover
 #     trips one load at a time.
 # 29: a strided reduction of one thread a column takes its rows a lane adjacent where a warp's
-#     load of one row each is under a line (`reduction.adjacent_lane_rows`: bf16 and narrower).
+#     load of one row each is under a line and a lane's rows span at most 8 bytes
+#     (`reduction.adjacent_lane_rows`: 2 or 4 bf16 rows; ADJACENT_LANE_BYTES).
 
 
 @dataclass(frozen=True)

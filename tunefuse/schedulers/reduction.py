@@ -1252,7 +1252,11 @@ def strided_unroll(segment: Segment, n_red: int, threads_r: int) -> int:
 # 28.1 both. Shares of 5-7 chunks in one group of 8 were mixed (bf16 [979597, 5, 26] 103.1 ->
 # 94.9, [1000000, 7, 16] 83.8 -> 90.9; col bf16 [6, 2000000] 13.7 -> 14.7), so they keep a
 # group of 4 and a tail group. A Welford share keeps its group of 2 (var_mean0 fp32 [3, 4000000]
-# 24.4 -> 26.0 with 4, bf16 [3, 8000000] 33.4 -> 37.0).
+# 24.4 -> 26.0 with 4, bf16 [3, 8000000] 33.4 -> 37.0). A column of one group is one trip, so
+# its loads go evict-first even where its elements share sectors (`_outer_layout`): judged
+# with that, bf16 [664097, 3, 8] 15.8 -> 15.1 us. Judged on 26 fresh cells (H200,
+# `benchmarks/surface/one_group_columns_2026-11-28/judged50_h200_summary.txt`): geomean
+# 0.945, none slower.
 ONE_GROUP_CHUNKS = 4
 
 
