@@ -371,3 +371,78 @@ def test_the_defaults_take_lanes_of_a_few_vectors_of_a_short_logsumexp_row(
     row_vectors = -(-cols // k.params["vector"])
     assert lanes * reduction.SHORT_ROW_LANE_VECTORS >= row_vectors, k.params
     assert_agrees(fd, inputs, got, dtype)
+
+
+def _middle_var_mean(fd, dtype):
+    """var and mean over the middle dim of a rank-3 input, in Float (a Welford)."""
+    x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
+    var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=[1], correction=1)
+    fd.add_output(var)
+    fd.add_output(mean)
+
+
+_middle_sum = functools.partial(middle_reduction, op="sum")
+VECTOR_LANES = [
+    # (fusion, dtype, shape [A, C, L], vector along the outputs): L a multiple of the vector,
+    # outputs that leave the last tile partly empty
+    (_middle_sum, DataType.BFloat16, (2003, 3, 114), 2),
+    (_middle_sum, DataType.Float, (1001, 5, 20), 4),
+    (_middle_max, DataType.Float, (3001, 2, 6), 2),
+    (_middle_sum, DataType.BFloat16, (97, 7, 64), 8),
+    (_middle_var_mean, DataType.BFloat16, (2999, 3, 38), 2),
+    (_middle_var_mean, DataType.Float, (501, 4, 12), 4),
+    (col_sum, DataType.BFloat16, (3, 200004), 4),
+]
+
+
+@pytest.mark.parametrize("case", range(len(VECTOR_LANES)))
+@pytest.mark.parametrize("rows_per_lane", [2, 4, 8])
+@pytest.mark.parametrize("threads_r", [1, 2])
+def test_vector_lanes_take_rows_a_lane(case, rows_per_lane, threads_r, rng):
+    """One thread (or two) a column of a vector of consecutive outputs, rows a lane
+    `rows_per_block` vectors apart (`codegen.reduction`, rows a lane along the outputs)."""
+    define, dtype, shape, vector = VECTOR_LANES[case]
+    fd = _build(define, dtype)
+    inputs = _inputs(define, fd, shape, rng)
+    (seg,) = fd.plan(inputs).segments
+    changes = dict(
+        threads_r=threads_r,
+        rows_per_block=64,
+        vector=vector,
+        inner=False,
+        split=1,
+        rows_per_lane=rows_per_lane,
+    )
+    device = PROFILES["sm_90"]
+    params = reduction.replace(reduction.default_params(seg, device), **changes)
+    why = reduction.is_valid(seg, device, params)
+    if why is not None:
+        pytest.skip(why)
+    got, launched = run_with_reduction_params(fd, inputs, **changes)
+    assert [k.params["rows_per_lane"] for k in launched] == [rows_per_lane]
+    assert_agrees(fd, inputs, got, dtype)
+
+
+@pytest.mark.parametrize(
+    "define,dtype,shape,rows_per_lane",
+    [
+        (_middle_sum, DataType.BFloat16, (80001, 3, 114), 4),
+        (_middle_sum, DataType.Float, (180001, 3, 50), 4),
+        (_middle_var_mean, DataType.BFloat16, (80001, 3, 114), 4),
+        (col_sum, DataType.Float, (3, 9000000), 2),
+        # too few lanes an SM (reduction.VECTOR_LANES_AN_SM): one row a lane
+        (_middle_sum, DataType.BFloat16, (24371, 3, 114), 1),
+    ],
+)
+def test_the_defaults_take_rows_a_lane_of_vector_lanes_of_a_short_column(
+    define, dtype, shape, rows_per_lane, rng
+):
+    """A strided reduction of one thread a column of a vector of outputs, its column a few
+    loads (`reduction._vector_rows_a_lane`): the default takes rows a lane where the grid
+    is deep, and agrees."""
+    fd = _build(define, dtype)
+    inputs = _inputs(define, fd, shape, rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    (k,) = launched
+    assert k.params["vector"] > 1 and k.params["rows_per_lane"] == rows_per_lane, k.params
+    assert_agrees(fd, inputs, got, dtype)

@@ -237,6 +237,57 @@ def test_fuzzed_strided_rows_a_lane_agree_on_the_host(
     _variant_agrees_on_the_host("middle", dtype, (outer, reduced, inner), changes, outer)
 
 
+@given(
+    pattern=st.sampled_from(["middle", "middle_var_mean"]),
+    outer=st.integers(1, 9),
+    reduced=st.integers(1, 9),
+    inner_vectors=st.integers(1, 12),
+    dtype=st.sampled_from([DataType.BFloat16, DataType.Float]),
+    vector=st.sampled_from([2, 4]),
+    rows_per_lane=st.sampled_from([2, 4, 8]),
+    threads_r=st.sampled_from([1, 2]),
+    rows_per_block=st.sampled_from([32, 64]),
+    unroll=st.sampled_from([1, 2, 4]),
+)
+@settings(max_examples=14, deadline=None, derandomize=True)
+def test_fuzzed_vectors_along_outputs_rows_a_lane_agree_on_the_host(
+    pattern,
+    outer,
+    reduced,
+    inner_vectors,
+    dtype,
+    vector,
+    rows_per_lane,
+    threads_r,
+    rows_per_block,
+    unroll,
+):
+    """Reductions over the middle dim of [A, C, L] whose lanes take a vector of consecutive
+    outputs and rows a lane of them (`rows_per_block` vectors apart), at drawn params: each
+    run agrees and reads nothing past its buffers."""
+    changes = dict(
+        threads_r=threads_r,
+        vector=vector,
+        inner=False,
+        split=1,
+        rows_per_lane=rows_per_lane,
+        rows_per_block=rows_per_block,
+        unroll=unroll,
+        evict_first=False,
+    )
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    from patterns import pattern_fusion
+
+    shape = (outer, reduced, inner_vectors * vector)
+    x = np.zeros(shape, dtype.numpy)
+    (seg,) = pattern_fusion(pattern, dtype).plan([x]).segments
+    device = PROFILES["sm_90"]
+    p = dataclasses.replace(reduction.default_params(seg, device), **changes)
+    assume(reduction.is_valid(seg, device, p) is None)  # registers: rows a lane x column
+    assert not codegen_reduction.adjacent_lane_rows(seg, p, False)
+    _variant_agrees_on_the_host(pattern, dtype, shape, changes, outer)
+
+
 HELD_OUTER = [
     # (pattern, dtype, shape, changes): strided normalization rows held in registers
     # (`codegen.reduction.clamped_fill`), a thread's share of the row as the defaults make it

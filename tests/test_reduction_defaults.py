@@ -880,14 +880,17 @@ def test_the_measured_middle_sums_of_short_runs():
     """H100 (`benchmarks/ab.py middle DTYPE AxCxL evict_first=False`): one thread a column,
     pitch at most a sector: the default policy (fp32 [3163370, 5, 3] 133.1 -> 89.1 us, bf16
     [500000, 10, 8] 77.6 -> 51.6); a pitch past a sector (fp32 [10000, 30, 16]), threads
-    along the reduction (bf16 [2000, 2000, 5]) or one trip a column (bf16 [6787546, 2, 6],
-    H200 95.5 against 98.8) stay evict-first."""
+    along the reduction (bf16 [2000, 2000, 5]) or one trip a column (bf16 [678754, 2, 6];
+    [6787546, 2, 6] H200 95.5 against 98.8, until its deep grid took 8 rows a lane of
+    vectors, `reduction._vector_rows_a_lane`, and the default policy: 90.9 -> 83.5) stay
+    evict-first."""
     for shape, dtype, evict_first in [
         ((3163370, 5, 3), DataType.Float, False),
         ((500000, 10, 8), DataType.BFloat16, False),
         ((10000, 30, 16), DataType.Float, True),
         ((2000, 2000, 5), DataType.BFloat16, True),
-        ((6787546, 2, 6), DataType.BFloat16, True),
+        ((678754, 2, 6), DataType.BFloat16, True),
+        ((6787546, 2, 6), DataType.BFloat16, False),
     ]:
         p = reduction.default_params(middle_sum_segment(*shape, dtype), H100)
         assert p.evict_first is evict_first, shape
@@ -911,8 +914,10 @@ def test_a_thread_of_a_short_column_takes_rows_a_lane_up_to_outer_lane_loads(
     assert reduction.is_valid(seg, H100, p) is None
     if p.inner:
         return
-    if p.threads_r > 1 or p.split > 1 or p.vector > 1:
+    if p.threads_r > 1 or p.split > 1:
         assert p.rows_per_lane == 1
+        return
+    if p.vector > 1:  # a vector of outputs a lane: the test after the next
         return
     n_out, column = reduction.sizes(seg)
     itemsize = dtype.itemsize
@@ -1612,3 +1617,58 @@ def test_the_measured_strided_lanes_of_a_few_chunks(segment, unroll):
     seg = segment()
     p = reduction.default_params(seg, H100)
     assert (p.threads_r, p.unroll) == (1, unroll), p
+
+
+@given(
+    outer=st.integers(1 << 10, 1 << 22),
+    reduced=st.integers(1, 12),
+    inner=st.integers(1, 300),
+    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_vector_lane_of_a_short_column_takes_rows_a_lane_where_the_grid_is_deep(
+    outer, reduced, inner, dtype
+):
+    """One thread a column of a vector of outputs (`reduction._vector_rows_a_lane`): rows a
+    lane only within OUTER_LANE_LOADS loads and VECTOR_LANE_BYTES a lane and LANE_ELEMENTS
+    registers, only while the grid keeps VECTOR_LANES_AN_SM lanes an SM, each doubling
+    stopped by one of them; the params run."""
+    seg = middle_sum_segment(outer, 2 * reduced, 2 * inner, dtype)
+    p = reduction.default_params(seg, H100)
+    assert reduction.is_valid(seg, H100, p) is None
+    if p.inner or p.threads_r > 1 or p.vector == 1 or p.split > 1:
+        return
+    n_out, n_red = outer * 2 * inner, 2 * reduced
+    load = p.vector * (4 if dtype is DataType.Float else 2)
+
+    def fits(rows: int) -> bool:
+        return (
+            rows * n_red <= reduction.OUTER_LANE_LOADS
+            and rows * n_red * load <= reduction.VECTOR_LANE_BYTES
+            and rows * n_red * p.vector <= reduction.LANE_ELEMENTS
+            and n_out // (p.vector * rows) >= reduction.VECTOR_LANES_AN_SM * H100.sm_count
+        )
+
+    r = p.rows_per_lane
+    assert r == 1 or fits(r), p
+    assert r == 8 or not fits(2 * r), p
+    assert p.evict_first is False or r == 1, p
+
+
+@pytest.mark.parametrize(
+    "segment, rows_per_lane",
+    [
+        # H200, benchmarks/ab.py: vectors of 2 outputs, 2 and 4 rows a lane
+        (lambda: middle_sum_segment(243713, 3, 114, DataType.BFloat16), 4),  # 74.3 -> 65.8, 65.0
+        (lambda: middle_sum_segment(500000, 3, 50, DataType.Float), 4),  # 114.3 -> 101.9, 100.8
+        # judge.py: 4 rows a lane lost with 6766 lanes an SM left (24.5 -> 26.2), 2 rows a
+        # lane with 1480 (10.6 -> 11.2); 8 rows gained with 10212
+        (lambda: middle_sum_segment(9231, 4, 774, DataType.BFloat16), 2),
+        (lambda: middle_sum_segment(390747, 3, 4, DataType.Float), 1),
+        (lambda: middle_sum_segment(2156676, 2, 10, DataType.BFloat16), 8),  # 49.9 -> 47.4
+    ],
+)
+def test_the_measured_vector_lanes_of_short_columns(segment, rows_per_lane):
+    p = reduction.default_params(segment(), H100)
+    assert (p.threads_r, p.rows_per_lane) == (1, rows_per_lane), p
+    assert p.vector > 1, p

@@ -60,6 +60,8 @@ CODEGEN_VERSION = (
 # 29: a strided reduction of one thread a column takes its rows a lane adjacent where a warp's
 #     load of one row each is under a line and a lane's rows span at most 8 bytes
 #     (`reduction.adjacent_lane_rows`: 2 or 4 bf16 rows; ADJACENT_LANE_BYTES).
+# (29, unchanged: rows a lane of a vector along the outputs, params no earlier version took,
+#     are generated since heuristics 51; every kernel of earlier params is the same code.)
 
 
 @dataclass(frozen=True)

@@ -284,6 +284,7 @@ def adjacent_lane_rows(segment: Segment, p: object, persistent: bool) -> bool:
     torch.compile 45.6)."""
     return (
         getattr(p, "rows_per_lane", 1) > 1
+        and getattr(p, "vector", 1) == 1
         and not persistent
         and not getattr(p, "inner", True)
         and getattr(p, "threads_r", 1) == 1
@@ -358,10 +359,13 @@ class _Emitter:
             "(schedulers.normalization.is_valid)"
         )
         assert self.lane_rows == 1 or not (
-            self.along_outputs or self.shared or getattr(p, "split", 1) > 1
+            self.lane_totals or self.shared or getattr(p, "split", 1) > 1
         ), "rows a lane: rows in registers, unsplit (schedulers.reduction.is_valid)"
         self.step = 1 if self.along_outputs else self.vec  # reduced elements a lane reads a step
         if self.along_outputs:
+            if self.lane_rows > 1:
+                # A lane's share of each of its `vec` columns, every element of it.
+                self.ept = -(-sizes(segment)[1] // getattr(p, "threads_r", 1))
             self.slots = self.ept * self.vec
         # Loads behind a pad/cat guard are read inside their branch, a lane at a time: never
         # vector-loaded or cached ahead of the branch that decides whether they are in range.
@@ -2038,6 +2042,11 @@ class _Emitter:
                 self.registers("      ")
                 if fill:
                     self.fill_registers("      ")
+                elif self.along_outputs:
+                    for run in self.pass_groups():
+                        self.phase = self.accs.index(run[0])
+                        self.reduce_passes(run, "      ")
+                    self.output_lanes("      ")
                 else:
                     self.row_body("      ")
                 self.w("    }")

@@ -216,7 +216,10 @@ class Scheduler(Protocol):
 #    lane (`reduction.few_lane_vectors`, SHORT_ROW_LANE_ELEMENTS).
 # 50: a strided plain sum's lane of 3 chunks loads them in one group of 4 (`unroll` 4, the
 #    tail group's clamp), not 2 and a tail (`reduction.strided_unroll`, ONE_GROUP_CHUNKS).
-HEURISTICS_VERSION = 50
+# 51: a strided reduction of one thread a column of a vector of outputs takes rows a lane
+#    while its loads stay within OUTER_LANE_LOADS and VECTOR_LANE_BYTES and the grid keeps
+#    VECTOR_LANES_AN_SM lanes an SM (`reduction._vector_rows_a_lane`).
+HEURISTICS_VERSION = 51
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -529,7 +529,10 @@ def lanes_error(segment: Segment, p: Params, row_elements: int) -> str | None:
     if p.split > 1:
         return "rows a lane are not split"
     if p.vector > 1 and not vectors_along_reduction(segment):
-        return "rows a lane take vectors along the row (the innermost dim reduced)"
+        # A vector along the outputs: a lane holds its share of each of its `vector` columns.
+        if p.inner:
+            return "rows a lane of an inner layout take vectors along the row"
+        row_elements = -(-sizes(segment)[1] // p.threads_r) * p.vector
     if p.rows_per_lane * row_elements > 2 * LANE_ELEMENTS:
         return (
             f"{p.rows_per_lane} rows a lane of {row_elements} elements each: more than "
@@ -946,13 +949,16 @@ OUTER_LANE_LOADS = 16
 
 def _outer_rows_a_lane(segment: Segment, device: DeviceInfo, p: Params) -> Params:
     """`p` with rows a lane where one thread reads a column of a few bytes (at most
-    OUTER_LANE_LOADS loads a lane)."""
-    if p.threads_r > 1 or p.split > 1 or p.vector > 1:
+    OUTER_LANE_LOADS loads a lane), or a vector of columns (`_vector_rows_a_lane`)."""
+    if p.threads_r > 1 or p.split > 1:
         return p
-    column = lane_elements(segment, p)
-    per_lane = default_rows_per_lane(segment, device, p.rows_per_block, column, p.vector)
-    while per_lane > 1 and per_lane * column > OUTER_LANE_LOADS:
-        per_lane //= 2
+    if p.vector > 1:
+        per_lane = _vector_rows_a_lane(segment, device, p)
+    else:
+        column = lane_elements(segment, p)
+        per_lane = default_rows_per_lane(segment, device, p.rows_per_block, column, p.vector)
+        while per_lane > 1 and per_lane * column > OUTER_LANE_LOADS:
+            per_lane //= 2
     # Rows a lane load with the default cache policy, not evict-first. H200, old code against
     # new (benchmarks/judge.py) on the 15 rows-a-lane cells of seeds 12, 313, 777, 999, 2024,
     # 1-6 and 21-26 and the short columns (`surface/whole_rows_2026-11-27/`): geomean 0.967;
@@ -962,6 +968,48 @@ def _outer_rows_a_lane(segment: Segment, device: DeviceInfo, p: Params) -> Param
     # 4-8% (bf16 [102654, 2, 25] 11.2 -> 12.1, [14518, 4, 125] 11.9 -> 12.7).
     lanes = replace(p, rows_per_lane=per_lane, evict_first=False)
     return lanes if per_lane > 1 and is_valid(segment, device, lanes) is None else p
+
+
+# A lane of one thread a column and a vector of consecutive outputs (the sum over the middle
+# dim of [A, C, L] with L a multiple of the vector) takes rows a lane, `rows_per_block`
+# vectors apart, while its loads stay within OUTER_LANE_LOADS and VECTOR_LANE_BYTES: its
+# column's few vector loads left too little in flight. H200, ab.py (torch.compile in the same
+# run; `benchmarks/surface/vector_rows_a_lane_2026-11-28/`): middle bf16 [243713, 3, 114]
+# (vectors of 2) 74.3 us -> 65.8 with 2 rows a lane, 65.0 with 4 (59.6); fp32 [500000, 3,
+# 50] 114.3 -> 101.9, 100.8 (97.3); var_mean bf16 [243713, 3, 114] 136.6 -> 107.7, 106.5
+# (98.2).
+VECTOR_LANE_BYTES = 96
+# ... and only where the grid keeps VECTOR_LANES_AN_SM lanes an SM (4 waves of 2048 threads).
+# Judged on 18 cells (`judged_vec_first_guard_h200_summary.txt`) with the inner layouts' guard
+# (1024 threads an SM): geomean 0.982; plain sums left with fewer lanes lost 2-7% (middle bf16
+# [9231, 4, 774], 6766 lanes an SM, 24.5 -> 26.2 us; fp32 [390747, 3, 4], 1480, 10.6 ->
+# 11.2), those left with more gained (bf16 [2156676, 2, 10], 10212, 49.9 -> 47.4; fp32
+# [139798, 3, 144] 86.6 -> 81.3). With this guard, on 14 fresh cells (`judged_vec_h200_
+# summary.txt`): geomean 0.949, old/torch.compile 1.084 -> new 1.029, the 6 cells over 1.10x
+# now at most 1.080 (var_mean fp32 [259547, 3, 62] 100.4 -> 82.9, tc 79.5); 3 slower by
+# 2-4.5% (middle fp32 [764591, 6, 6] 40.0 -> 41.8). The surface grid's 3 cells it moves
+# (`judged_grid_h200_summary.txt`): 0.926-0.969.
+VECTOR_LANES_AN_SM = 8192
+
+
+def _vector_rows_a_lane(segment: Segment, device: DeviceInfo, p: Params) -> int:
+    """Rows a lane for one thread a column of a vector along the outputs (1: none):
+    doubled while its loads stay within OUTER_LANE_LOADS and VECTOR_LANE_BYTES, its
+    registers within LANE_ELEMENTS and the grid keeps VECTOR_LANES_AN_SM lanes an SM."""
+    if vectors_along_reduction(segment) or p.inner:
+        return 1
+    n_out, n_red = sizes(segment)
+    load_bytes = p.vector * widest_load(segment)
+    per_lane = 1
+    while (
+        per_lane < 8
+        and 2 * per_lane * n_red <= OUTER_LANE_LOADS
+        and 2 * per_lane * n_red * load_bytes <= VECTOR_LANE_BYTES
+        and 2 * per_lane * n_red * p.vector <= LANE_ELEMENTS
+        and n_out // (p.vector * 2 * per_lane) >= VECTOR_LANES_AN_SM * device.sm_count
+    ):
+        per_lane *= 2
+    return per_lane
 
 
 # A thread of a long row keeps LONG_ROW_BYTES in flight a trip: 2 chunks of 16-byte vectors,

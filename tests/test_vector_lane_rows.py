@@ -1,0 +1,45 @@
+"""Rows a lane of vector lanes (heuristics 51): a strided reduction of one thread a column
+whose lane takes a vector of consecutive outputs also takes rows a lane, `rows_per_block`
+vectors apart, every row's vector loads in flight before any is reduced; the kernels that
+take them, their shape, and that they compile (no GPU). Their results: the host runs in
+tests/test_host_kernels.py, the GPU ones in tests/test_gpu_rows_per_lane.py."""
+
+import pytest
+from test_codegen_compile import ARCHS
+from test_tail_groups import _kernel_source
+
+from tunefuse import DataType
+from tunefuse.compiler import compile_kernel
+
+# (pattern, dtype, shape, vector a lane, rows a lane): the defaults on deep grids
+VECTOR_LANES = [
+    ("middle", DataType.BFloat16, (243713, 3, 114), 2, 4),
+    ("middle", DataType.Float, (500000, 3, 50), 2, 4),
+    ("middle_var_mean", DataType.BFloat16, (243713, 3, 114), 2, 4),
+    ("col", DataType.Float, (3, 9000000), 4, 2),
+    ("middle", DataType.BFloat16, (6787546, 2, 6), 2, 8),
+]
+
+
+@pytest.mark.parametrize("pattern,dtype,shape,vector,rows", VECTOR_LANES)
+def test_a_vector_lane_loads_every_row_before_it_reduces_one(pattern, dtype, shape, vector, rows):
+    source = _kernel_source(pattern, dtype, shape, {})
+    body = source.split("__global__", 1)[1]
+    vt = f"TfVec<{dtype.cuda}, {vector}>"
+    # rows rows_per_block vectors apart (a warp's load of a vector each is whole sectors)
+    assert "const int row = row_base + (int)q * 256 + to;" in body
+    assert "(int)to * " not in body
+    fill, compute = body.split(f"for (int q = 0; q < {rows}; ++q)")[1:3]
+    assert f"const {vt} x0 = " in fill and "acc" not in fill
+    assert "x0 = " not in compute and "acc0_v[v]" in compute
+    # the outputs of a row: one vector store (each of a var_mean's two, in fp32)
+    stores = compute.count(f", {vector}>*>(&B")
+    assert stores == (2 if "var_mean" in pattern else 1)
+
+
+@pytest.mark.parametrize("pattern,dtype,shape,vector,rows", VECTOR_LANES)
+@pytest.mark.parametrize("arch", ARCHS)
+def test_vector_lane_rows_compile(pattern, dtype, shape, vector, rows, arch):
+    source = _kernel_source(pattern, dtype, shape, {})
+    name = source.split("__global__ void", 1)[1].split("(", 1)[0].split()[-1]
+    assert compile_kernel(source, name, arch).cubin
