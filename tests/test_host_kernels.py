@@ -214,27 +214,34 @@ def test_fuzzed_strided_rows_a_lane_agree_on_the_host(
     """Sums over the middle dim of [A, C, L], one thread a column, rows a lane (adjacent for
     up to 4 bf16 rows, `codegen.reduction.adjacent_lane_rows`; else apart), at drawn params:
     each run agrees and reads nothing past its buffers."""
+    shape = (outer, reduced, inner)
     changes = dict(
         threads_r=1,
         vector=1,
-        inner=False,
-        split=1,
         rows_per_lane=rows_per_lane,
         rows_per_block=rows_per_block,
         unroll=unroll,
         evict_first=evict_first,
     )
+    seg, p, changes = _strided_lanes("middle", dtype, shape, changes)
+    adjacent = dtype is DataType.BFloat16 and rows_per_lane <= 4  # ADJACENT_LANE_BYTES
+    assert codegen_reduction.adjacent_lane_rows(seg, p, False) is adjacent
+    _variant_agrees_on_the_host("middle", dtype, shape, changes, outer)
+
+
+def _strided_lanes(pattern: str, dtype: DataType, shape: tuple, changes: dict):  # noqa: ANN202
+    """The one segment of a surface `pattern` on `shape`, its default params (sm_90) with
+    `changes` in an unsplit outer layout, and those changes; a draw whose params cannot run
+    (registers: rows a lane x column) is assumed away."""
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
     from patterns import pattern_fusion
 
-    x = np.zeros((outer, reduced, inner), dtype.numpy)
-    (seg,) = pattern_fusion("middle", dtype).plan([x]).segments
+    changes = {**changes, "inner": False, "split": 1}
+    (seg,) = pattern_fusion(pattern, dtype).plan([np.zeros(shape, dtype.numpy)]).segments
     device = PROFILES["sm_90"]
     p = dataclasses.replace(reduction.default_params(seg, device), **changes)
-    assume(reduction.is_valid(seg, device, p) is None)  # registers: rows a lane x column
-    adjacent = dtype is DataType.BFloat16 and rows_per_lane <= 4  # ADJACENT_LANE_BYTES
-    assert codegen_reduction.adjacent_lane_rows(seg, p, False) is adjacent
-    _variant_agrees_on_the_host("middle", dtype, (outer, reduced, inner), changes, outer)
+    assume(reduction.is_valid(seg, device, p) is None)
+    return seg, p, changes
 
 
 @given(
@@ -265,25 +272,16 @@ def test_fuzzed_vectors_along_outputs_rows_a_lane_agree_on_the_host(
     """Reductions over the middle dim of [A, C, L] whose lanes take a vector of consecutive
     outputs and rows a lane of them (`rows_per_block` vectors apart), at drawn params: each
     run agrees and reads nothing past its buffers."""
+    shape = (outer, reduced, inner_vectors * vector)
     changes = dict(
         threads_r=threads_r,
         vector=vector,
-        inner=False,
-        split=1,
         rows_per_lane=rows_per_lane,
         rows_per_block=rows_per_block,
         unroll=unroll,
         evict_first=False,
     )
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
-    from patterns import pattern_fusion
-
-    shape = (outer, reduced, inner_vectors * vector)
-    x = np.zeros(shape, dtype.numpy)
-    (seg,) = pattern_fusion(pattern, dtype).plan([x]).segments
-    device = PROFILES["sm_90"]
-    p = dataclasses.replace(reduction.default_params(seg, device), **changes)
-    assume(reduction.is_valid(seg, device, p) is None)  # registers: rows a lane x column
+    seg, p, changes = _strided_lanes(pattern, dtype, shape, changes)
     assert not codegen_reduction.adjacent_lane_rows(seg, p, False)
     _variant_agrees_on_the_host(pattern, dtype, shape, changes, outer)
 
