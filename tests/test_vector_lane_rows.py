@@ -43,3 +43,21 @@ def test_vector_lane_rows_compile(pattern, dtype, shape, vector, rows, arch):
     source = _kernel_source(pattern, dtype, shape, {})
     name = source.split("__global__ void", 1)[1].split("(", 1)[0].split()[-1]
     assert compile_kernel(source, name, arch).cubin
+
+
+def test_a_normalizations_vector_lane_keeps_one_row():
+    """A normalization's vector lanes keep each pass's totals a lane (lane_totals): rows a
+    lane of them are refused by is_valid, not left to an assertion in codegen."""
+    import dataclasses
+
+    from test_reduction_defaults import pattern_plan
+
+    from tunefuse.device_info import H100
+    from tunefuse.schedulers import normalization
+
+    (seg,) = pattern_plan("middle_softmax", (13110, 26, 16), DataType.BFloat16).segments
+    p = normalization.default_params(seg, H100)
+    assert p.vector > 1 and not p.inner, p
+    assert normalization.is_valid(seg, H100, p) is None
+    why = normalization.is_valid(seg, H100, dataclasses.replace(p, rows_per_lane=2))
+    assert why == "a normalization's vector along the outputs takes one row a lane"

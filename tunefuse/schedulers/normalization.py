@@ -1280,6 +1280,10 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
                 "a vector along the outputs holds its rows in registers or reads them again "
                 "(not shared_row, not a cluster)"
             )
+        if p.rows_per_lane > 1:
+            # A reduction's vector lanes take rows a lane; a normalization's keep each pass's
+            # totals a lane (lane_totals), one row a lane.
+            return "a normalization's vector along the outputs takes one row a lane"
         if p.cache_row and p.elements_per_thread * p.vector > 64:
             return (
                 f"{p.elements_per_thread} elements of each of {p.vector} outputs a lane: "
