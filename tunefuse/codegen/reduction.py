@@ -50,6 +50,7 @@ from tunefuse.schedulers.phases import phases_reading, segment_groups
 from tunefuse.schedulers.reduction import (
     BLOCK_ROW_BYTES,
     WARP,
+    column_share,
     lane_elements,
     peeled_accesses,
     peels,
@@ -365,7 +366,7 @@ class _Emitter:
         if self.along_outputs:
             if self.lane_rows > 1:
                 # A lane's share of each of its `vec` columns, every element of it.
-                self.ept = -(-sizes(segment)[1] // getattr(p, "threads_r", 1))
+                self.ept = column_share(segment, p)
             self.slots = self.ept * self.vec
         # Loads behind a pad/cat guard are read inside their branch, a lane at a time: never
         # vector-loaded or cached ahead of the branch that decides whether they are in range.

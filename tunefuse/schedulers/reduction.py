@@ -480,6 +480,12 @@ def lane_elements(segment: Segment, p: Params) -> int:
     return -(-n_red // (p.threads_r * p.vector)) * p.vector
 
 
+def column_share(segment: Segment, p: Params) -> int:
+    """Elements of each of its vector's columns a lane of a vector along the outputs holds:
+    its share of the reduced extent (its registers: this times the vector)."""
+    return -(-sizes(segment)[1] // p.threads_r)
+
+
 def default_rows_per_lane(
     segment: Segment,
     device: DeviceInfo,
@@ -532,7 +538,7 @@ def lanes_error(segment: Segment, p: Params, row_elements: int) -> str | None:
         # A vector along the outputs: a lane holds its share of each of its `vector` columns.
         if p.inner:
             return "rows a lane of an inner layout take vectors along the row"
-        row_elements = -(-sizes(segment)[1] // p.threads_r) * p.vector
+        row_elements = column_share(segment, p) * p.vector
     if p.rows_per_lane * row_elements > 2 * LANE_ELEMENTS:
         return (
             f"{p.rows_per_lane} rows a lane of {row_elements} elements each: more than "
@@ -998,14 +1004,15 @@ def _vector_rows_a_lane(segment: Segment, device: DeviceInfo, p: Params) -> int:
     registers within LANE_ELEMENTS and the grid keeps VECTOR_LANES_AN_SM lanes an SM."""
     if vectors_along_reduction(segment) or p.inner:
         return 1
-    n_out, n_red = sizes(segment)
+    n_out, _ = sizes(segment)
+    loads = column_share(segment, p)  # vector loads a row
     load_bytes = p.vector * widest_load(segment)
     per_lane = 1
     while (
         per_lane < 8
-        and 2 * per_lane * n_red <= OUTER_LANE_LOADS
-        and 2 * per_lane * n_red * load_bytes <= VECTOR_LANE_BYTES
-        and 2 * per_lane * n_red * p.vector <= LANE_ELEMENTS
+        and 2 * per_lane * loads <= OUTER_LANE_LOADS
+        and 2 * per_lane * loads * load_bytes <= VECTOR_LANE_BYTES
+        and 2 * per_lane * loads * p.vector <= LANE_ELEMENTS
         and n_out // (p.vector * 2 * per_lane) >= VECTOR_LANES_AN_SM * device.sm_count
     ):
         per_lane *= 2
