@@ -81,9 +81,10 @@ def test_inner_rows_are_read_in_runs_a_warp_coalesces(rows_log, cols, dtype):
         )
     elif row_vectors <= 32 and reduction.few_row_lanes(seg, H100, row_vectors, p.vector):
         # 9-31 vectors (not a power of two): as few lanes as leave each at most
-        # SHORT_ROW_LANE_VECTORS of its row, 2 rows a lane where registers and the grid allow
+        # `few_lane_vectors` of its row (SHORT_ROW_LANE_VECTORS, 3 bf16 vectors of 8), 2 rows
+        # a lane where registers and the grid allow
         assert 8 < row_vectors < 32 and row_vectors & (row_vectors - 1)
-        most = reduction.SHORT_ROW_LANE_VECTORS
+        most = reduction.few_lane_vectors(p.vector)
         assert p.threads_r * most >= row_vectors > p.threads_r // 2 * most
         assert p.unroll <= most and p.threads_r * p.unroll >= row_vectors
         two = dataclasses.replace(p, rows_per_lane=reduction.SHORT_ROW_LANE_ROWS)
