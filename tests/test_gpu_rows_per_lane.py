@@ -314,6 +314,27 @@ def test_the_defaults_take_two_rows_a_lane_of_a_row_sum_of_33_to_255_vectors(
 @pytest.mark.parametrize(
     "define,dtype,shape",
     [
+        (_row_stats, DataType.Float, (30011, 366)),  # 183 vectors of 2, peeled at 4 before
+        (_row_stats, DataType.BFloat16, (20011, 836)),  # 209 vectors of 4, peeled at 8 before
+        (_row_stats, DataType.Float, (5003, 270)),  # the last block's second rows past the end
+        (_scaled_row_sum, DataType.Half, (7001, 548)),  # a per-row scale read once a row
+    ],
+)
+def test_the_defaults_read_a_short_row_unpeeled_two_rows_a_lane(define, dtype, shape, rng):
+    """Heuristics 52 (`reduction.UNPEELED_LANE_ROW_VECTORS`): a row sum of 33-255 vectors of 2
+    or more, which a wider vector would read peeled, is read unpeeled, 2 rows a lane; agrees
+    with the reference."""
+    fd = _build(define, dtype)
+    inputs = _inputs(define, fd, shape, rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    (k,) = launched
+    assert k.params["vector"] in (2, 4) and k.params["rows_per_lane"] == 2, k.params
+    assert_agrees(fd, inputs, got, dtype)
+
+
+@pytest.mark.parametrize(
+    "define,dtype,shape",
+    [
         (_row_stats, DataType.BFloat16, (300007, 18)),  # 9 vectors of 4 bytes: 4 lanes
         (_row_stats, DataType.BFloat16, (290001, 46)),  # 23 vectors: 8 lanes
         (_row_stats, DataType.Float, (280003, 26)),  # 13 vectors of 8 bytes

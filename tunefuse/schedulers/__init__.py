@@ -219,7 +219,10 @@ class Scheduler(Protocol):
 # 51: a strided reduction of one thread a column of a vector of outputs takes rows a lane
 #    while its loads stay within OUTER_LANE_LOADS and VECTOR_LANE_BYTES and the grid keeps
 #    VECTOR_LANES_AN_SM lanes an SM (`reduction._vector_rows_a_lane`).
-HEURISTICS_VERSION = 51
+# 52: a row sum whose row unpeeled holds 33-255 vectors of 2 or more reads it unpeeled, two
+#    rows a lane, not peeled at a wider vector (`reduction.default_row_vector`,
+#    UNPEELED_LANE_ROW_VECTORS).
+HEURISTICS_VERSION = 52
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -240,6 +240,20 @@ def vector_choices(segment: Segment) -> list[int]:
 # row sums [78054, 67] 11.2 -> 18.9; held rows of 31-34 vectors 1-3%).
 PEEL_LEAST_VECTORS = 64
 
+# A row sum whose row unpeeled holds fewer than this many vectors of 2 or more, and whose
+# unpeeled layout takes rows a lane (MIDDLE_ROW_LANE_ROWS, the grid allowing), is read so,
+# not peeled one row a lane (`default_params`): the peeled head and tail, read an element
+# a lane, cost more than the wider vector saves on a row of a few trips. H200, judge.py,
+# old (peeled) against new on 20 fresh cells of fp32 rows of 258-510 and bf16 rows of
+# 516-1020, 2 rows a lane each (`benchmarks/surface/
+# surface17_and_stores_2026-11-28/judged_unpeeled_rows_h200_summary.txt`): geomean 0.829,
+# none slower (worst fp32 [88147, 366] 37.4 -> 35.6 us), bf16 [26061, 836] 22.3 -> 16.4
+# (torch.compile 20.2), fp32 [152802, 390] 74.1 -> 62.5 (64.4). Measured first on 16 drawn
+# cells (`probe_peeled_h200.log`). Longer rows, read at vectors of 2-4 by more threads (the
+# unpeeled layout of 256 vectors or more), lost unpeeled (`experiment_unpeeled_h200_summary.
+# txt`: row bf16 [24761, 1794] 35.1 -> 54.3 us, softmax and logsumexp 4-72% slower).
+UNPEELED_LANE_ROW_VECTORS = 256
+
 
 def default_row_vector(segment: Segment, most_bytes: int = MAX_VECTOR_BYTES) -> int:
     """The vector a row's default layout reads: `peel_vector` (at most `most_bytes` of the
@@ -331,9 +345,25 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     """The layout (below), then a split of the reduced extent where its rows cannot fill the
     GPU; compiled to fit the blocks an SM that a one-wave grid needs (`one_wave_blocks`)."""
     p = _defaults_at(segment, device, default_row_vector(segment))
-    if peels(segment, p.vector) and is_valid(segment, device, p) is not None:
-        return _defaults_at(segment, device, max_vector(segment))
+    if not peels(segment, p.vector):
+        return p
+    unpeeled = _defaults_at(segment, device, max_vector(segment))
+    if is_valid(segment, device, p) is not None or _unpeeled_rows_a_lane(segment, unpeeled):
+        return unpeeled
     return p
+
+
+def _unpeeled_rows_a_lane(segment: Segment, unpeeled: Params) -> bool:
+    """Whether a row sum's unpeeled layout `unpeeled` reads its short row (under
+    UNPEELED_LANE_ROW_VECTORS vectors of 2 or more) several rows a lane: then it, not the
+    peeled layout, is the default."""
+    _, n_red = sizes(segment)
+    return (
+        unpeeled.vector > 1
+        and -(-n_red // unpeeled.vector) < UNPEELED_LANE_ROW_VECTORS
+        and unpeeled.rows_per_lane > 1
+        and plain_sums(segment)
+    )
 
 
 def _defaults_at(segment: Segment, device: DeviceInfo, vector: int) -> Params:
