@@ -694,14 +694,19 @@ def test_a_short_row_read_unpeeled_two_rows_a_lane_is_not_peeled(rows_log, cols,
     p = reduction.default_params(seg, device)
     assert reduction.is_valid(seg, device, p) is None
     unpeeled = reduction.max_vector(seg)
+    short = unpeeled > 1 and -(-cols // unpeeled) < reduction.UNPEELED_LANE_ROW_VECTORS
+    peeled = reduction.default_row_vector(seg)
     if reduction.peels(seg, p.vector):
-        if unpeeled > 1 and -(-cols // unpeeled) < reduction.UNPEELED_LANE_ROW_VECTORS:
+        if short:
             layout = reduction._defaults_at(seg, device, unpeeled)
             assert layout.rows_per_lane == 1, (p, layout)
-    elif p.vector == unpeeled and reduction.default_row_vector(seg) > unpeeled:
-        # the unpeeled layout is taken in place of the peeled one: two rows a lane at least
-        assert unpeeled > 1 and -(-cols // unpeeled) < reduction.UNPEELED_LANE_ROW_VECTORS
-        assert p.rows_per_lane >= reduction.MIDDLE_ROW_LANE_ROWS, p
+    elif peeled > unpeeled:
+        # the unpeeled layout taken in place of the peeled one: two rows a lane at least,
+        # unless the peeled layout cannot run
+        peeled_layout = reduction._defaults_at(seg, device, peeled)
+        assert reduction.is_valid(seg, device, peeled_layout) is not None or (
+            short and p.rows_per_lane >= reduction.MIDDLE_ROW_LANE_ROWS
+        ), p
 
 
 def test_the_measured_short_rows_read_unpeeled():

@@ -220,8 +220,8 @@ class Scheduler(Protocol):
 #    while its loads stay within OUTER_LANE_LOADS and VECTOR_LANE_BYTES and the grid keeps
 #    VECTOR_LANES_AN_SM lanes an SM (`reduction._vector_rows_a_lane`).
 # 52: a row sum whose row unpeeled holds 33-255 vectors of 2 or more reads it unpeeled, two
-#    rows a lane, not peeled at a wider vector (`reduction.default_row_vector`,
-#    UNPEELED_LANE_ROW_VECTORS).
+#    rows a lane where that layout takes them, not peeled at a wider vector one row a lane
+#    (`reduction.default_params`, `_unpeeled_rows_a_lane`, UNPEELED_LANE_ROW_VECTORS).
 HEURISTICS_VERSION = 52
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
