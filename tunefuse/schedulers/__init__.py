@@ -221,7 +221,7 @@ class Scheduler(Protocol):
 #    VECTOR_LANES_AN_SM lanes an SM (`reduction._vector_rows_a_lane`).
 # 52: a row sum whose row unpeeled holds 33-255 vectors of 2 or more reads it unpeeled, two
 #    rows a lane where that layout takes them, not peeled at a wider vector one row a lane
-#    (`reduction.default_params`, `_unpeeled_rows_a_lane`, UNPEELED_LANE_ROW_VECTORS).
+#    (`reduction.default_params`, `_short_unpeeled_row`, UNPEELED_LANE_ROW_VECTORS).
 HEURISTICS_VERSION = 52
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

@@ -347,23 +347,22 @@ def default_params(segment: Segment, device: DeviceInfo) -> Params:
     p = _defaults_at(segment, device, default_row_vector(segment))
     if not peels(segment, p.vector):
         return p
-    unpeeled = _defaults_at(segment, device, max_vector(segment))
-    if is_valid(segment, device, p) is not None or _unpeeled_rows_a_lane(segment, unpeeled):
-        return unpeeled
+    if is_valid(segment, device, p) is not None:
+        return _defaults_at(segment, device, max_vector(segment))
+    if _short_unpeeled_row(segment, max_vector(segment)):
+        # laid out only where it may be taken: default_params runs for every plan
+        unpeeled = _defaults_at(segment, device, max_vector(segment))
+        if _short_unpeeled_row(segment, unpeeled.vector) and unpeeled.rows_per_lane > 1:
+            return unpeeled
     return p
 
 
-def _unpeeled_rows_a_lane(segment: Segment, unpeeled: Params) -> bool:
-    """Whether a row sum's unpeeled layout `unpeeled` reads its short row (under
-    UNPEELED_LANE_ROW_VECTORS vectors of 2 or more) several rows a lane: then it, not the
-    peeled layout, is the default."""
+def _short_unpeeled_row(segment: Segment, vector: int) -> bool:
+    """Whether a row sum's row read unpeeled at `vector` is short: under
+    UNPEELED_LANE_ROW_VECTORS vectors of 2 or more. Where its unpeeled layout takes several
+    rows a lane, that layout, not the peeled one, is the default."""
     _, n_red = sizes(segment)
-    return (
-        unpeeled.vector > 1
-        and -(-n_red // unpeeled.vector) < UNPEELED_LANE_ROW_VECTORS
-        and unpeeled.rows_per_lane > 1
-        and plain_sums(segment)
-    )
+    return vector > 1 and -(-n_red // vector) < UNPEELED_LANE_ROW_VECTORS and plain_sums(segment)
 
 
 def _defaults_at(segment: Segment, device: DeviceInfo, vector: int) -> Params:
