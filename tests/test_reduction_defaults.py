@@ -6,7 +6,7 @@ import dataclasses
 import ml_dtypes
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from test_codegen_compile import ARCHS
 
@@ -16,6 +16,7 @@ from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import A100, H100
 from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.schedulers import normalization, reduction
+from tunefuse.schedulers.common import pow2_at_least
 
 NUMPY = {DataType.Float: np.float32, DataType.BFloat16: ml_dtypes.bfloat16}
 
@@ -38,6 +39,7 @@ def row_sum_segment(rows: int, cols: int, dtype: DataType):  # noqa: ANN201
 @given(
     rows_log=st.integers(0, 24), cols=st.integers(2, 1 << 16), dtype=st.sampled_from(list(NUMPY))
 )
+@example(rows_log=17, cols=72, dtype=DataType.BFloat16)  # 3 vectors of 8 a lane, unroll 4
 @settings(max_examples=200, deadline=None)
 def test_inner_rows_are_read_in_runs_a_warp_coalesces(rows_log, cols, dtype):
     """A row of at most 32 vectors is read up to SHORT_ROW_VECTORS (2) vectors a lane, a
@@ -86,7 +88,10 @@ def test_inner_rows_are_read_in_runs_a_warp_coalesces(rows_log, cols, dtype):
         assert 8 < row_vectors < 32 and row_vectors & (row_vectors - 1)
         most = reduction.few_lane_vectors(p.vector)
         assert p.threads_r * most >= row_vectors > p.threads_r // 2 * most
-        assert p.unroll <= most and p.threads_r * p.unroll >= row_vectors
+        # the loop reads a lane's vectors in one group: the least power of two of them (its
+        # tail clamped), so 3 vectors a lane take unroll 4
+        lane_vectors = -(-row_vectors // p.threads_r)
+        assert lane_vectors <= most and p.unroll == pow2_at_least(lane_vectors)
         two = dataclasses.replace(p, rows_per_lane=reduction.SHORT_ROW_LANE_ROWS)
         assert p.rows_per_lane >= reduction.SHORT_ROW_LANE_ROWS or (
             2 * reduction.lane_elements(seg, p) > reduction.LANE_ELEMENTS
