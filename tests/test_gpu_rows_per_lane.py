@@ -335,6 +335,28 @@ def test_the_defaults_read_a_short_row_unpeeled_two_rows_a_lane(define, dtype, s
 @pytest.mark.parametrize(
     "define,dtype,shape",
     [
+        (_row_stats, DataType.BFloat16, (40001, 754)),  # 377 vectors of 2, 32 lanes
+        (_row_stats, DataType.BFloat16, (20003, 1486)),  # 743 vectors of 2, 64 lanes
+        (_scaled_row_sum, DataType.Half, (30001, 1030)),  # a per-row scale read once a row
+        (functools.partial(middle_reduction, op="sum"), DataType.BFloat16, (30011, 626, 1)),
+    ],
+)
+def test_the_defaults_read_a_long_2_byte_row_at_2_by_the_peeled_lanes(define, dtype, shape, rng):
+    """Heuristics 53 (`reduction.PEELED_LANES_AT_2`): a 2-byte row sum of 256 vectors of 2
+    or more, which 32-64 lanes would read peeled at 16 bytes, is read unpeeled at a vector of
+    2 by those lanes (rows unaligned to 16 bytes, the last block partly empty); agrees with
+    the reference."""
+    fd = _build(define, dtype)
+    inputs = _inputs(define, fd, shape, rng)
+    got, launched = run_with_reduction_params(fd, inputs)
+    (k,) = launched
+    assert k.params["vector"] == 2 and k.params["threads_r"] in (32, 64), k.params
+    assert_agrees(fd, inputs, got, dtype)
+
+
+@pytest.mark.parametrize(
+    "define,dtype,shape",
+    [
         (_row_stats, DataType.BFloat16, (300007, 18)),  # 9 vectors of 4 bytes: 4 lanes
         (_row_stats, DataType.BFloat16, (290001, 46)),  # 23 vectors: 8 lanes
         (_row_stats, DataType.Float, (280003, 26)),  # 13 vectors of 8 bytes

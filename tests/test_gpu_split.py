@@ -191,6 +191,38 @@ def test_middle_reductions_of_runs_shorter_than_a_warp_take_a_block_a_slab(
 
 
 @pytest.mark.parametrize(
+    "build,dtype,shape",
+    [
+        (col_sum, DataType.Float, (6896, 378)),  # split 6 -> 13, the last tile part-full
+        (col_sum, DataType.BFloat16, (5085, 848)),
+        (col_sum, DataType.Float, (21061, 140)),  # the last share shorter than the rest
+        (functools.partial(middle_reduction, op="sum"), DataType.Float, (4, 6844, 93)),
+    ],
+)
+def test_a_strided_sum_on_fewer_blocks_than_sms_splits_into_shorter_shares(
+    build, dtype, shape, rng
+):
+    """Heuristics 53 (`reduction._shorter_shares`): a strided sum split as far as unroll 8
+    allows on fewer blocks than SMs takes unroll 4 and more shares; it agrees with the
+    reference, and two runs give the same bits."""
+    with FusionDefinition() as fd:
+        build(fd, dtype)
+    inputs = _inputs(dtype, shape, rng)
+    got, launched = run_with_reduction_params(fd, inputs, None)
+    (kernel,) = launched
+    assert not kernel.params["inner"] and kernel.params["unroll"] == 4, kernel.params
+    assert kernel.params["split"] > 1 and kernel.workspace
+    again, _ = run_with_reduction_params(fd, inputs, None)
+    assert all(np.array_equal(a, b) for a, b in zip(got, again))
+    for g, e in zip(got, reference.run(fd.fusion, inputs)):
+        out_dtype = next(d for d in DataType if d.numpy == e.dtype)
+        rtol, atol = max(TOL[out_dtype], TOL[dtype])
+        np.testing.assert_allclose(
+            g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
+        )
+
+
+@pytest.mark.parametrize(
     "build,dtype,outputs_in_waves,halved",
     [
         (col_sum, DataType.Float, 1.02, True),  # a few blocks past a wave of 1024 threads

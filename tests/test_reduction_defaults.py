@@ -634,8 +634,9 @@ def test_long_rows_leave_each_thread_whole_chunks(cols, rows_log, dtype):
     seg = row_sum_segment(1 << rows_log, cols, dtype)
     p = reduction.default_params(seg, H100)
     row_vectors = -(-cols // p.vector)
-    if row_vectors < 256:
-        return
+    peeled = reduction._defaults_at(seg, H100, reduction.default_row_vector(seg))
+    if row_vectors < 256 or p == reduction._peeled_lanes_unpeeled(seg, H100, peeled):
+        return  # the peeled layout's lanes at a vector of 2: tested below
     assert p.threads_r & (p.threads_r - 1) == 0
     assert p.threads_r * p.unroll <= row_vectors
     assert p.threads_r == 512 or 2 * p.threads_r * p.unroll > row_vectors
@@ -708,9 +709,13 @@ def test_a_short_row_read_unpeeled_two_rows_a_lane_is_not_peeled(rows_log, cols,
     elif peeled > unpeeled:
         # the unpeeled layout taken in place of the peeled one: two rows a lane at least,
         # unless the peeled layout cannot run
+        # unless the peeled layout cannot run; or the peeled layout's lanes read at a vector
+        # of 2 (`_peeled_lanes_unpeeled`, a long row)
         peeled_layout = reduction._defaults_at(seg, device, peeled)
-        assert reduction.is_valid(seg, device, peeled_layout) is not None or (
-            short and p.rows_per_lane >= reduction.MIDDLE_ROW_LANE_ROWS
+        assert (
+            reduction.is_valid(seg, device, peeled_layout) is not None
+            or (short and p.rows_per_lane >= reduction.MIDDLE_ROW_LANE_ROWS)
+            or (not short and p == reduction._peeled_lanes_unpeeled(seg, device, peeled_layout))
         ), p
 
 
@@ -722,13 +727,119 @@ def test_the_measured_short_rows_read_unpeeled():
         (26061, 836, DataType.BFloat16, 4, 2),  # 22.3 -> 16.4 us peeled at 8 -> 4
         (152802, 390, DataType.Float, 2, 2),  # 74.1 -> 62.5
         (88147, 366, DataType.Float, 2, 2),  # 37.4 -> 35.6, the least gain
-        (24761, 1794, DataType.BFloat16, 8, 1),  # 897 vectors of 2: lost unpeeled, 35.1 -> 54.3
+        # 897 vectors of 2: lost at the unpeeled layout (35.1 -> 54.3 us), read at 2 by the
+        # peeled layout's 64 lanes since heuristics 53 (35.1 -> 30.6, ab.py)
+        (24761, 1794, DataType.BFloat16, 2, 1),
         (1905, 7682, DataType.Float, 4, 1),  # peeled 19.8 us, unpeeled 21.1 (ab.py)
         (3001, 1020, DataType.BFloat16, 8, 1),  # too few rows for 2 a lane: peeled, unmeasured
     ]:
         p = reduction.default_params(row_sum_segment(rows, cols, dtype), H100)
         got = (p.vector, p.rows_per_lane)
         assert got == (vector, rows_per_lane), (rows, cols, dtype, p)
+
+
+@given(
+    rows_log=st.integers(6, 20),
+    cols=st.integers(100, 4000).map(lambda c: c // 4 * 4 + 2),  # a vector of 2 at most
+    dtype=st.sampled_from(list(NUMPY)),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=300, deadline=None)
+def test_a_long_2_byte_row_peeled_at_16_bytes_is_read_at_2_by_the_peeled_lanes(
+    rows_log, cols, dtype, device
+):
+    """Heuristics 53 (`reduction.PEELED_LANES_AT_2`): a 2-byte row sum whose row holds 256
+    vectors of 2 or more, peeled at 16 bytes by at most 64 lanes a row, is read unpeeled at a
+    vector of 2 by those lanes (their rows a block, unroll and rows a lane) exactly where that
+    grid runs 2 waves of resident blocks or more; fp32 rows never are."""
+    rows = 1 << rows_log
+    seg = row_sum_segment(rows, cols, dtype)
+    p = reduction.default_params(seg, device)
+    assert reduction.is_valid(seg, device, p) is None
+    peeled = reduction._defaults_at(seg, device, reduction.default_row_vector(seg))
+    long_row = -(-cols // 2) >= reduction.UNPEELED_LANE_ROW_VECTORS
+    block = peeled.threads_r * peeled.rows_per_block
+    resident = min(device.max_threads_per_sm // block, device.max_blocks_per_sm)
+    blocks = -(-rows // (peeled.rows_per_block * peeled.rows_per_lane))
+    taken = (
+        dtype.itemsize == 2
+        and long_row
+        and peeled.vector * dtype.itemsize == 16
+        and reduction.is_valid(seg, device, peeled) is None
+        and peeled.threads_r <= 64
+        and blocks >= 2 * resident * device.sm_count
+    )
+    if taken:
+        assert p.vector == 2 and p.split == 1, (p, peeled)
+        layout = ("threads_r", "rows_per_block", "unroll", "rows_per_lane")
+        assert all(getattr(p, k) == getattr(peeled, k) for k in layout), (p, peeled)
+    elif long_row:
+        assert (
+            p.vector != 2
+            or not reduction.peels(seg, peeled.vector)
+            or (reduction.is_valid(seg, device, peeled) is not None)
+        ), (p, peeled)
+
+
+def test_the_measured_long_2_byte_rows_read_at_2_by_the_peeled_lanes():
+    """Heuristics 53, the judged cells (H200, `benchmarks/surface/peeled_lanes_2026-11-28/`):
+    bf16 rows of 2 waves or more read at 2 by the peeled layout's lanes; fewer keep peeling."""
+    for rows, cols, vector in [
+        (102731, 1286, 2),  # 93.0 -> 77.5 us, 64 lanes
+        (45006, 870, 2),  # 33.2 -> 27.6, 32 lanes
+        (36854, 754, 2),  # 21.8 -> 21.3, the least gain
+        (11429, 994, 8),  # 1.35 waves: 13.0 -> 13.9 at 2, so peeled
+        (11992, 990, 8),  # 1.42 waves: 13.4 -> 14.1 at 2
+        (1693, 6894, 8),  # 256 lanes: 11.9 -> 13.7 at 2 (ab.py)
+    ]:
+        p = reduction.default_params(row_sum_segment(rows, cols, DataType.BFloat16), H100)
+        assert p.vector == vector, (rows, cols, p)
+
+
+@given(
+    rows=st.integers(1, 1 << 18),
+    cols=st.integers(1, 1 << 12),
+    dtype=st.sampled_from(list(NUMPY)),
+    device=st.sampled_from([H100, A100]),
+)
+@settings(max_examples=400, deadline=None)
+def test_a_strided_sum_split_on_fewer_blocks_than_sms_takes_shorter_shares(
+    rows, cols, dtype, device
+):
+    """Heuristics 53 (`reduction._shorter_shares`): a column sum split as far as its work
+    allows (`_split_by_work`) whose grid leaves an SM without a block halves its unroll, once,
+    for more shares; a column sum whose default keeps the layout's unroll and splits as far
+    as its work allows fills every SM; Welford var_means keep their unroll."""
+    for seg, plain in ((column_sum_segment(rows, cols, dtype), True),):
+        p = reduction.default_params(seg, device)
+        assert reduction.is_valid(seg, device, p) is None
+        if p.inner or p.split == 1 or p.rows_per_block * p.vector < reduction.WARP:
+            continue
+        layout = reduction._layout_defaults(seg, device, reduction.default_row_vector(seg))
+        tiles = reduction.row_tiles(seg, p)
+        if p.unroll < layout.unroll:  # halved: the layout's unroll left SMs idle
+            assert plain and 2 * p.unroll == layout.unroll, (p, layout)
+            longer = dataclasses.replace(p, unroll=layout.unroll)
+            assert tiles * reduction._split_by_work(seg, longer) < device.sm_count
+            assert p.split > reduction._split_by_work(seg, longer)
+        elif layout.unroll >= 2 * reduction.SHORT_SHARE_LEAST_UNROLL:
+            assert p.split < reduction._split_by_work(seg, p) or tiles * p.split >= (
+                device.sm_count
+            ), p
+
+
+def test_the_measured_strided_sums_of_shorter_shares():
+    """Heuristics 53, the judged cells (H200, `benchmarks/surface/peeled_lanes_2026-11-28/`):
+    column sums on fewer blocks than SMs take unroll 4 at twice the split; a Welford keeps 8."""
+    for seg, unroll in [
+        (column_sum_segment(6896, 378, DataType.Float), 4),  # 12.1 -> 11.2 us (tc 11.2)
+        (column_sum_segment(3322, 723, DataType.Float), 4),  # 11.4 -> 11.0
+        (middle_sum_segment(4, 6844, 93, DataType.Float), 4),  # 13.2 -> 11.2
+        (column_sum_segment(21061, 140, DataType.Float), 4),  # 11.3 -> 11.8, the worst
+        (var_mean_segment(5130, 504), 8),  # a Welford: 12.3 -> 12.3 at 4, 15.4 at split 10
+    ]:
+        p = reduction.default_params(seg, H100)
+        assert not p.inner and p.split > 1 and p.unroll == unroll, p
 
 
 def var_mean_segment(rows: int, cols: int):  # noqa: ANN201

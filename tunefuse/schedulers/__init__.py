@@ -222,7 +222,11 @@ class Scheduler(Protocol):
 # 52: a row sum whose row unpeeled holds 33-255 vectors of 2 or more reads it unpeeled, two
 #    rows a lane where that layout takes them, not peeled at a wider vector one row a lane
 #    (`reduction.default_params`, `_short_unpeeled_row`, UNPEELED_LANE_ROW_VECTORS).
-HEURISTICS_VERSION = 52
+# 53: a 2-byte row sum peeled at 16 bytes whose row holds 256+ vectors of 2 is read at a vector
+#    of 2 by the peeled layout's lanes where the grid runs 2 waves or more
+#    (`reduction._peeled_lanes_unpeeled`); a strided plain sum split as far as its work allows
+#    on fewer blocks than SMs halves its unroll for twice the shares (`_shorter_shares`).
+HEURISTICS_VERSION = 53
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
