@@ -797,6 +797,8 @@ def test_the_measured_long_2_byte_rows_read_at_2_by_the_peeled_lanes():
 
 
 @given(
+    kind=st.sampled_from(["col", "middle", "var_mean"]),
+    outer=st.integers(1, 16),
     rows=st.integers(1, 1 << 18),
     cols=st.integers(1, 1 << 12),
     dtype=st.sampled_from(list(NUMPY)),
@@ -804,28 +806,31 @@ def test_the_measured_long_2_byte_rows_read_at_2_by_the_peeled_lanes():
 )
 @settings(max_examples=400, deadline=None)
 def test_a_strided_sum_split_on_fewer_blocks_than_sms_takes_shorter_shares(
-    rows, cols, dtype, device
+    kind, outer, rows, cols, dtype, device
 ):
-    """Heuristics 53 (`reduction._shorter_shares`): a column sum split as far as its work
-    allows (`_split_by_work`) whose grid leaves an SM without a block halves its unroll, once,
-    for more shares; a column sum whose default keeps the layout's unroll and splits as far
-    as its work allows fills every SM; Welford var_means keep their unroll."""
-    for seg, plain in ((column_sum_segment(rows, cols, dtype), True),):
-        p = reduction.default_params(seg, device)
-        assert reduction.is_valid(seg, device, p) is None
-        if p.inner or p.split == 1 or p.rows_per_block * p.vector < reduction.WARP:
-            continue
-        layout = reduction._layout_defaults(seg, device, reduction.default_row_vector(seg))
-        tiles = reduction.row_tiles(seg, p)
-        if p.unroll < layout.unroll:  # halved: the layout's unroll left SMs idle
-            assert plain and 2 * p.unroll == layout.unroll, (p, layout)
-            longer = dataclasses.replace(p, unroll=layout.unroll)
-            assert tiles * reduction._split_by_work(seg, longer) < device.sm_count
-            assert p.split > reduction._split_by_work(seg, longer)
-        elif layout.unroll >= 2 * reduction.SHORT_SHARE_LEAST_UNROLL:
-            assert p.split < reduction._split_by_work(seg, p) or tiles * p.split >= (
-                device.sm_count
-            ), p
+    """Heuristics 53 (`reduction._shorter_shares`): a strided sum (over dim 0, or the middle
+    dim of [outer, rows, cols]) split as far as its work allows (`_split_by_work`) whose grid
+    leaves an SM without a block halves its unroll, once, for more shares; one that keeps
+    the layout's unroll and splits as far as its work allows fills every SM; a Welford
+    var_mean keeps its unroll."""
+    seg = {
+        "col": lambda: column_sum_segment(rows, cols, dtype),
+        "middle": lambda: middle_sum_segment(outer, rows, cols, dtype),
+        "var_mean": lambda: var_mean_segment(rows, cols),
+    }[kind]()
+    p = reduction.default_params(seg, device)
+    assert reduction.is_valid(seg, device, p) is None
+    if p.inner or p.split == 1 or p.rows_per_block * p.vector < reduction.WARP:
+        return  # not split, or a slab's block
+    layout = reduction._layout_defaults(seg, device, reduction.default_row_vector(seg))
+    tiles = reduction.row_tiles(seg, p)
+    if p.unroll < layout.unroll:  # halved: the layout's unroll left SMs without a block
+        assert kind != "var_mean" and 2 * p.unroll == layout.unroll, (p, layout)
+        longer = dataclasses.replace(p, unroll=layout.unroll)
+        assert tiles * reduction._split_by_work(seg, longer) < device.sm_count
+        assert p.split > reduction._split_by_work(seg, longer)
+    elif kind != "var_mean" and layout.unroll >= 2 * reduction.SHORT_SHARE_LEAST_UNROLL:
+        assert p.split < reduction._split_by_work(seg, p) or tiles * p.split >= device.sm_count
 
 
 def test_the_measured_strided_sums_of_shorter_shares():
