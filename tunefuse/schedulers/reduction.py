@@ -391,14 +391,11 @@ def _peeled_lanes_unpeeled(segment: Segment, device: DeviceInfo, p: Params) -> P
         and plain_sums(segment)
     ):
         return None
-    q = replace(p, vector=2, split=1, min_blocks=0)
-    q = replace(q, split=default_split(segment, device, q))
-    q = replace(q, min_blocks=one_wave_blocks(segment, device, q))
-    (gx, gy, gz), _, _ = grid(segment, device, q)
+    q = _sized(segment, device, replace(p, vector=2, split=1, min_blocks=0))
     wave = device.sm_count * resident_blocks(q, device)
-    if gx * gy * gz < PEELED_LANES_AT_2_WAVES * wave or is_valid(segment, device, q) is not None:
+    if grid_blocks(segment, device, q) < PEELED_LANES_AT_2_WAVES * wave:
         return None
-    return q
+    return q if is_valid(segment, device, q) is None else None
 
 
 def _short_unpeeled_row(segment: Segment, vector: int) -> bool:
@@ -411,8 +408,14 @@ def _short_unpeeled_row(segment: Segment, vector: int) -> bool:
 
 def _defaults_at(segment: Segment, device: DeviceInfo, vector: int) -> Params:
     """`default_params` with rows read at `vector` where they run along the reduction."""
-    p = _layout_defaults(segment, device, vector)
-    p = _shorter_shares(segment, device, replace(p, split=default_split(segment, device, p)))
+    return _sized(segment, device, _layout_defaults(segment, device, vector))
+
+
+def _sized(segment: Segment, device: DeviceInfo, layout: Params) -> Params:
+    """A layout's grid sized: its split (`default_split`, then `_shorter_shares`), then the
+    blocks an SM it is compiled for (`one_wave_blocks`)."""
+    p = replace(layout, split=default_split(segment, device, layout))
+    p = _shorter_shares(segment, device, p)
     return replace(p, min_blocks=one_wave_blocks(segment, device, p))
 
 
@@ -491,9 +494,14 @@ def one_wave_blocks(segment: Segment, device: DeviceInfo, p: Params) -> int:
     if has_welford(segment):
         return 0
     r = resident_blocks(p, device)
-    (gx, gy, gz), _, _ = grid(segment, device, p)
-    blocks = gx * gy * gz
+    blocks = grid_blocks(segment, device, p)
     return r if (r - 1) * device.sm_count < blocks <= r * device.sm_count else 0
+
+
+def grid_blocks(segment: Segment, device: DeviceInfo, p: Params) -> int:
+    """The blocks `p`'s grid launches."""
+    (gx, gy, gz), _, _ = grid(segment, device, p)
+    return gx * gy * gz
 
 
 # A split is worth its workspace round trip only with enough work per thread: at least this
