@@ -67,7 +67,8 @@ def _inputs(dtype, shape, rng):
 
 def run_with_reduction_params(fd, inputs, split=None, kind="reduction", **changes):
     """The fusion run with its `kind` kernels' default params changed: `split` (None: the
-    default's) and any other `changes`; the host results and the launches."""
+    default's) and any other `changes`, which must be valid; the host results and the
+    launches."""
     from tunefuse.runtime.executor import Executor
     from tunefuse.schedulers import scheduler_for
 
@@ -75,10 +76,16 @@ def run_with_reduction_params(fd, inputs, split=None, kind="reduction", **change
         changes["split"] = split
 
     def choose(seg, device):
-        params = scheduler_for(seg.scheduler).default_params(seg, device)
+        scheduler = scheduler_for(seg.scheduler)
+        params = scheduler.default_params(seg, device)
         if seg.scheduler.value != kind or not changes:
             return params
-        return dataclasses.replace(params, **changes)
+        changed = dataclasses.replace(params, **changes)
+        # The executor quietly runs the defaults in place of invalid params; a test that
+        # asks for params must run them, so an invalid ask fails here, by name.
+        why = scheduler.is_valid(seg, device, changed)
+        assert why is None, f"{kind} params {changes} are invalid for {seg.kernel_key}: {why}"
+        return changed
 
     executor = Executor(fd.fusion, params_source=choose)
     got = [to_host(g) for g in executor.run(to_device(inputs))]
