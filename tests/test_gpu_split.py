@@ -212,13 +212,39 @@ def test_a_strided_sum_on_fewer_blocks_than_sms_splits_into_shorter_shares(
     """Heuristics 53 (`reduction._shorter_shares`): a strided sum split as far as unroll 8
     allows on fewer blocks than SMs takes unroll 4 and more shares; it agrees with the
     reference, and two runs give the same bits."""
+    (kernel,) = _defaults_agree_and_repeat(build, dtype, shape, rng)
+    assert not kernel.params["inner"] and kernel.params["unroll"] == 4, kernel.params
+    assert kernel.params["split"] > 1 and kernel.workspace
+
+
+@pytest.mark.parametrize(
+    "build,dtype,shape,split",
+    [
+        (_var_mean0, DataType.Float, (6676, 418), True),  # the last tile part-full
+        (_var_mean0, DataType.Float, (2159, 1290), False),  # unsplit at 16 rows a block
+        (_middle_var_mean, DataType.Float, (4, 5700, 138), True),
+        (_middle_var_mean, DataType.BFloat16, (16, 2996, 129), True),
+    ],
+)
+def test_a_strided_welford_on_fewer_blocks_than_sms_takes_half_the_rows_a_block(
+    build, dtype, shape, split, rng
+):
+    """Heuristics 54 (`reduction._shorter_shares`): a strided var_mean split as far as its
+    work allows on fewer blocks than SMs (of 132) takes 16 rows a block, not 32, and keeps
+    unroll 8; it agrees with the reference, and two runs give the same bits."""
+    (kernel,) = _defaults_agree_and_repeat(build, dtype, shape, rng)
+    params = kernel.params
+    assert not params["inner"] and params["rows_per_block"] == 16, params
+    assert params["unroll"] == 8 and (params["split"] > 1) == split, params
+
+
+def _defaults_agree_and_repeat(build, dtype, shape, rng):
+    """The launches of `build`'s fusion on `shape` at the defaults, once its results agree
+    with the reference and a second run gives the same bits."""
     with FusionDefinition() as fd:
         build(fd, dtype)
     inputs = _inputs(dtype, shape, rng)
     got, launched = run_with_reduction_params(fd, inputs, None)
-    (kernel,) = launched
-    assert not kernel.params["inner"] and kernel.params["unroll"] == 4, kernel.params
-    assert kernel.params["split"] > 1 and kernel.workspace
     again, _ = run_with_reduction_params(fd, inputs, None)
     assert all(np.array_equal(a, b) for a, b in zip(got, again))
     for g, e in zip(got, reference.run(fd.fusion, inputs)):
@@ -227,6 +253,7 @@ def test_a_strided_sum_on_fewer_blocks_than_sms_splits_into_shorter_shares(
         np.testing.assert_allclose(
             g.astype(np.float64), e.astype(np.float64), rtol=rtol * 4, atol=atol * 4
         )
+    return launched
 
 
 @pytest.mark.parametrize(

@@ -435,28 +435,44 @@ def _sized(segment: Segment, device: DeviceInfo, layout: Params) -> Params:
 # 10.6 -> 11.1 (middle fp32 [14, 2338, 73] 13.4 -> 11.1, tc 10.1). A slab's blocks
 # (`_whole_slabs`, block rows of under a warp of outputs) were not judged and keep their
 # unroll.
+# A Welford var_mean in the same place takes half the rows a block instead (twice the row
+# tiles; its split sized again for them), heuristics 54: ab.py var_mean0 fp32 [3166, 693]
+# 12.0 -> 11.1 us, [5130, 504] 12.3 -> 11.6 (plain sums lost with it); judge.py on 16 drawn
+# cells and the surface grid's 3 it moves (`benchmarks/surface/welford_rows_2026-11-28/`):
+# geomean 0.962, none slower (worst var_mean0 fp32 [2159, 1290] 12.5 -> 12.5, where the split
+# of 2 goes; var_mean0 fp32 [6676, 418] 13.3 -> 12.7, torch.compile 12.3).
 SHORT_SHARE_LEAST_UNROLL = 4
 
 
 def _shorter_shares(segment: Segment, device: DeviceInfo, p: Params) -> Params:
-    """`p` at half the unroll and the split that allows, where `p` is a strided plain sum
-    whose block row is a warp of outputs or more (not a slab's), split into as many shares
-    as its work allows, and its grid has fewer blocks than the GPU has SMs; else `p`."""
-    if (
-        p.inner
-        or p.split < 2
-        or p.unroll < 2 * SHORT_SHARE_LEAST_UNROLL
-        or not plain_sums(segment)
-        or p.rows_per_block * p.vector < WARP  # a slab's block (`_whole_slabs`): not judged
-        or p.split < _split_by_work(segment, p)
-        or row_tiles(segment, p) * p.split >= device.sm_count
-    ):
+    """Where `p` is a strided split short of the SMs (`_split_short_of_sms`): a plain sum at
+    half the unroll, a Welford at half the rows a block, each at the split that allows (a
+    plain sum only where that split is more shares); else `p`."""
+    if not _split_short_of_sms(segment, device, p):
         return p
-    q = replace(p, unroll=p.unroll // 2, split=1)
+    if has_welford(segment):
+        q = replace(p, rows_per_block=p.rows_per_block // 2, split=1)
+    elif plain_sums(segment) and p.unroll >= 2 * SHORT_SHARE_LEAST_UNROLL:
+        q = replace(p, unroll=p.unroll // 2, split=1)
+    else:
+        return p
     q = replace(q, split=default_split(segment, device, q))
-    if q.split <= p.split or is_valid(segment, device, q) is not None:
+    if is_valid(segment, device, q) is not None or (not has_welford(segment) and q.split <= p.split):
         return p
     return q
+
+
+def _split_short_of_sms(segment: Segment, device: DeviceInfo, p: Params) -> bool:
+    """Whether `p` is a strided split whose block row is a warp of outputs or more (not a
+    slab's, `_whole_slabs`: not judged), split into as many shares as its work allows
+    (`_split_by_work`), on a grid of fewer blocks than the GPU has SMs."""
+    return (
+        not p.inner
+        and p.split > 1
+        and p.rows_per_block * p.vector >= WARP
+        and p.split >= _split_by_work(segment, p)
+        and row_tiles(segment, p) * p.split < device.sm_count
+    )
 
 
 def resident_blocks(p: Params, device: DeviceInfo) -> int:
