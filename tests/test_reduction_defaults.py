@@ -875,6 +875,8 @@ def test_the_measured_strided_sums_of_shorter_shares():
     ]:
         p = reduction.default_params(seg, H100)
         assert not p.inner and p.unroll == unroll and p.rows_per_block == rows_per_block, p
+
+
 def var_mean_segment(rows: int, cols: int):  # noqa: ANN201
     """var_mean over dim 0 of fp32 [rows, cols]: one Welford accumulator a column."""
     with FusionDefinition() as fd:

@@ -61,3 +61,41 @@ def test_a_normalizations_vector_lane_keeps_one_row():
     assert normalization.is_valid(seg, H100, p) is None
     why = normalization.is_valid(seg, H100, dataclasses.replace(p, rows_per_lane=2))
     assert why == "a normalization's vector along the outputs takes one row a lane"
+
+
+@pytest.mark.parametrize("dtype", [DataType.Float, DataType.BFloat16])
+def test_rows_a_lane_along_the_outputs_of_reductions_that_read_one_another(dtype):
+    """logsumexp over dim 0: held rows take its max and its sum of exp(x - max) as two
+    passes, and rows a lane of a vector along the outputs combine a pass's lane totals only
+    after every pass, so is_valid refuses them (nvrtc refused the kernel, "red0_0 is
+    undefined": fuzz seed 100's random params); every point of rows a lane, vector and
+    threads a column it accepts compiles, and rows a lane of one output a lane stay valid."""
+    import dataclasses
+    import itertools
+
+    from fusion_zoo import build, logsumexp_over
+    from test_reduction_defaults import planning_view
+
+    from tunefuse.codegen import generate
+    from tunefuse.device_info import H100
+    from tunefuse.schedulers import reduction
+
+    fd = build(logsumexp_over(0), dtype)
+    plan = fd.plan([planning_view(37, 1000, dtype)], device=H100)
+    (seg,) = plan.segments
+    buffers = {b.id: b.dtype for b in plan.buffers}
+    default = reduction.default_params(seg, H100)
+    along = dataclasses.replace(default, inner=False, split=1, threads_r=8, rows_per_block=32)
+    why = reduction.is_valid(seg, H100, dataclasses.replace(along, vector=2, rows_per_lane=2))
+    assert why is not None and "read one another's results" in why
+    assert reduction.is_valid(seg, H100, dataclasses.replace(along, rows_per_lane=2)) is None
+    compiled = 0
+    for lanes, vector, threads_r in itertools.product((1, 2, 4, 8), (1, 2, 4), (8, 32)):
+        p = dataclasses.replace(along, rows_per_lane=lanes, vector=vector, threads_r=threads_r)
+        if reduction.is_valid(seg, H100, p) is not None:
+            continue
+        assert not (lanes > 1 and vector > 1), p
+        source = generate(seg, p, H100, buffers)
+        assert compile_kernel(source.source, source.name, "sm_90").cubin, p
+        compiled += 1
+    assert compiled >= 8

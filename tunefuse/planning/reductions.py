@@ -119,8 +119,9 @@ def _max_of_exp_sum(g: ReductionGroup | None, groups: list) -> ReductionGroup | 
     return None  # pragma: no cover - every reduction below the roots is in a group
 
 
-def independent_reductions(roots: Sequence[Expr]) -> bool:
+def independent_reductions(roots: Sequence[Expr], online: bool = True) -> bool:
     """No accumulator's operand reads another reduction's result (softmax's sum of exp(x -
-    max) is one accumulator with its max, MAX_EXP_SUM): each share of a row is then
+    max) is one accumulator with its max, MAX_EXP_SUM, where `online`: a row read from
+    memory; a row held in registers takes them as two): each share of a row is then
     complete on its own, and one pass over the row computes every reduction."""
-    return not any(contains_reduce(g.operand) for g in reduction_groups(roots, online=True))
+    return not any(contains_reduce(g.operand) for g in reduction_groups(roots, online=online))

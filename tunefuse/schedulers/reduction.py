@@ -457,7 +457,9 @@ def _shorter_shares(segment: Segment, device: DeviceInfo, p: Params) -> Params:
     else:
         return p
     q = replace(q, split=default_split(segment, device, q))
-    if is_valid(segment, device, q) is not None or (not has_welford(segment) and q.split <= p.split):
+    if is_valid(segment, device, q) is not None or (
+        not has_welford(segment) and q.split <= p.split
+    ):
         return p
     return q
 
@@ -675,6 +677,15 @@ def lanes_error(segment: Segment, p: Params, row_elements: int) -> str | None:
         # A vector along the outputs: a lane holds its share of each of its `vector` columns.
         if p.inner:
             return "rows a lane of an inner layout take vectors along the row"
+        if not independent_reductions(segment, online=False):
+            # Its lanes' totals are combined after every pass (`codegen.reduction`, rows a
+            # lane along the outputs), and its held rows take a max and its exp-sum as two
+            # passes: the second (logsumexp's sum of exp(x - max)) would read the max before
+            # it is combined. nvrtc refused it ("red0_0 is undefined", fuzz seed 100).
+            return (
+                "rows a lane of a vector along the outputs need reductions that do not "
+                "read one another's results"
+            )
         row_elements = column_share(segment, p) * p.vector
     if p.rows_per_lane * row_elements > 2 * LANE_ELEMENTS:
         return (
@@ -707,9 +718,10 @@ def has_welford(segment: Segment) -> bool:
     return any(g.family == "welford" for g in segment_groups(segment, online=True))
 
 
-def independent_reductions(segment: Segment) -> bool:
-    """No accumulator of the segment reads another's result (`planning.reductions`)."""
-    return reductions.independent_reductions([st.expr for st in segment.stores])
+def independent_reductions(segment: Segment, online: bool = True) -> bool:
+    """No accumulator of the segment reads another's result (`planning.reductions`); not
+    `online`: as a held row's passes take them (max and exp-sum apart)."""
+    return reductions.independent_reductions([st.expr for st in segment.stores], online)
 
 
 # Rows of at most 32 vectors: a row's lanes read runs of at least 64 bytes (two sectors) or
