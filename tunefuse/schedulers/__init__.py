@@ -226,8 +226,9 @@ class Scheduler(Protocol):
 #    of 2 by the peeled layout's lanes where the grid runs 2 waves or more
 #    (`reduction._peeled_lanes_unpeeled`); a strided plain sum split as far as its work allows
 #    on fewer blocks than SMs halves its unroll for twice the shares (`_shorter_shares`).
-# 54: a strided Welford in the same place takes half the rows a block, twice the row tiles
-#    (`reduction._shorter_shares`, `_split_short_of_sms`).
+# 54: a strided Welford in the same place takes half the rows a block, twice the row tiles,
+#    where that grid launches as many blocks (`reduction._shorter_shares`,
+#    `_split_short_of_sms`).
 HEURISTICS_VERSION = 54
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

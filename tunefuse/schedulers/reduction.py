@@ -440,14 +440,19 @@ def _sized(segment: Segment, device: DeviceInfo, layout: Params) -> Params:
 # 12.0 -> 11.1 us, [5130, 504] 12.3 -> 11.6 (plain sums lost with it); judge.py on 16 drawn
 # cells and the surface grid's 3 it moves (`benchmarks/surface/welford_rows_2026-11-28/`):
 # geomean 0.962, none slower (worst var_mean0 fp32 [2159, 1290] 12.5 -> 12.5, where the split
-# of 2 goes; var_mean0 fp32 [6676, 418] 13.3 -> 12.7, torch.compile 12.3).
+# of 2 goes; var_mean0 fp32 [6676, 418] 13.3 -> 12.7, torch.compile 12.3). On 14 cells drawn
+# after it: 0.985, but the three whose split fell so far that the grid lost blocks lost
+# (var_mean0 fp32 [3316, 1068] 102 -> 67 blocks, 13.6 -> 15.3; middle_var_mean fp32 [5, 3534,
+# 230] 108 -> 72, 15.1 -> 16.6; [23, 3107, 55] 120 -> 80, 1.009), where every grid of as
+# many blocks or more gained or held (0.916-1.009 over 30 cells; [11, 2093, 179] at 124 -> 124
+# blocks, 13.7 -> 12.6): so the halved grid must launch as many blocks as the layout's.
 SHORT_SHARE_LEAST_UNROLL = 4
 
 
 def _shorter_shares(segment: Segment, device: DeviceInfo, p: Params) -> Params:
     """Where `p` is a strided split short of the SMs (`_split_short_of_sms`): a plain sum at
-    half the unroll, a Welford at half the rows a block, each at the split that allows (a
-    plain sum only where that split is more shares); else `p`."""
+    half the unroll, a Welford at half the rows a block, each at the split that allows,
+    where that grid has as many blocks or more (a plain sum's: more shares); else `p`."""
     if not _split_short_of_sms(segment, device, p):
         return p
     if has_welford(segment):
@@ -457,8 +462,10 @@ def _shorter_shares(segment: Segment, device: DeviceInfo, p: Params) -> Params:
     else:
         return p
     q = replace(q, split=default_split(segment, device, q))
-    if is_valid(segment, device, q) is not None or (
-        not has_welford(segment) and q.split <= p.split
+    if (
+        is_valid(segment, device, q) is not None
+        or grid_blocks(segment, device, q) < grid_blocks(segment, device, p)
+        or (not has_welford(segment) and q.split <= p.split)
     ):
         return p
     return q
