@@ -1255,6 +1255,11 @@ def split_reason(segment: Segment, device: DeviceInfo) -> str | None:
 
 
 def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
+    if p.rows_per_lane > 1 and p.vector > 1 and not reduction.vectors_along_reduction(segment):
+        # A reduction's vector lanes take rows a lane; a normalization's keep each pass's
+        # totals a lane (lane_totals), one row a lane. Asked first: the reduction's own
+        # refusal of rows a lane whose reductions read one another is the less exact reason.
+        return "a normalization's vector along the outputs takes one row a lane"
     why = reduction.is_valid(segment, device, p.as_reduction())
     if why:
         return why
@@ -1280,10 +1285,6 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
                 "a vector along the outputs holds its rows in registers or reads them again "
                 "(not shared_row, not a cluster)"
             )
-        if p.rows_per_lane > 1:
-            # A reduction's vector lanes take rows a lane; a normalization's keep each pass's
-            # totals a lane (lane_totals), one row a lane.
-            return "a normalization's vector along the outputs takes one row a lane"
         if p.cache_row and p.elements_per_thread * p.vector > 64:
             return (
                 f"{p.elements_per_thread} elements of each of {p.vector} outputs a lane: "
