@@ -472,7 +472,16 @@ def test_cache_ls_marks_quarantined_binaries(filled):
     store.quarantine_binary(listed[0]["code_key"])
     listed = {r["id"]: r for r in json.loads(run("cache", "ls", "--cache", url, "--json").output)}
     assert [r["binary"] for r in listed.values()].count("quarantined") == 1
-    wide = runner.invoke(app, ["cache", "ls", "--cache", url], env={"COLUMNS": "200"})
+    # Wide enough to show every column: the console's own width, not COLUMNS, which it reads
+    # when it is made (an xdist worker's was set before this test ran).
+    from cli.common import console
+
+    saved = console._width
+    console.width = 200
+    try:
+        wide = runner.invoke(app, ["cache", "ls", "--cache", url])
+    finally:
+        console._width = saved
     assert "binary quarantined" in wide.output
 
 
