@@ -181,3 +181,50 @@ def test_a_share_of_one_vector_is_read_a_row_ahead(name, dtype, cols, ahead, arc
         )
     name_ = source[source.index("tf_normalization_") :].split("(")[0]
     compile_kernel(source, name_, arch)
+
+
+@pytest.mark.parametrize(
+    "pattern,dtype,shape",
+    [
+        ("column_layernorm", DataType.BFloat16, (23, 350001)),  # threads_r 2, rows a lane
+        ("column_layernorm", DataType.Float, (4, 571459)),  # one thread a column
+        ("layernorm", DataType.BFloat16, (4096, 2048)),  # an inner row
+        ("rmsnorm", DataType.Float, (1024, 4096)),
+    ],
+)
+def test_a_rows_invariant_ops_are_computed_once_a_row(pattern, dtype, shape):
+    """Codegen 30 (`_Emitter.row_invariants`): a layernorm's rsqrt(var + eps), computed from
+    the row's reductions and a constant alone, is emitted once at the row's scope, before
+    the output pass's element loop, not in it (column_layernorm bf16 [23, 350001]: 25
+    MUFU.RSQ for 24 elements a thread before); the element loop reads it by name."""
+    from test_reduction_defaults import pattern_plan
+
+    plan = pattern_plan(pattern, shape, dtype)
+    (seg,) = plan.segments
+    p = normalization.default_params(seg, H100)
+    source = generate(seg, p, H100, {b.id: b.dtype for b in plan.buffers}).source
+    body = source.split("__global__", 1)[1]
+    (rsqrt,) = re.findall(r"const float (t\d+) = tf_rsqrt\(", body)
+    output_pass = body.split("= tf_rsqrt(", 1)[1].split(f"B{seg.stores[0].buffer}[", 1)[0]
+    # the element loop opens after it (before codegen 30 it was computed inside that loop)
+    assert "for (int c = 0;" in output_pass, output_pass
+    assert re.search(rf"\* {rsqrt}\)", output_pass), output_pass
+
+
+def test_a_lanes_own_totals_keep_their_ops_in_the_lane():
+    """With a vector of outputs a lane each lane's totals are its own (red<i>_<k>_v[v]):
+    their ops stay in the lane's loop (`row_invariants` takes none), and the kernel
+    compiles."""
+    from test_reduction_defaults import pattern_plan
+
+    from tunefuse.compiler import compile_kernel
+
+    plan = pattern_plan("column_layernorm", (12, 540336), DataType.BFloat16)
+    (seg,) = plan.segments
+    p = normalization.default_params(seg, H100)
+    assert p.vector > 1 and not p.inner, p
+    kernel = generate(seg, p, H100, {b.id: b.dtype for b in plan.buffers})
+    (operand,) = re.findall(r"= tf_rsqrt\((t\d+)\);", kernel.source)
+    (value,) = re.findall(rf"const float {operand} = ([^;]*);", kernel.source)
+    assert "_v[v]" in value, value
+    assert compile_kernel(kernel.source, kernel.name, "sm_90").cubin

@@ -23,7 +23,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
-    "29"  # bump when generated code changes: tuned records of another version are not used
+    "30"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -62,6 +62,9 @@ CODEGEN_VERSION = (
 #     (`reduction.adjacent_lane_rows`: 2 or 4 bf16 rows; ADJACENT_LANE_BYTES).
 # (29, unchanged: rows a lane of a vector along the outputs, params no earlier version took,
 #     are generated since heuristics 51; every kernel of earlier params is the same code.)
+# 30: a row's output pass computes the ops of its reductions, scalars and constants alone
+#     (a layernorm's rsqrt(var + eps)) once at the row's scope, not an element at a time
+#     (`reduction._Emitter.row_invariants`).
 
 
 @dataclass(frozen=True)
