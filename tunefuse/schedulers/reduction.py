@@ -385,7 +385,7 @@ def _peeled_lanes_unpeeled(segment: Segment, device: DeviceInfo, p: Params) -> P
     if not (
         max_vector(segment) == 2
         and widest_load(segment) == 2
-        and p.vector * widest_load(segment) == MAX_VECTOR_BYTES
+        and p.vector * 2 == MAX_VECTOR_BYTES
         and -(-n_red // 2) >= UNPEELED_LANE_ROW_VECTORS
         and p.threads_r <= PEELED_LANES_AT_2
         and plain_sums(segment)
@@ -455,7 +455,8 @@ def _shorter_shares(segment: Segment, device: DeviceInfo, p: Params) -> Params:
     where that grid has as many blocks or more (a plain sum's: more shares); else `p`."""
     if not _split_short_of_sms(segment, device, p):
         return p
-    if has_welford(segment):
+    welford = has_welford(segment)
+    if welford:
         q = replace(p, rows_per_block=p.rows_per_block // 2, split=1)
     elif plain_sums(segment) and p.unroll >= 2 * SHORT_SHARE_LEAST_UNROLL:
         q = replace(p, unroll=p.unroll // 2, split=1)
@@ -465,7 +466,7 @@ def _shorter_shares(segment: Segment, device: DeviceInfo, p: Params) -> Params:
     if (
         is_valid(segment, device, q) is not None
         or grid_blocks(segment, device, q) < grid_blocks(segment, device, p)
-        or (not has_welford(segment) and q.split <= p.split)
+        or (not welford and q.split <= p.split)
     ):
         return p
     return q
