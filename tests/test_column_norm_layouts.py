@@ -1,9 +1,9 @@
 """A column normalization (dim 0 of [R, C]: BatchNorm1d's training forward) in every layout
 its scheduler takes (a held row, a re-read one, a vector of outputs a lane, rows a lane, a
-thread a column), with a weight read behind cat's guard on the outputs' index and a bias of
-one value a row: on the host under AddressSanitizer (tests/host_kernels.py) and on the GPU,
-against the reference. The rows past the last row read at the clamped row (rowc); cat's
-parts only inside their branch."""
+thread a column; held rows with and without whole_chunks), with a weight read behind cat's
+guard on the outputs' index and a bias of one value a row: on the host under
+AddressSanitizer (tests/host_kernels.py) and on the GPU, against the reference. The rows past
+the last row read at the clamped row (rowc); cat's parts only inside their branch."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def _fusion(name: str, dtype: DataType) -> FusionDefinition:
 
 # The layouts of a column normalization (its threads_r, cache_row, vector and rows_per_lane):
 # a held row, a re-read one, a vector of outputs a lane (held or re-read), rows a lane, a
-# thread a column.
+# thread a column; held rows with whole_chunks.
 LAYOUTS = [
     {},
     {"vector": 1, "cache_row": True},
@@ -69,6 +69,12 @@ LAYOUTS = [
     {"vector": 1, "rows_per_lane": 2},
     {"vector": 1, "threads_r": 1, "elements_per_thread": 40},
     {"vector": 1, "threads_r": 4, "cache_row": False, "rows_per_block": 8},
+    # whole_chunks: 37 rows reach the params' whole chunks (9 x 4 <= 37: the last chunk
+    # checked alone), or fall short of them (15 x 4 > 37: every chunk checked)
+    {"vector": 1, "threads_r": 4, "elements_per_thread": 10, "whole_chunks": True},
+    {"vector": 1, "threads_r": 4, "elements_per_thread": 16, "whole_chunks": True},
+    {"vector": 1, "rows_per_lane": 2, "whole_chunks": True},
+    {"vector": 2, "cache_row": True, "whole_chunks": True},
 ]
 
 
@@ -99,6 +105,7 @@ def test_column_norms_agree_on_the_host_in_every_layout(name, dtype, cols):
         assert any(p.vector > 1 and p.cache_row for p in valid)
     assert any(p.vector == 1 and p.rows_per_lane > 1 for p in valid)
     assert any(p.threads_r == 1 for p in valid)
+    assert sum(p.whole_chunks for p in valid) >= 3
     runs = run_on_host(fd, inputs, [lambda s, d, p=p: p for p in valid])
     for run in runs:
         assert_agrees(fd, inputs, run.outputs, dtype)

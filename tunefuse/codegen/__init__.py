@@ -65,6 +65,8 @@ CODEGEN_VERSION = (
 # 30: a row's output pass computes the ops of its reductions, scalars and constants alone
 #     (a layernorm's rsqrt(var + eps)) once at the row's scope, not an element at a time
 #     (`reduction._Emitter.row_invariants`).
+# (30, unchanged: a held row's passes with whole_chunks, params no earlier version took, are
+#     generated since the fifty-eighth session; every kernel of earlier params is the same code.)
 
 
 @dataclass(frozen=True)

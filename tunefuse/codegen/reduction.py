@@ -699,18 +699,37 @@ class _Emitter:
             self.clamped_fill(indent)
             return
         if self.cache:
-            self.w(f"{indent}#pragma unroll")
-            self.w(f"{indent}for (int c = 0; c < {self.ept // step}; ++c) {{")
+            chunks = self.ept // step
             begin, end = ("r_begin + ", "r_end") if self.cluster > 1 else ("", "n_red")
-            self.w(f"{indent}  const {it} r0 = {begin}({it})c * {tr_n * step} + ({it})tr * {step};")
             row_ok = "" if hoisted else "row_ok && "
-            self.w(f"{indent}  if ({row_ok}r0 < {end}) {{")
-            inner = indent + "    "
-            if fill:
-                self.fill_chunk(inner, hoisted)
-            else:
-                self.chunk(body, inner, cached, set(), reads, chunk_open, chunk_close)
-            self.w(f"{indent}  }}")
+
+            def held_chunks(first: int, last: int, check: bool, ind: str) -> None:
+                self.w(f"{ind}#pragma unroll")
+                self.w(f"{ind}for (int c = {first}; c < {last}; ++c) {{")
+                self.w(
+                    f"{ind}  const {it} r0 = {begin}({it})c * {tr_n * step} + ({it})tr * {step};"
+                )
+                self.w(f"{ind}  if ({row_ok}{f'r0 < {end}' if check else 'true'}) {{")
+                if fill:
+                    self.fill_chunk(ind + "    ", hoisted)
+                else:
+                    self.chunk(body, ind + "    ", cached, set(), reads, chunk_open, chunk_close)
+                self.w(f"{ind}  }}")
+                self.w(f"{ind}}}")
+
+            whole_chunks = getattr(self.p, "whole_chunks", False)
+            if not whole_chunks or fill or hoisted or self.cluster > 1 or chunks < 2:
+                held_chunks(0, chunks, True, indent)
+                return
+            # whole_chunks (`normalization.Params`): a row as long as the params' (every
+            # chunk but the last within it for every thread) checks its last chunk alone; a
+            # shorter one, which the binary also serves, every chunk.
+            whole = (chunks - 1) * tr_n * step
+            self.w(f"{indent}if (n_red >= {whole}) {{")
+            held_chunks(0, chunks - 1, False, indent + "  ")
+            held_chunks(chunks - 1, chunks, True, indent + "  ")
+            self.w(f"{indent}}} else {{")
+            held_chunks(0, chunks, True, indent + "  ")
             self.w(f"{indent}}}")
             return
         read = {e.load for e in post_order(list(reads)) if isinstance(e, ELoad)}

@@ -72,6 +72,17 @@ class Params:
     # layernorm [4611800, 22], H200: 177 us with 4 lanes of 3 vectors a row, 297 with 2 of 6,
     # 494 with 1 of 11: the lines a load touches, 18 : 36 : 60).
     stage_rows: bool = False
+    # A held row's element loops (its passes and its output pass) check only their last
+    # chunk against the row's end where the row is as long as the params hold (every chunk
+    # but the last within it for every thread: one uniform branch on n_red), every chunk in a
+    # shorter row, which the binary also serves. Without the checks nvcc schedules the loops
+    # anew, and registers move either way, by kernel. H200, judge.py on 41 cells as a default
+    # (`benchmarks/surface/row_loads_2026-11-28/`): geomean 0.992; column_layernorm bf16 [23,
+    # 350001] 21.1 -> 19.2 us (64 -> 48 registers), middle_softmax bf16 [1024, 128, 64] 21.2
+    # -> 19.2 (104 -> 80), column_layernorm fp32 [198, 11574] 10.8 -> 12.7 (40 -> 64); on
+    # fresh cells (ab.py) column_layernorm bf16 [31, 260001] 21.3 -> 17.8, middle_softmax bf16
+    # [2048, 96, 64] 23.9 -> 28.5. The tuner's to choose; other kernels do not change with it.
+    whole_chunks: bool = False
 
     def as_reduction(self) -> reduction.Params:
         """The reduction layout these params share with the reduction scheduler."""
@@ -1266,8 +1277,9 @@ def is_valid(segment: Segment, device: DeviceInfo, p: Params) -> str | None:
     why = _column_partials_error(segment, p, device)
     if why:
         return why
-    if not isinstance(p.tree_loop, bool):
-        return f"tree_loop {p.tree_loop!r} (True or False)"
+    for flag in ("tree_loop", "whole_chunks"):
+        if not isinstance(getattr(p, flag), bool):
+            return f"{flag} {getattr(p, flag)!r} (True or False)"
     why = _stage_rows_error(segment, p)
     if why:
         return why
@@ -1564,6 +1576,7 @@ def search_space(segment: Segment, device: DeviceInfo) -> dict:
         "min_blocks": optuna.distributions.CategoricalDistribution([0, 1, 2, 4, 8, 16]),
         "tree_loop": optuna.distributions.CategoricalDistribution([False, True]),
         "stage_rows": optuna.distributions.CategoricalDistribution([False, True]),
+        "whole_chunks": optuna.distributions.CategoricalDistribution([False, True]),
         "cluster": optuna.distributions.CategoricalDistribution(
             [1, 2, 4, MAX_CLUSTER] if supports_clusters(device) else [1]
         ),
