@@ -78,6 +78,14 @@ LAYOUTS = [
 ]
 
 
+def _valid_layouts(fd: FusionDefinition, inputs: list) -> list[tuple[dict, object]]:
+    """(changes, params) of each of LAYOUTS that is valid for `fd`'s one kernel on `inputs`."""
+    (seg,) = fd.plan(inputs, device=H100).segments
+    base = normalization.default_params(seg, H100)
+    changed = [(c, dataclasses.replace(base, **c)) for c in LAYOUTS]
+    return [(c, p) for c, p in changed if normalization.is_valid(seg, H100, p) is None]
+
+
 @pytest.mark.skipif(
     shutil.which("g++") is None or not sys.platform.startswith("linux"),
     reason="needs g++ on Linux (ucontext fibers, AddressSanitizer)",
@@ -92,13 +100,7 @@ def test_column_norms_agree_on_the_host_in_every_layout(name, dtype, cols):
 
     fd = _fusion(name, dtype)
     inputs = _inputs(fd, 37, cols, np.random.default_rng(cols))
-    (seg,) = fd.plan(inputs, device=H100).segments
-    base = normalization.default_params(seg, H100)
-    valid = []
-    for changes in LAYOUTS:
-        p = dataclasses.replace(base, **changes)
-        if normalization.is_valid(seg, H100, p) is None:
-            valid.append(p)
+    valid = [p for _, p in _valid_layouts(fd, inputs)]
     # the layouts the rule tells apart are all among them
     if name == "column_layernorm" and cols % 2 == 0:  # a vector of 2 outputs a lane
         assert any(p.vector > 1 and not p.cache_row for p in valid)
@@ -123,12 +125,8 @@ def test_column_norms_agree_on_the_gpu_in_every_layout(name, dtype, rows, cols):
 
     fd = _fusion(name, dtype)
     inputs = _inputs(fd, rows, cols, np.random.default_rng(cols))
-    (seg,) = fd.plan(inputs, device=H100).segments
-    base = normalization.default_params(seg, H100)
-    ran = 0
-    for changes in LAYOUTS:
-        if normalization.is_valid(seg, H100, dataclasses.replace(base, **changes)) is None:
-            got, _ = run_with_reduction_params(fd, inputs, kind="normalization", **changes)
-            assert_agrees(fd, inputs, got, dtype)
-            ran += 1
-    assert ran >= 2
+    valid = _valid_layouts(fd, inputs)
+    for changes, _ in valid:
+        got, _ = run_with_reduction_params(fd, inputs, kind="normalization", **changes)
+        assert_agrees(fd, inputs, got, dtype)
+    assert len(valid) >= 2
