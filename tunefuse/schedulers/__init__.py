@@ -229,7 +229,10 @@ class Scheduler(Protocol):
 # 54: a strided Welford in the same place takes half the rows a block, twice the row tiles,
 #    where that grid launches as many blocks (`reduction._shorter_shares`,
 #    `_split_short_of_sms`).
-HEURISTICS_VERSION = 54
+# 55: a held row of 16-byte vectors longer than a warp's (33 vectors or more) starts from a
+#    half-warp a row, two rows a warp, where sixteen threads hold it
+#    (`normalization.half_warp_rows_start`).
+HEURISTICS_VERSION = 55
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -559,7 +559,7 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
     else:
         staged_vector = vector
     most = held_elements_most(segment)
-    threads = 32
+    threads = half_warp_rows_start(segment, vector)
     while threads < device.max_threads_per_block and -(-n_red // threads) > most:
         threads *= 2
     ept = vectors_of_share(n_red, threads, vector)
@@ -599,6 +599,31 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool) -> Params:
     if staged:
         return _row_not_held(segment, threads, staged_vector, True)
     return _row_not_held(segment, min(threads, 512), vector, False)
+
+
+# A held row of 16-byte vectors takes HALF_WARP_ROW_THREADS threads, two rows a warp, where
+# they hold it within `held_elements_most` (rows of 33 to 128 vectors of fp32, 33 to 64 of
+# bf16: shorter rows are lanes, `_short_rows`); a warp a row left each thread one or two
+# vectors (47 vectors of fp32 in 64 slots at 188). H200, layout sweep (first pass, a warp ->
+# a half-warp a row, blocks of 128 threads; `benchmarks/surface/half_warp_rows_2026-11-28/`
+# `layout_sweep_inner_h200.jsonl`): rmsnorm fp32 [13679, 188] 10.5 -> 9.6 us (torch.compile
+# 8.7), [9186, 417] 13.6 -> 12.3 (12.0); layernorm fp32 [16384, 256] 13.2 -> 12.1 (12.4);
+# rmsnorm bf16 [16384, 512] 13.5 -> 13.2 (12.3). Scalar rows lost (rmsnorm fp32 [22636,
+# 157], vector 1: 12.7 -> 13.6): a half-warp's loads are then 64 bytes a row; they keep a
+# warp. Judged (judge.py, old / new / torch.compile alternated, `judged_half_warp_rows_*`) on
+# 10 cells of widths drawn in the band (seed 2500) and the grid's 12 it moves: geomean 0.976
+# of the old time (new / torch.compile 1.023, old 1.048); softmax bf16 [26886, 312] 18.9 ->
+# 15.6 us, layernorm bf16 [24385, 344] 16.1 -> 14.4, softmax bf16 [262144, 512] 154.0 ->
+# 140.4; slower: layernorm bf16 [16384, 512] 13.7 -> 14.3, fp32 [17772, 236] 13.7 -> 14.2.
+HALF_WARP_ROW_THREADS = 16
+
+
+def half_warp_rows_start(segment: Segment, vector: int) -> int:
+    """The fewest threads a held row of `vector`-element chunks starts from: a half-warp
+    where its chunks are 16-byte vectors, else a warp."""
+    held = held_row_inputs(segment)
+    width = max((ld.dtype.itemsize for ld in held), default=reduction.widest_load(segment))
+    return HALF_WARP_ROW_THREADS if vector * width == 16 else reduction.WARP
 
 
 def _row_not_held(segment: Segment, threads: int, vector: int, staged: bool) -> Params:

@@ -1,0 +1,140 @@
+"""Held rows of 16-byte vectors that a half-warp holds (`normalization.half_warp_rows_start`):
+two rows a warp, sixteen threads a row, where a warp a row left each thread one or two
+vectors. Defaults without a GPU, a property over widths, the rows on the host under
+AddressSanitizer and on the GPU (the executor's default launches)."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import numpy as np
+import pytest
+from fusion_zoo import ZOO, build, inputs_for
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_gpu_execute import assert_agrees
+
+from tunefuse import DataType
+from tunefuse.device_info import A100, H100
+from tunefuse.planning.kernel_ir import SchedulerKind
+from tunefuse.schedulers import normalization, reduction
+
+
+def _default(name: str, rows: int, cols: int, dtype: DataType, device=H100):  # noqa: ANN001, ANN202
+    fd = build(ZOO[name], dtype)
+    plan = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0)), device=device)
+    (seg,) = plan.segments
+    assert seg.scheduler is SchedulerKind.NORMALIZATION
+    return seg, normalization.default_params(seg, device)
+
+
+@pytest.mark.parametrize(
+    "name, cols, dtype",
+    [
+        ("rmsnorm", 188, DataType.Float),  # 47 vectors: 3 a thread
+        ("layernorm", 256, DataType.Float),
+        ("rmsnorm", 417, DataType.Float),  # odd: peeled at 4
+        ("softmax", 512, DataType.Float),  # 128 vectors: 8 a thread, the most held
+        ("layernorm", 344, DataType.BFloat16),
+        ("rmsnorm", 512, DataType.BFloat16),
+    ],
+)
+@pytest.mark.parametrize("device", [H100, A100])
+def test_rows_of_16_byte_vectors_a_half_warp_holds_take_one(name, cols, dtype, device):
+    seg, p = _default(name, 8192, cols, dtype, device)
+    assert p.inner and p.cache_row
+    assert (p.threads_r, p.rows_per_block) == (16, 8), p
+    assert p.vector * dtype.itemsize == 16
+    assert p.threads_r * p.elements_per_thread >= cols
+    assert p.elements_per_thread <= normalization.held_elements_most(seg)
+
+
+@pytest.mark.parametrize(
+    "name, cols, dtype, why",
+    [
+        ("rmsnorm", 157, DataType.Float, "scalar chunks: a half-warp loads 64 bytes a row"),
+        ("softmax", 1024, DataType.Float, "256 vectors: more than 16 threads hold"),
+        ("softmax", 556, DataType.BFloat16, "70 vectors of 8: 40 elements a thread"),
+        ("layernorm", 2048, DataType.BFloat16, "a long row"),
+    ],
+)
+def test_other_held_rows_keep_a_warp_or_more(name, cols, dtype, why):
+    _, p = _default(name, 8192, cols, dtype)
+    assert p.cache_row and p.threads_r >= reduction.WARP, (why, p)
+
+
+def test_short_rows_are_still_lanes():
+    """Rows of at most 32 vectors are laid out as lanes below a warp (`_short_rows`), as
+    before: the half-warp start applies to longer rows only."""
+    _, p = _default("layernorm", 65536, 24, DataType.BFloat16)
+    _, q = _default("rmsnorm", 65536, 128, DataType.Float)
+    assert p.threads_r < 16 and q.threads_r <= 32
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    cols=st.integers(33 * 4, 4096),
+    name=st.sampled_from(["softmax", "layernorm", "rmsnorm"]),
+    dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
+)
+def test_a_held_row_s_default_holds_it_and_a_half_warp_only_at_16_bytes(cols, name, dtype):
+    seg, p = _default(name, 4096, cols, dtype)
+    assert normalization.is_valid(seg, H100, p) is None, p
+    if p.inner and p.cache_row and p.cluster == 1:
+        assert p.threads_r * p.elements_per_thread >= cols
+        # rows of at most a warp's 16-byte vectors are lanes (`_short_rows`), any threads
+        if p.threads_r == 16 and cols > 32 * (16 // dtype.itemsize):
+            assert p.vector * dtype.itemsize == 16, p
+            assert p.rows_per_block == 8
+
+
+HOST_ROWS = [
+    ("rmsnorm", 188, DataType.Float),
+    ("layernorm", 299, DataType.Float),
+    ("softmax", 417, DataType.Float),
+    ("layernorm", 344, DataType.BFloat16),
+    ("softmax", 312, DataType.BFloat16),
+    ("rmsnorm", 512, DataType.BFloat16),
+]
+
+
+@pytest.mark.skipif(
+    shutil.which("g++") is None or not sys.platform.startswith("linux"),
+    reason="needs g++ on Linux (ucontext fibers, AddressSanitizer)",
+)
+@pytest.mark.parametrize("name, cols, dtype", HOST_ROWS)
+def test_half_warp_rows_agree_on_the_host(name, cols, dtype):
+    """37 rows (a last block of 5 rows of its 8) in the default half-warp layout of many
+    rows, on the host under AddressSanitizer, against the reference."""
+    from host_kernels import run_on_host
+
+    fd = build(ZOO[name], dtype)
+    seg, p = _default(name, 1 << 20, cols, dtype)
+    assert p.threads_r == 16, p
+    inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
+    for run in run_on_host(fd, inputs, [lambda s, d, p=p: p]):
+        assert_agrees(fd, inputs, run.outputs, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "name, rows, cols, dtype",
+    [
+        ("rmsnorm", 13679, 188, DataType.Float),
+        ("layernorm", 16385, 256, DataType.Float),
+        ("softmax", 1037, 417, DataType.Float),
+        ("layernorm", 24385, 344, DataType.BFloat16),
+        ("softmax", 333, 312, DataType.BFloat16),
+        ("rmsnorm", 16384, 512, DataType.BFloat16),
+    ],
+)
+def test_half_warp_rows_agree_on_the_gpu(name, rows, cols, dtype):
+    """The executor's default launch of each, a half-warp a row, against the reference."""
+    from test_gpu_split import run_with_reduction_params
+
+    fd = build(ZOO[name], dtype)
+    inputs = inputs_for(fd, rows, cols, np.random.default_rng(cols))
+    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    assert [k.params["threads_r"] for k in launched] == [16]
+    assert_agrees(fd, inputs, got, dtype)
