@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_gpu_execute import assert_agrees
 
-from tunefuse import DataType
+from tunefuse import DataType, FusionDefinition
 from tunefuse.device_info import A100, H100
 from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.schedulers import normalization, reduction
@@ -62,6 +62,23 @@ def test_rows_of_16_byte_vectors_a_half_warp_holds_take_one(name, cols, dtype, d
 def test_other_held_rows_keep_a_warp_or_more(name, cols, dtype, why):
     _, p = _default(name, 8192, cols, dtype)
     assert p.cache_row and p.threads_r >= reduction.WARP, (why, p)
+
+
+@pytest.mark.parametrize("cols", [188, 256, 300, 512])
+@pytest.mark.parametrize("name", ["layernorm", "rmsnorm"])
+def test_rows_whose_column_sums_are_taken_in_parts_keep_a_warp(name, cols):
+    """A norm backward's dx kernel taking dw (and db) in parts keeps a warp a row: each
+    thread keeps its columns' sums beside its row, and half-warp rows lost there."""
+    import training_fusions
+
+    fd = FusionDefinition()
+    with fd:
+        getattr(training_fusions, f"{name}_backward")(fd, DataType.Float)
+    make = getattr(training_fusions, f"{name}_backward_inputs")
+    plan = fd.plan(make(65536, cols, DataType.Float, np.random.default_rng(0)), device=H100)
+    (seg,) = [s for s in plan.segments if s.column_partials]
+    p = normalization.default_params(seg, H100)
+    assert p.cache_row and p.threads_r == reduction.WARP, p
 
 
 def test_short_rows_are_still_lanes():
