@@ -81,12 +81,19 @@ def test_rows_whose_column_sums_are_taken_in_parts_keep_a_warp(name, cols):
     assert p.cache_row and p.threads_r == reduction.WARP, p
 
 
-def test_short_rows_are_still_lanes():
-    """Rows of at most 32 vectors are laid out as lanes below a warp (`_short_rows`), as
-    before: the half-warp start applies to longer rows only."""
-    _, p = _default("layernorm", 65536, 24, DataType.BFloat16)
-    _, q = _default("rmsnorm", 65536, 128, DataType.Float)
-    assert p.threads_r < 16 and q.threads_r <= 32
+@pytest.mark.parametrize(
+    "name, cols, dtype",
+    [
+        ("layernorm", 24, DataType.BFloat16),
+        ("rmsnorm", 128, DataType.Float),
+        ("softmax", 256, DataType.BFloat16),
+    ],
+)
+def test_rows_of_a_warp_s_vectors_or_fewer_are_still_lanes(name, cols, dtype):
+    """Rows of at most 32 vectors take the short rows' lanes (`_short_rows`), as before:
+    the half-warp start applies to longer rows only."""
+    seg, p = _default(name, 65536, cols, dtype)
+    assert p == normalization._short_rows(seg, H100)
 
 
 @settings(max_examples=60, deadline=None)

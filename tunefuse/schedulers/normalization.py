@@ -534,10 +534,12 @@ def _short_rows(segment: Segment, device: DeviceInfo) -> Params:
 # lost with one row a lane (rmsnorm and softmax bf16 [1000000, 134]: 1.04-1.05 of the old
 # time) and keep 2; lanes of 8 bytes keep 2 by the rule (softmax bf16 [700000, 127] 156.5,
 # 156.8 with one).
-def _layout(segment: Segment, device: DeviceInfo, peel: bool, half_warp: bool = True) -> Params:
+def _layout(segment: Segment, device: DeviceInfo, peel: bool, half_warp: bool) -> Params:
     """The row in registers (one read of memory), 16-byte vectors, enough threads that each
-    holds at most 32 elements; rows too long for that are staged in shared memory, held over
-    a cluster of blocks (sm_90, `_row_over_cluster`) or re-read through L1/L2.
+    holds at most 32 elements (from a half-warp where `half_warp` and its chunks are 16-byte
+    vectors, `half_warp_rows_start`, else from a warp); rows too long for that are staged in
+    shared memory, held over a cluster of blocks (sm_90, `_row_over_cluster`) or re-read
+    through L1/L2.
     32 rather than 16 a thread (128 threads a 4096-row, not 256): the best or within 0.1 us
     of it for softmax fp32 and bf16, layernorm fp32 and rmsnorm bf16 8192x4096 in
     `benchmarks/sweep.py CASE DTYPE 8192 4096 inner=True cache_row=True unroll=1 --all`
