@@ -1,0 +1,68 @@
+"""`benchmarks/layout_sweep.py` without a GPU: its points (the default first, every one valid,
+each once, the layouts a heuristic chooses among), their compiles, and the cells it refuses
+by name."""
+
+import pathlib
+import sys
+
+import pytest
+
+sys.path.append(str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+
+from layout_sweep import compiled, layout_points, main, one_normalization  # noqa: E402
+
+from tunefuse import DataType  # noqa: E402
+from tunefuse.device_info import A100, H100  # noqa: E402
+from tunefuse.schedulers import normalization  # noqa: E402
+
+
+@pytest.mark.parametrize(
+    "pattern, dtype, shape",
+    [
+        ("rmsnorm", DataType.Float, (13679, 188)),
+        ("softmax", DataType.BFloat16, (11282, 556)),
+        ("column_layernorm", DataType.BFloat16, (23, 350001)),
+        ("middle_softmax", DataType.Float, (1400, 19, 287)),
+    ],
+)
+def test_the_points_are_the_default_then_each_valid_held_layout_once(pattern, dtype, shape):
+    _, seg, _ = one_normalization(pattern, dtype, shape, H100)
+    points = layout_points(seg, H100)
+    assert points[0] == normalization.default_params(seg, H100)
+    assert len(set(points)) == len(points) > 20
+    for p in points:
+        assert normalization.is_valid(seg, H100, p) is None, p
+    held = points[1:]
+    assert all(p.cache_row and p.cluster == 1 and p.inner == points[0].inner for p in held)
+    assert {p.threads_r for p in held} >= ({16, 32} if points[0].inner else {1, 2})
+    assert {p.whole_chunks for p in held} == {False, True}
+
+
+def test_a_contiguous_row_s_points_hold_it_in_whole_vectors():
+    _, seg, _ = one_normalization("rmsnorm", DataType.Float, (13679, 188), H100)
+    for p in layout_points(seg, H100)[1:]:
+        assert p.elements_per_thread % p.vector == 0
+        assert p.threads_r * p.elements_per_thread >= 188
+
+
+def test_its_points_compile_for_sm_80():
+    _, seg, dtypes = one_normalization("layernorm", DataType.BFloat16, (24385, 344), A100)
+    points = layout_points(seg, A100)[:4]
+    assert compiled(seg, A100, dtypes, points) == points
+
+
+@pytest.mark.parametrize(
+    "argv, why",
+    [
+        (["--host", "rmsnorm:float:13679"], "takes 2 extents"),
+        (["--host", "col:float:100x100"], "not one normalization kernel"),
+        (["--host", "nothing:float:10x10"], "not a surface pattern"),
+        (["--host", "rmsnorm:float16:10x10"], "float16"),
+        (["--host", "rmsnorm:float:10xN"], "not integers"),
+        (["rmsnorm:float:100x188"], "--out FILE"),
+        (["--host", "--arch", "sm_70", "rmsnorm:float:100x188"], "sm_70"),
+    ],
+)
+def test_it_refuses_a_cell_it_cannot_sweep_by_name(argv, why):
+    with pytest.raises(SystemExit, match=why):
+        main(argv)
