@@ -413,12 +413,36 @@ def scalar_row_lanes(n_red: int) -> int:
 # faster (layernorm bf16 [4611800, 22] 293.2 -> 181.0 us, softmax bf16 [611545, 10] 22.5 ->
 # 14.7), rmsnorm bf16 [673321, 12] 16.6 -> 17.4 slower.
 NARROW_LANE_BYTES = 16
+# EIGHT_BYTE_LANES: lanes of 8-byte vectors (fp32 pairs, bf16 quads) are halved further while
+# a lane holds at most EIGHT_BYTE_LANE_BYTES (3 vectors) and EIGHT_BYTE_LEAST_LANES stay: two
+# vectors a lane left a sixth to a half of a row's lanes idle or short. H200,
+# benchmarks/layout_sweep.py (`benchmarks/surface/filling_vector_2026-11-29/`; first-pass
+# times, torch.compile in brackets): layernorm fp32 [123361, 34] 16 lanes of 2 -> 8 of 3
+# 15.8 -> 14.4 us (21.0), [63550, 66] 32 -> 16 lanes (held rows: `half_warp_rows_start`)
+# 16.3 -> 14.0 (16.3), [46603, 90] 14.7 -> 14.1 (14.0); softmax bf16 [400000, 36] 8 lanes
+# of 2 -> 4 of 3 35.5 -> 26.0 (34.1; `surface/short_scalar_rows_2026-11-27/probe3.log`).
+# Narrower vectors keep NARROW_LANE_BYTES: rmsnorm bf16 [89912, 90] ran 16 lanes of 3 4-byte
+# vectors in 15.1 us, 8 lanes of 6 in 16.1.
+EIGHT_BYTE_LANE_BYTES = 24
+EIGHT_BYTE_LEAST_LANES = 4
 
 
-def fewer_narrow_lanes(lanes: int, row_vectors: int, vector_bytes: int) -> int:
+def fewer_narrow_lanes(lanes: int, row_vectors: int, vector_bytes: int, fitted: bool) -> int:
     """`lanes` (a power of two) halved while a lane's share of a row of `row_vectors`
-    vectors of `vector_bytes` stays within NARROW_LANE_BYTES."""
-    while lanes > 1 and -(-row_vectors // (lanes // 2)) * vector_bytes <= NARROW_LANE_BYTES:
+    vectors of `vector_bytes` stays within NARROW_LANE_BYTES; 8-byte vectors, where `fitted`,
+    further while it stays within EIGHT_BYTE_LANE_BYTES and EIGHT_BYTE_LEAST_LANES remain."""
+
+    def share_bytes(parts: int) -> int:
+        return -(-row_vectors // parts) * vector_bytes
+
+    while lanes > 1 and share_bytes(lanes // 2) <= NARROW_LANE_BYTES:
+        lanes //= 2
+    while (
+        fitted
+        and vector_bytes == 8
+        and lanes // 2 >= EIGHT_BYTE_LEAST_LANES
+        and share_bytes(lanes // 2) <= EIGHT_BYTE_LANE_BYTES
+    ):
         lanes //= 2
     return lanes
 
@@ -499,7 +523,7 @@ def _short_rows(segment: Segment, device: DeviceInfo, fitted: bool) -> Params:
         threads = scalar_row_lanes(n_red)
     elif full_stores and vector > 1:
         vector_bytes = vector * reduction.widest_load(segment)
-        threads = fewer_narrow_lanes(threads, row_vectors, vector_bytes)
+        threads = fewer_narrow_lanes(threads, row_vectors, vector_bytes, fitted)
     elif reduction.has_max_exp_sum(segment) and reduction.short_row_of_few_lanes(
         row_vectors, vector
     ):
@@ -641,10 +665,15 @@ HALF_WARP_ROW_THREADS = 16
 
 def half_warp_rows_start(segment: Segment, vector: int) -> int:
     """The fewest threads a held row of `vector`-element chunks starts from: a half-warp
-    where its chunks are 16-byte vectors, else a warp."""
+    where its chunks are 16-byte vectors, or 8-byte ones of which a half-warp's lanes hold
+    at most EIGHT_BYTE_LANE_BYTES each (EIGHT_BYTE_LANES); else a warp."""
     held = held_row_inputs(segment)
     width = max((ld.dtype.itemsize for ld in held), default=reduction.widest_load(segment))
-    return HALF_WARP_ROW_THREADS if vector * width == 16 else reduction.WARP
+    _, n_red = reduction.sizes(segment)
+    share_bytes = vectors_of_share(n_red, HALF_WARP_ROW_THREADS, vector) * width
+    if vector * width == 16 or (vector * width == 8 and share_bytes <= EIGHT_BYTE_LANE_BYTES):
+        return HALF_WARP_ROW_THREADS
+    return reduction.WARP
 
 
 # FILLING_VECTOR: a held row whose vectors leave many of its lanes' slots idle is read at a
