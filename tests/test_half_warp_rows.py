@@ -107,9 +107,13 @@ def test_a_held_row_s_default_holds_it_and_a_half_warp_only_at_16_bytes(cols, na
     assert normalization.is_valid(seg, H100, p) is None, p
     if p.inner and p.cache_row and p.cluster == 1:
         assert p.threads_r * p.elements_per_thread >= cols
-        # rows of at most a warp's 16-byte vectors are lanes (`_short_rows`), any threads
+        # rows of at most a warp's 16-byte vectors are lanes (`_short_rows`), any threads;
+        # a half-warp starts rows of 16-byte chunks, or of 8-byte ones it holds within
+        # EIGHT_BYTE_LANE_BYTES a lane, before `filling_vector` may narrow them
         if p.threads_r == 16 and cols > 32 * (16 // dtype.itemsize):
-            assert p.vector * dtype.itemsize == 16, p
+            row_vector = reduction.default_row_vector(seg)
+            assert normalization.half_warp_rows_start(seg, row_vector) == 16, p
+            assert p.vector in (row_vector, normalization.filling_vector(seg, 16, row_vector))
             assert p.rows_per_block == 8
 
 

@@ -1323,12 +1323,14 @@ def _norm_default(pattern: str, rows: int, cols: int, dtype: DataType):  # noqa:
         # vectors under 16 bytes: lanes halved while a lane holds at most 16 bytes
         ("layernorm", 207210, 34, DataType.BFloat16, 8, 2, 1),  # 25.6 -> 20.0 (judged)
         ("layernorm", 4611800, 22, DataType.BFloat16, 4, 2, 1),  # 293.2 -> 181.0
-        ("rmsnorm", 1000000, 20, DataType.BFloat16, 4, 4, 1),  # 36.6 -> 32.1
+        # (4 lanes of 3 vectors of 4 where `filling_vector` narrows 5 of 8 over 4 lanes)
+        ("rmsnorm", 1000000, 20, DataType.BFloat16, 4, 2, 1),  # 36.6 -> 32.1 at 4 lanes
         ("softmax", 1000000, 6, DataType.Float, 2, 2, 1),  # 19.9 -> 18.5
         ("rmsnorm", 2000000, 10, DataType.BFloat16, 2, 2, 1),  # 2 rows a lane -> 1: 39.3 -> 29.0
-        # 16-byte vectors keep lanes of 64-byte runs
+        # 16-byte vectors keep lanes of 64-byte runs (bf16 48: 6 vectors of 8 over 4 lanes
+        # read 12 of 4 that fill them, `filling_vector`)
         ("layernorm", 500000, 12, DataType.Float, 4, 4, 1),
-        ("rmsnorm", 300000, 48, DataType.BFloat16, 4, 8, 1),
+        ("rmsnorm", 300000, 48, DataType.BFloat16, 4, 4, 1),
     ],
 )
 def test_short_normalization_rows_measured_points(
@@ -1348,18 +1350,29 @@ def test_short_normalization_rows_measured_points(
 )
 @settings(max_examples=200, deadline=None)
 def test_a_short_row_of_narrow_vectors_takes_lanes_of_at_most_16_bytes(cols, dtype, pattern):
-    """Rows of at most 32 vectors narrower than 16 bytes: no lane holds more than
-    NARROW_LANE_BYTES unless it holds one vector, and half the lanes would (the fewest lanes
-    within it)."""
-    p = _norm_default(pattern, 1 << 20, cols, dtype)
+    """Rows of at most 32 vectors narrower than 16 bytes (the row's own vector, before
+    `filling_vector` may narrow it): no lane holds more than NARROW_LANE_BYTES unless it
+    holds one vector, and half the lanes would (the fewest lanes within it); lanes of 8-byte
+    vectors hold up to EIGHT_BYTE_LANE_BYTES while EIGHT_BYTE_LEAST_LANES remain."""
+    (seg,) = pattern_plan(pattern, (1 << 20, cols), dtype).segments
+    p = normalization.default_params(seg, H100)
+    vector = reduction.reduced_vector(seg)
     item = 4 if dtype is DataType.Float else 2
-    vectors = -(-cols // p.vector)
-    if p.vector == 1 or vectors > 32 or p.vector * item >= 16:
+    vectors = -(-cols // vector)
+    if vector == 1 or vectors > 32 or vector * item >= 16 or not p.cache_row:
         return
-    share = -(-vectors // p.threads_r)
-    assert share == 1 or share * p.vector * item <= normalization.NARROW_LANE_BYTES
-    if p.threads_r > 1:
-        assert -(-vectors // (p.threads_r // 2)) * p.vector * item > normalization.NARROW_LANE_BYTES
+    lanes = p.threads_r
+    most = normalization.NARROW_LANE_BYTES
+    if vector * item == 8 and lanes >= normalization.EIGHT_BYTE_LEAST_LANES:
+        most = normalization.EIGHT_BYTE_LANE_BYTES
+    share = -(-vectors // lanes)
+    assert share == 1 or share * vector * item <= most
+    if lanes > 1:
+        halved = -(-vectors // (lanes // 2)) * vector * item
+        assert halved > normalization.NARROW_LANE_BYTES, p
+        if vector * item == 8 and lanes // 2 >= normalization.EIGHT_BYTE_LEAST_LANES:
+            assert halved > normalization.EIGHT_BYTE_LANE_BYTES, p
+    assert p.vector == normalization.filling_vector(seg, lanes, vector), p
 
 
 @given(
@@ -1372,12 +1385,16 @@ def test_narrow_vectors_past_a_warp_take_16_lanes_while_each_holds_16_bytes(cols
     """A row of more than 32 vectors narrower than 8 bytes (bf16 pairs) takes 16 lanes of one
     row each where 16 lanes hold it within NARROW_LANE_BYTES (`normalization.
     _narrow_lanes_hold`), at least a warp of lanes where they do not."""
-    p = _norm_default(pattern, 1 << 20, cols, dtype)
+    (seg,) = pattern_plan(pattern, (1 << 20, cols), dtype).segments
+    p = normalization.default_params(seg, H100)
+    vector = reduction.reduced_vector(seg)  # the row's own, before `filling_vector`
     item = 4 if dtype is DataType.Float else 2
-    vectors = -(-cols // p.vector)
-    if p.vector == 1 or vectors <= 32 or p.vector * item >= 8 or not p.cache_row:
+    vectors = -(-cols // vector)
+    if vector == 1 or vectors <= 32 or vector * item >= 8 or not p.cache_row:
         return
-    if -(-vectors // 16) * p.vector * item <= normalization.NARROW_LANE_BYTES:
+    if reduction.peels(seg, reduction.default_row_vector(seg)):
+        return
+    if -(-vectors // 16) * vector * item <= normalization.NARROW_LANE_BYTES:
         assert (p.threads_r, p.rows_per_lane) == (16, 1), p
         assert p.threads_r * p.elements_per_thread >= cols, p
     else:

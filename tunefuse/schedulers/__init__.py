@@ -232,7 +232,11 @@ class Scheduler(Protocol):
 # 55: a held row of 16-byte vectors longer than a warp's (33 vectors or more) starts from a
 #    half-warp a row, two rows a warp, where sixteen threads hold it
 #    (`normalization.half_warp_rows_start`).
-HEURISTICS_VERSION = 55
+# 56: a held contiguous row is read at the narrower unpeeled vector that fills its lanes'
+#    slots where that leaves at most five sixths of them (`normalization.filling_vector`);
+#    lanes of 8-byte vectors hold up to 24 bytes while 4 lanes remain, and held rows of them
+#    start from a half-warp where it holds them so (`normalization.EIGHT_BYTE_LANES`).
+HEURISTICS_VERSION = 56
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -422,7 +422,11 @@ NARROW_LANE_BYTES = 16
 # 16.3 -> 14.0 (16.3), [46603, 90] 14.7 -> 14.1 (14.0); softmax bf16 [400000, 36] 8 lanes
 # of 2 -> 4 of 3 35.5 -> 26.0 (34.1; `surface/short_scalar_rows_2026-11-27/probe3.log`).
 # Narrower vectors keep NARROW_LANE_BYTES: rmsnorm bf16 [89912, 90] ran 16 lanes of 3 4-byte
-# vectors in 15.1 us, 8 lanes of 6 in 16.1.
+# vectors in 15.1 us, 8 lanes of 6 in 16.1. Judged with `filling_vector` in place, against
+# it alone (`judged_eight_byte_lanes_summary.txt`), on the 17 of the same 400 fresh cells it
+# moves: geomean 0.871, none slower (0.79-0.97; new / torch.compile 0.835, old 0.958):
+# softmax fp32 [123361, 34] 16.2 -> 12.8 us, [745654, 90] 160.8 -> 129.8, rmsnorm bf16
+# [1766022, 76] 159.6 -> 130.3, layernorm bf16 [53773, 156] 18.3 -> 15.1.
 EIGHT_BYTE_LANE_BYTES = 24
 EIGHT_BYTE_LEAST_LANES = 4
 
@@ -690,7 +694,13 @@ def half_warp_rows_start(segment: Segment, vector: int) -> int:
 # 36] 13.4 -> 13.0 (13.3). Peeled rows whose unpeeled vector saves only an eighth of the
 # slots (softmax bf16 of 6604-13796, 256-512 lanes) lost read unpeeled: 1.04-1.14x the time
 # (`surface/half_warp_rows_2026-11-28/judged_held_unpeeled_summary.txt`); the threshold
-# leaves them.
+# leaves them. Judged (judge.py, old / new / torch.compile alternated,
+# `judged_filling_vector_summary.txt`) on the 22 of 400 fresh cells (seed 2900, widths
+# 8-16384, a sixth at 256 MB) it moves: geomean 0.938 of the old time (new / torch.compile
+# 0.889, old 0.948); softmax bf16 [55188, 152] 19.2 -> 15.6 us, [27892, 4812] 205.8 ->
+# 175.6, rmsnorm bf16 [699050, 12] 16.0 -> 13.5, [1766022, 76] 172.2 -> 159.6; slower:
+# layernorm bf16 [7133, 1176] 1.040, rmsnorm bf16 [7384, 1136] 1.034 (64 lanes of 3 vectors
+# of 8 -> 5 of 4), layernorm fp32 [209715, 20] 1.026.
 FILL_SLOTS_MOST = Fraction(5, 6)
 FILL_SLACK = Fraction(9, 8)
 
