@@ -18,7 +18,7 @@ from test_gpu_execute import assert_agrees
 from tunefuse import DataType, FusionDefinition
 from tunefuse.device_info import A100, H100
 from tunefuse.planning.kernel_ir import SchedulerKind
-from tunefuse.schedulers import normalization, reduction
+from tunefuse.schedulers import normalization
 
 
 def _default(name: str, rows: int, cols: int, dtype: DataType, device=H100):  # noqa: ANN001, ANN202
