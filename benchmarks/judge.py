@@ -87,13 +87,28 @@ def summary(lines: list[str]) -> list[str]:
     return out
 
 
+def cell_inputs(pattern: str, dt: str, shape: tuple[int, ...]) -> list:
+    """A cell's torch inputs on the GPU: x of `shape`, then a weight or bias along dim 1 for
+    each of the pattern's row operands (`patterns.ROW_OPERANDS`); normal draws."""
+    import torch
+    from patterns import ROW_OPERANDS
+    from surface import TORCH_DTYPES
+
+    x = torch.randn(*shape, device="cuda").to(TORCH_DTYPES[dt])
+    operands = [
+        torch.randn(shape[1], device="cuda").to(TORCH_DTYPES[dt])
+        for _ in range(ROW_OPERANDS.get(pattern, 0))
+    ]
+    return [x, *operands]
+
+
 def time_cells(cells: list[str], label: str, with_compile: bool) -> None:
     """One pass (GPU): each cell's default plan with the tunefuse imported (sys.path), checked
     against torch and timed as benchmarks/run.py times; torch.compile too with_compile."""
     import torch
-    from patterns import ROW_OPERANDS, pattern_fusion
+    from patterns import pattern_fusion
     from run import timed
-    from surface import TORCH_DTYPES, _torch_fn
+    from surface import _torch_fn
 
     from tunefuse import DataType
 
@@ -101,12 +116,8 @@ def time_cells(cells: list[str], label: str, with_compile: bool) -> None:
     for spec in cells:
         pattern, dt, shape = parse_cell(spec)
         fd = pattern_fusion(pattern, DataType(dt))
-        x = torch.randn(*shape, device="cuda").to(TORCH_DTYPES[dt])
-        extra = [
-            torch.randn(shape[1], device="cuda").to(TORCH_DTYPES[dt])
-            for _ in range(ROW_OPERANDS.get(pattern, 0))
-        ]
-        inputs = [x, *extra]
+        inputs = cell_inputs(pattern, dt, shape)
+        x = inputs[0]
         ours = fd.execute(inputs, cache=None)
         ref = _torch_fn(pattern)(*inputs)
         ref = ref if isinstance(ref, tuple) else (ref,)

@@ -132,9 +132,9 @@ def sweep_cell(spec: str, out: pathlib.Path) -> None:
     """One cell on the GPU: the points timed and checked, the finalists against
     torch.compile; a JSON line appended to `out`, a summary printed."""
     import torch
-    from patterns import ROW_OPERANDS
+    from judge import cell_inputs
     from run import timed
-    from surface import TORCH_DTYPES, _torch_fn
+    from surface import _torch_fn
 
     from tunefuse.runtime.device import runtime
     from tunefuse.runtime.executor import Executor
@@ -144,12 +144,7 @@ def sweep_cell(spec: str, out: pathlib.Path) -> None:
     device = runtime(0).info
     fd, segment, dtypes = one_normalization(pattern, dtype, shape, device)
     points = compiled(segment, device, dtypes, layout_points(segment, device))
-    x = torch.randn(*shape, device="cuda").to(TORCH_DTYPES[dt])
-    operands = [  # as judge.py makes them: a weight or bias along dim 1
-        torch.randn(shape[1], device="cuda").to(TORCH_DTYPES[dt])
-        for _ in range(ROW_OPERANDS.get(pattern, 0))
-    ]
-    inputs = [x, *operands]
+    inputs = cell_inputs(pattern, dt, shape)
 
     def call_of(p):  # noqa: ANN001, ANN202
         ex = Executor(fd.fusion, params_source=lambda s, d, p=p: p)
