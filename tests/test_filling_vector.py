@@ -13,20 +13,12 @@ import pytest
 from fusion_zoo import ZOO, build, inputs_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from norm_defaults import column_partials_default, zoo_norm_default
 from test_gpu_execute import assert_agrees
 
-from tunefuse import DataType, FusionDefinition
+from tunefuse import DataType
 from tunefuse.device_info import A100, H100
-from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.schedulers import normalization
-
-
-def _default(name: str, rows: int, cols: int, dtype: DataType, device=H100):  # noqa: ANN001, ANN202
-    fd = build(ZOO[name], dtype)
-    plan = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0)), device=device)
-    (seg,) = plan.segments
-    assert seg.scheduler is SchedulerKind.NORMALIZATION
-    return seg, normalization.default_params(seg, device)
 
 
 def _slots(cols: int, lanes: int, vector: int) -> int:
@@ -56,7 +48,7 @@ EIGHT_BYTE_LANES = [
 def test_the_judged_rows_take_the_filled_layout(
     name, rows, cols, dtype, lanes, ept, vector, device
 ):
-    seg, p = _default(name, rows, cols, dtype, device)
+    seg, p = zoo_norm_default(name, rows, cols, dtype, device)
     assert p.inner and p.cache_row
     assert (p.threads_r, p.elements_per_thread, p.vector) == (lanes, ept, vector), p
     assert p.threads_r * p.elements_per_thread >= cols
@@ -74,7 +66,7 @@ def test_the_judged_rows_take_the_filled_layout(
     ],
 )
 def test_rows_the_filling_vector_leaves_keep_theirs(name, rows, cols, dtype, vector, why):
-    _, p = _default(name, rows, cols, dtype)
+    _, p = zoo_norm_default(name, rows, cols, dtype)
     assert p.vector == vector, (why, p)
 
 
@@ -87,7 +79,7 @@ def test_rows_the_filling_vector_leaves_keep_theirs(name, rows, cols, dtype, vec
     ],
 )
 def test_lanes_the_eight_byte_rule_leaves(cols, dtype, lanes):
-    _, p = _default("rmsnorm", 1 << 20, cols, dtype)
+    _, p = zoo_norm_default("rmsnorm", 1 << 20, cols, dtype)
     assert p.threads_r == lanes, p
 
 
@@ -105,15 +97,7 @@ def test_rows_whose_column_sums_are_taken_in_parts_are_not_fitted(name, cols, la
     """A norm backward's dx kernel taking dw (and db) in parts keeps the layout it had before
     either rule (each thread keeps its columns' sums beside its row; half-warp rows lost
     there, `test_half_warp_rows`): the values are the old code's."""
-    import training_fusions
-
-    fd = FusionDefinition()
-    with fd:
-        getattr(training_fusions, f"{name}_backward")(fd, DataType.Float)
-    make = getattr(training_fusions, f"{name}_backward_inputs")
-    plan = fd.plan(make(65536, cols, DataType.Float, np.random.default_rng(0)), device=H100)
-    (seg,) = [s for s in plan.segments if s.column_partials]
-    p = normalization.default_params(seg, H100)
+    _, p = column_partials_default(name, 65536, cols, DataType.Float)
     assert (p.threads_r, p.elements_per_thread, p.vector) == (lanes, ept, vector), p
 
 
@@ -127,7 +111,7 @@ def test_a_filled_row_is_held_unpeeled_in_fewer_slots(cols, name, dtype):
     """Any width: the default is valid and holds the row; a vector narrower than the row's
     own is unpeeled, at least 2 elements and 4 bytes, and leaves at most FILL_SLOTS_MOST of
     the slots the row's own vector would over the same lanes."""
-    seg, p = _default(name, 4096, cols, dtype)
+    seg, p = zoo_norm_default(name, 4096, cols, dtype)
     assert normalization.is_valid(seg, H100, p) is None, p
     if not (p.inner and p.cache_row and p.cluster == 1):
         return
@@ -159,7 +143,7 @@ def test_filled_rows_agree_on_the_host(name, cols, dtype):
     from host_kernels import run_on_host
 
     fd = build(ZOO[name], dtype)
-    seg, p = _default(name, 1 << 20, cols, dtype)
+    seg, p = zoo_norm_default(name, 1 << 20, cols, dtype)
     assert p != normalization._defaults(seg, H100, fitted=False), p  # a fitted layout
     inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
     for run in run_on_host(fd, inputs, [lambda s, d, p=p: p]):

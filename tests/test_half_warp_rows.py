@@ -13,20 +13,12 @@ import pytest
 from fusion_zoo import ZOO, build, inputs_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from norm_defaults import column_partials_default, zoo_norm_default
 from test_gpu_execute import assert_agrees
 
-from tunefuse import DataType, FusionDefinition
+from tunefuse import DataType
 from tunefuse.device_info import A100, H100
-from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.schedulers import normalization, reduction
-
-
-def _default(name: str, rows: int, cols: int, dtype: DataType, device=H100):  # noqa: ANN001, ANN202
-    fd = build(ZOO[name], dtype)
-    plan = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0)), device=device)
-    (seg,) = plan.segments
-    assert seg.scheduler is SchedulerKind.NORMALIZATION
-    return seg, normalization.default_params(seg, device)
 
 
 @pytest.mark.parametrize(
@@ -42,7 +34,7 @@ def _default(name: str, rows: int, cols: int, dtype: DataType, device=H100):  # 
 )
 @pytest.mark.parametrize("device", [H100, A100])
 def test_rows_of_16_byte_vectors_a_half_warp_holds_take_one(name, cols, dtype, device):
-    seg, p = _default(name, 8192, cols, dtype, device)
+    seg, p = zoo_norm_default(name, 8192, cols, dtype, device)
     assert p.inner and p.cache_row
     assert (p.threads_r, p.rows_per_block) == (16, 8), p
     assert p.vector * dtype.itemsize == 16
@@ -60,7 +52,7 @@ def test_rows_of_16_byte_vectors_a_half_warp_holds_take_one(name, cols, dtype, d
     ],
 )
 def test_other_held_rows_keep_a_warp_or_more(name, cols, dtype, why):
-    _, p = _default(name, 8192, cols, dtype)
+    _, p = zoo_norm_default(name, 8192, cols, dtype)
     assert p.cache_row and p.threads_r >= reduction.WARP, (why, p)
 
 
@@ -69,15 +61,7 @@ def test_other_held_rows_keep_a_warp_or_more(name, cols, dtype, why):
 def test_rows_whose_column_sums_are_taken_in_parts_keep_a_warp(name, cols):
     """A norm backward's dx kernel taking dw (and db) in parts keeps a warp a row: each
     thread keeps its columns' sums beside its row, and half-warp rows lost there."""
-    import training_fusions
-
-    fd = FusionDefinition()
-    with fd:
-        getattr(training_fusions, f"{name}_backward")(fd, DataType.Float)
-    make = getattr(training_fusions, f"{name}_backward_inputs")
-    plan = fd.plan(make(65536, cols, DataType.Float, np.random.default_rng(0)), device=H100)
-    (seg,) = [s for s in plan.segments if s.column_partials]
-    p = normalization.default_params(seg, H100)
+    _, p = column_partials_default(name, 65536, cols, DataType.Float)
     assert p.cache_row and p.threads_r == reduction.WARP, p
 
 
@@ -92,7 +76,7 @@ def test_rows_whose_column_sums_are_taken_in_parts_keep_a_warp(name, cols):
 def test_rows_of_a_warp_s_vectors_or_fewer_are_still_lanes(name, cols, dtype):
     """Rows of at most 32 vectors take the short rows' lanes (`_short_rows`), as before:
     the half-warp start applies to longer rows only."""
-    seg, p = _default(name, 65536, cols, dtype)
+    seg, p = zoo_norm_default(name, 65536, cols, dtype)
     assert p == normalization._short_rows(seg, H100, fitted=True)
 
 
@@ -103,7 +87,7 @@ def test_rows_of_a_warp_s_vectors_or_fewer_are_still_lanes(name, cols, dtype):
     dtype=st.sampled_from([DataType.Float, DataType.BFloat16]),
 )
 def test_a_held_row_s_default_holds_it_and_a_half_warp_only_at_16_bytes(cols, name, dtype):
-    seg, p = _default(name, 4096, cols, dtype)
+    seg, p = zoo_norm_default(name, 4096, cols, dtype)
     assert normalization.is_valid(seg, H100, p) is None, p
     if p.inner and p.cache_row and p.cluster == 1:
         assert p.threads_r * p.elements_per_thread >= cols
@@ -138,7 +122,7 @@ def test_half_warp_rows_agree_on_the_host(name, cols, dtype):
     from host_kernels import run_on_host
 
     fd = build(ZOO[name], dtype)
-    seg, p = _default(name, 1 << 20, cols, dtype)
+    seg, p = zoo_norm_default(name, 1 << 20, cols, dtype)
     assert p.threads_r == 16, p
     inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
     for run in run_on_host(fd, inputs, [lambda s, d, p=p: p]):

@@ -1,0 +1,40 @@
+"""A normalization fusion's kernel and its default params, planned for a device profile
+without a GPU: what the tests of the normalization scheduler's defaults look at."""
+
+from __future__ import annotations
+
+import numpy as np
+from fusion_zoo import ZOO, build, inputs_for
+
+from tunefuse import DataType, FusionDefinition
+from tunefuse.device_info import H100, DeviceInfo
+from tunefuse.planning.kernel_ir import SchedulerKind
+from tunefuse.planning.segment import Segment
+from tunefuse.schedulers import normalization
+
+
+def zoo_norm_default(
+    name: str, rows: int, cols: int, dtype: DataType, device: DeviceInfo = H100
+) -> tuple[Segment, normalization.Params]:
+    """The one normalization kernel of the zoo's `name` on [rows, cols], and its defaults."""
+    fd = build(ZOO[name], dtype)
+    plan = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0)), device=device)
+    (seg,) = plan.segments
+    assert seg.scheduler is SchedulerKind.NORMALIZATION
+    return seg, normalization.default_params(seg, device)
+
+
+def column_partials_default(
+    name: str, rows: int, cols: int, dtype: DataType, device: DeviceInfo = H100
+) -> tuple[Segment, normalization.Params]:
+    """The dx kernel of `name`'s backward (layernorm or rmsnorm, `training_fusions`) that
+    takes the column sums in parts on [rows, cols], and its defaults."""
+    import training_fusions
+
+    fd = FusionDefinition()
+    with fd:
+        getattr(training_fusions, f"{name}_backward")(fd, dtype)
+    make = getattr(training_fusions, f"{name}_backward_inputs")
+    plan = fd.plan(make(rows, cols, dtype, np.random.default_rng(0)), device=device)
+    (seg,) = [s for s in plan.segments if s.column_partials]
+    return seg, normalization.default_params(seg, device)
