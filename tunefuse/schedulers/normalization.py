@@ -570,8 +570,9 @@ def _short_rows(segment: Segment, device: DeviceInfo, fitted: bool) -> Params:
 def _layout(segment: Segment, device: DeviceInfo, peel: bool, fitted: bool) -> Params:
     """The row in registers (one read of memory), 16-byte vectors, enough threads that each
     holds at most 32 elements (from a half-warp where `fitted` and its chunks are 16-byte
-    vectors, `half_warp_rows_start`, else from a warp), read at the vector that fills their
-    slots where `fitted` (`filling_vector`); rows too long for that are staged in
+    vectors, or 8-byte ones it holds within EIGHT_BYTE_LANE_BYTES a lane,
+    `half_warp_rows_start`; else from a warp), read at the vector that fills their slots
+    where `fitted` (`filling_vector`); rows too long for that are staged in
     shared memory, held over a cluster of blocks (sm_90, `_row_over_cluster`) or re-read
     through L1/L2.
     32 rather than 16 a thread (128 threads a 4096-row, not 256): the best or within 0.1 us
@@ -663,7 +664,8 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool, fitted: bool) -> P
 # grid's 12 it moves: geomean 0.976 of the old time (new / torch.compile 1.023, old 1.048);
 # softmax bf16 [26886, 312] 18.9 -> 15.6 us, layernorm bf16 [24385, 344] 16.1 -> 14.4,
 # softmax bf16 [262144, 512] 154.0 -> 140.4; slower: layernorm bf16 [16384, 512] 13.7 ->
-# 14.3, fp32 [17772, 236] 13.7 -> 14.2.
+# 14.3, fp32 [17772, 236] 13.7 -> 14.2. Rows of 8-byte vectors that a half-warp holds within
+# EIGHT_BYTE_LANE_BYTES a lane take one too (heuristics 56, EIGHT_BYTE_LANES).
 HALF_WARP_ROW_THREADS = 16
 
 
