@@ -8,13 +8,11 @@ from __future__ import annotations
 import shutil
 import sys
 
-import numpy as np
 import pytest
-from fusion_zoo import ZOO, build, inputs_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from norm_defaults import column_partials_default, zoo_norm_default
-from test_gpu_execute import assert_agrees
+from zoo_agreement import zoo_norm_agrees_on_gpu, zoo_norm_agrees_on_host
 
 from tunefuse import DataType
 from tunefuse.device_info import A100, H100
@@ -140,14 +138,9 @@ HOST_ROWS = [
 def test_filled_rows_agree_on_the_host(name, cols, dtype):
     """37 rows (a partial last block) in the default filled layout of many rows, on the host
     under AddressSanitizer, against the reference."""
-    from host_kernels import run_on_host
-
-    fd = build(ZOO[name], dtype)
     seg, p = zoo_norm_default(name, 1 << 20, cols, dtype)
     assert p != normalization._defaults(seg, H100, fitted=False), p  # a fitted layout
-    inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
-    for run in run_on_host(fd, inputs, [lambda s, d, p=p: p]):
-        assert_agrees(fd, inputs, run.outputs, dtype)
+    zoo_norm_agrees_on_host(name, cols, dtype, [p])
 
 
 @pytest.mark.gpu
@@ -165,10 +158,5 @@ def test_filled_rows_agree_on_the_host(name, cols, dtype):
 )
 def test_filled_rows_agree_on_the_gpu(name, rows, cols, dtype, vector):
     """The executor's default launch of each, at its filled vector, against the reference."""
-    from test_gpu_split import run_with_reduction_params
-
-    fd = build(ZOO[name], dtype)
-    inputs = inputs_for(fd, rows, cols, np.random.default_rng(cols))
-    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    launched = zoo_norm_agrees_on_gpu(name, rows, cols, dtype)
     assert [k.params["vector"] for k in launched] == [vector]
-    assert_agrees(fd, inputs, got, dtype)

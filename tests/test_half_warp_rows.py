@@ -8,13 +8,11 @@ from __future__ import annotations
 import shutil
 import sys
 
-import numpy as np
 import pytest
-from fusion_zoo import ZOO, build, inputs_for
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from norm_defaults import column_partials_default, zoo_norm_default
-from test_gpu_execute import assert_agrees
+from zoo_agreement import zoo_norm_agrees_on_gpu, zoo_norm_agrees_on_host
 
 from tunefuse import DataType
 from tunefuse.device_info import A100, H100
@@ -119,14 +117,9 @@ HOST_ROWS = [
 def test_half_warp_rows_agree_on_the_host(name, cols, dtype):
     """37 rows (a last block of 5 rows of its 8) in the default half-warp layout of many
     rows, on the host under AddressSanitizer, against the reference."""
-    from host_kernels import run_on_host
-
-    fd = build(ZOO[name], dtype)
-    seg, p = zoo_norm_default(name, 1 << 20, cols, dtype)
+    _, p = zoo_norm_default(name, 1 << 20, cols, dtype)
     assert p.threads_r == 16, p
-    inputs = inputs_for(fd, 37, cols, np.random.default_rng(cols))
-    for run in run_on_host(fd, inputs, [lambda s, d, p=p: p]):
-        assert_agrees(fd, inputs, run.outputs, dtype)
+    zoo_norm_agrees_on_host(name, cols, dtype, [p])
 
 
 @pytest.mark.gpu
@@ -143,10 +136,5 @@ def test_half_warp_rows_agree_on_the_host(name, cols, dtype):
 )
 def test_half_warp_rows_agree_on_the_gpu(name, rows, cols, dtype):
     """The executor's default launch of each, a half-warp a row, against the reference."""
-    from test_gpu_split import run_with_reduction_params
-
-    fd = build(ZOO[name], dtype)
-    inputs = inputs_for(fd, rows, cols, np.random.default_rng(cols))
-    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    launched = zoo_norm_agrees_on_gpu(name, rows, cols, dtype)
     assert [k.params["threads_r"] for k in launched] == [16]
-    assert_agrees(fd, inputs, got, dtype)

@@ -14,6 +14,7 @@ import pytest
 from fusion_zoo import ZOO, build, column_layernorm, inputs_for
 from test_codegen_compile import ARCHS
 from test_gpu_execute import assert_agrees
+from zoo_agreement import zoo_norm_agrees_on_gpu
 
 from tunefuse import DataType
 from tunefuse.codegen import code_identity, generate
@@ -132,13 +133,10 @@ def test_held_rows_with_whole_chunks_agree_on_the_gpu(name, rows, cols, dtype):
     """The default layout of each row with whole_chunks, on the device (the executor's
     launches), against the reference: rows held in registers, whose passes take the
     unchecked chunks."""
-    from test_gpu_split import run_with_reduction_params
-
     fd = build(ZOO[name], dtype)
     inputs = inputs_for(fd, rows, cols, np.random.default_rng(cols))
     (seg,) = fd.plan(inputs, device=H100).segments
     p = normalization.default_params(seg, H100)
     assert p.cache_row, p
-    got, launched = run_with_reduction_params(fd, inputs, kind="normalization", whole_chunks=True)
+    launched = zoo_norm_agrees_on_gpu(name, rows, cols, dtype, whole_chunks=True)
     assert [k.params["whole_chunks"] for k in launched] == [True]
-    assert_agrees(fd, inputs, got, dtype)

@@ -416,8 +416,8 @@ NARROW_LANE_BYTES = 16
 # EIGHT_BYTE_LANES: lanes of 8-byte vectors (fp32 pairs, bf16 quads) are halved further while
 # a lane holds at most EIGHT_BYTE_LANE_BYTES (3 vectors) and EIGHT_BYTE_LEAST_LANES stay: two
 # vectors a lane left a sixth to a half of a row's lanes idle or short. H200,
-# benchmarks/layout_sweep.py (`benchmarks/surface/filling_vector_2026-11-29/`; first-pass
-# times, torch.compile in brackets): layernorm fp32 [123361, 34] 16 lanes of 2 -> 8 of 3
+# benchmarks/layout_sweep.py (`benchmarks/surface/filling_vector_2026-11-29/sweep_idle.log`;
+# each point's one timed pass, a ranking; torch.compile in brackets): layernorm fp32 [123361, 34] 16 lanes of 2 -> 8 of 3
 # 15.8 -> 14.4 us (21.0), [63550, 66] 32 -> 16 lanes (held rows: `half_warp_rows_start`)
 # 16.3 -> 14.0 (16.3), [46603, 90] 14.7 -> 14.1 (14.0); softmax bf16 [400000, 36] 8 lanes
 # of 2 -> 4 of 3 35.5 -> 26.0 (34.1; `surface/short_scalar_rows_2026-11-27/probe3.log`).
@@ -688,9 +688,10 @@ def half_warp_rows_start(segment: Segment, vector: int) -> int:
 # them; only vectors the row takes unpeeled, at least 2 elements and 4 bytes, are weighed.
 # The narrower vector is taken where it cuts the slots to FILL_SLOTS_MOST of the chosen
 # vector's or fewer; among vectors within FILL_SLACK of the fewest slots, the widest. H200,
-# benchmarks/layout_sweep.py (`benchmarks/surface/filling_vector_2026-11-29/`; the chosen
-# vector -> the filling one, same lanes, 128-thread blocks, first-pass times; torch.compile
-# in brackets): softmax bf16 [209715, 40] 18.2 -> 15.0 us (18.4), rmsnorm bf16 [116508, 72]
+# benchmarks/layout_sweep.py (`benchmarks/surface/filling_vector_2026-11-29/sweep_idle.log`;
+# bf16 [188258, 24] and [11282, 556]: `half_warp_rows_2026-11-28/layout_sweep_inner_h200.*`;
+# the chosen vector -> the filling one, same lanes, 128-thread blocks, each point's one
+# timed pass, the sweep's ranking, not a median; torch.compile in brackets): softmax bf16 [209715, 40] 18.2 -> 15.0 us (18.4), rmsnorm bf16 [116508, 72]
 # 14.9 -> 13.6 (14.0), layernorm bf16 [190650, 44] 17.4 -> 15.8 (18.9), [188258, 24] 10.9
 # -> 10.2 (8.6), softmax bf16 [11282, 556] (peeled at 8) 14.3 -> 12.8 (12.5), fp32 [116508,
 # 36] 13.4 -> 13.0 (13.3). Peeled rows whose unpeeled vector saves only an eighth of the
