@@ -413,20 +413,20 @@ def scalar_row_lanes(n_red: int) -> int:
 # faster (layernorm bf16 [4611800, 22] 293.2 -> 181.0 us, softmax bf16 [611545, 10] 22.5 ->
 # 14.7), rmsnorm bf16 [673321, 12] 16.6 -> 17.4 slower.
 NARROW_LANE_BYTES = 16
-# EIGHT_BYTE_LANES: lanes of 8-byte vectors (fp32 pairs, bf16 quads) are halved further while
-# a lane holds at most EIGHT_BYTE_LANE_BYTES (3 vectors) and EIGHT_BYTE_LEAST_LANES stay: two
+# EIGHT_BYTE_LANES: lanes of 8-byte vectors (fp32 pairs, bf16 quads) are halved further while a
+# lane holds at most EIGHT_BYTE_LANE_BYTES (3 vectors) and EIGHT_BYTE_LEAST_LANES stay: two
 # vectors a lane left a sixth to a half of a row's lanes idle or short. H200,
-# benchmarks/layout_sweep.py (`benchmarks/surface/filling_vector_2026-11-29/sweep_idle.log`;
-# each point's one timed pass, a ranking; torch.compile in brackets): layernorm fp32 [123361, 34] 16 lanes of 2 -> 8 of 3
-# 15.8 -> 14.4 us (21.0), [63550, 66] 32 -> 16 lanes (held rows: `half_warp_rows_start`)
-# 16.3 -> 14.0 (16.3), [46603, 90] 14.7 -> 14.1 (14.0); softmax bf16 [400000, 36] 8 lanes
-# of 2 -> 4 of 3 35.5 -> 26.0 (34.1; `surface/short_scalar_rows_2026-11-27/probe3.log`).
-# Narrower vectors keep NARROW_LANE_BYTES: rmsnorm bf16 [89912, 90] ran 16 lanes of 3 4-byte
-# vectors in 15.1 us, 8 lanes of 6 in 16.1. Judged with `filling_vector` in place, against
-# it alone (`judged_eight_byte_lanes_summary.txt`), on the 17 of the same 400 fresh cells it
-# moves: geomean 0.871, none slower (0.79-0.97; new / torch.compile 0.835, old 0.958):
-# softmax fp32 [123361, 34] 16.2 -> 12.8 us, [745654, 90] 160.8 -> 129.8, rmsnorm bf16
-# [1766022, 76] 159.6 -> 130.3, layernorm bf16 [53773, 156] 18.3 -> 15.1.
+# benchmarks/layout_sweep.py (`benchmarks/surface/filling_vector_2026-11-29/sweep_idle.log`; each
+# point's one timed pass, a ranking; torch.compile in brackets): layernorm fp32 [123361, 34] 16
+# lanes of 2 -> 8 of 3 15.8 -> 14.4 us (21.0), [63550, 66] 32 -> 16 lanes (held rows:
+# `half_warp_rows_start`) 16.3 -> 14.0 (16.3), [46603, 90] 14.7 -> 14.1 (14.0); softmax bf16
+# [400000, 36] 8 lanes of 2 -> 4 of 3 35.5 -> 26.0 (34.1;
+# `surface/short_scalar_rows_2026-11-27/probe3.log`). Narrower vectors keep NARROW_LANE_BYTES:
+# rmsnorm bf16 [89912, 90] ran 16 lanes of 3 4-byte vectors in 15.1 us, 8 lanes of 6 in 16.1.
+# Judged with `filling_vector` in place, against it alone (`judged_eight_byte_lanes_summary.txt`),
+# on the 17 of the same 400 fresh cells it moves: geomean 0.871, none slower (0.79-0.97; new /
+# torch.compile 0.835, old 0.958): softmax fp32 [123361, 34] 16.2 -> 12.8 us, [745654, 90] 160.8
+# -> 129.8, rmsnorm bf16 [1766022, 76] 159.6 -> 130.3, layernorm bf16 [53773, 156] 18.3 -> 15.1.
 EIGHT_BYTE_LANE_BYTES = 24
 EIGHT_BYTE_LEAST_LANES = 4
 
@@ -683,27 +683,27 @@ def half_warp_rows_start(segment: Segment, vector: int) -> int:
 
 
 # FILLING_VECTOR: a held row whose vectors leave many of its lanes' slots idle is read at a
-# narrower vector that fills them (layernorm bf16 [188258, 24]: 3 vectors of 8 over 4 lanes
-# leave one lane idle; 12 of 2 give each lane 3). The lanes stay as the row's length gives
-# them; only vectors the row takes unpeeled, at least 2 elements and 4 bytes, are weighed.
-# The narrower vector is taken where it cuts the slots to FILL_SLOTS_MOST of the chosen
-# vector's or fewer; among vectors within FILL_SLACK of the fewest slots, the widest. H200,
-# benchmarks/layout_sweep.py (`benchmarks/surface/filling_vector_2026-11-29/sweep_idle.log`;
-# bf16 [188258, 24] and [11282, 556]: `half_warp_rows_2026-11-28/layout_sweep_inner_h200.*`;
-# the chosen vector -> the filling one, same lanes, 128-thread blocks, each point's one
-# timed pass, the sweep's ranking, not a median; torch.compile in brackets): softmax bf16 [209715, 40] 18.2 -> 15.0 us (18.4), rmsnorm bf16 [116508, 72]
-# 14.9 -> 13.6 (14.0), layernorm bf16 [190650, 44] 17.4 -> 15.8 (18.9), [188258, 24] 10.9
-# -> 10.2 (8.6), softmax bf16 [11282, 556] (peeled at 8) 14.3 -> 12.8 (12.5), fp32 [116508,
-# 36] 13.4 -> 13.0 (13.3). Peeled rows whose unpeeled vector saves only an eighth of the
-# slots (softmax bf16 of 6604-13796, 256-512 lanes) lost read unpeeled: 1.04-1.14x the time
-# (`surface/half_warp_rows_2026-11-28/judged_held_unpeeled_summary.txt`); the threshold
-# leaves them. Judged (judge.py, old / new / torch.compile alternated,
-# `judged_filling_vector_summary.txt`) on the 22 of 400 fresh cells (seed 2900, widths
-# 8-16384, a sixth at 256 MB) it moves: geomean 0.938 of the old time (new / torch.compile
-# 0.889, old 0.948); softmax bf16 [55188, 152] 19.2 -> 15.6 us, [27892, 4812] 205.8 ->
-# 175.6, rmsnorm bf16 [699050, 12] 16.0 -> 13.5, [1766022, 76] 172.2 -> 159.6; slower:
-# layernorm bf16 [7133, 1176] 1.040, rmsnorm bf16 [7384, 1136] 1.034 (64 lanes of 3 vectors
-# of 8 -> 5 of 4), layernorm fp32 [209715, 20] 1.026.
+# narrower vector that fills them (layernorm bf16 [188258, 24]: 3 vectors of 8 over 4 lanes leave
+# one lane idle; 12 of 2 give each lane 3). The lanes stay as the row's length gives them; only
+# vectors the row takes unpeeled, at least 2 elements and 4 bytes, are weighed. The narrower
+# vector is taken where it cuts the slots to FILL_SLOTS_MOST of the chosen vector's or fewer;
+# among vectors within FILL_SLACK of the fewest slots, the widest. H200,
+# benchmarks/layout_sweep.py (`benchmarks/surface/filling_vector_2026-11-29/sweep_idle.log`; bf16
+# [188258, 24] and [11282, 556]: `half_warp_rows_2026-11-28/layout_sweep_inner_h200.*`; the chosen
+# vector -> the filling one, same lanes, 128-thread blocks, each point's one timed pass, the
+# sweep's ranking, not a median; torch.compile in brackets): softmax bf16 [209715, 40] 18.2 ->
+# 15.0 us (18.4), rmsnorm bf16 [116508, 72] 14.9 -> 13.6 (14.0), layernorm bf16 [190650, 44] 17.4
+# -> 15.8 (18.9), [188258, 24] 10.9 -> 10.2 (8.6), softmax bf16 [11282, 556] (peeled at 8) 14.3 ->
+# 12.8 (12.5), fp32 [116508, 36] 13.4 -> 13.0 (13.3). Peeled rows whose unpeeled vector saves only
+# an eighth of the slots (softmax bf16 of 6604-13796, 256-512 lanes) lost read unpeeled:
+# 1.04-1.14x the time (`surface/half_warp_rows_2026-11-28/judged_held_unpeeled_summary.txt`); the
+# threshold leaves them. Judged (judge.py, old / new / torch.compile alternated,
+# `judged_filling_vector_summary.txt`) on the 22 of 400 fresh cells (seed 2900, widths 8-16384, a
+# sixth at 256 MB) it moves: geomean 0.938 of the old time (new / torch.compile 0.889, old 0.948);
+# softmax bf16 [55188, 152] 19.2 -> 15.6 us, [27892, 4812] 205.8 -> 175.6, rmsnorm bf16 [699050,
+# 12] 16.0 -> 13.5, [1766022, 76] 172.2 -> 159.6; slower: layernorm bf16 [7133, 1176] 1.040,
+# rmsnorm bf16 [7384, 1136] 1.034 (64 lanes of 3 vectors of 8 -> 5 of 4), layernorm fp32 [209715,
+# 20] 1.026.
 FILL_SLOTS_MOST = Fraction(5, 6)
 FILL_SLACK = Fraction(9, 8)
 
