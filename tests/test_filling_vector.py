@@ -73,7 +73,8 @@ def test_rows_the_filling_vector_leaves_keep_theirs(name, rows, cols, dtype, vec
     [
         (6, DataType.Float, 2),  # 3 of 8 bytes: 2 lanes by NARROW_LANE_BYTES, not halved again
         (90, DataType.BFloat16, 16),  # 4-byte vectors keep NARROW_LANE_BYTES
-        (20, DataType.BFloat16, 4),  # 5 of 8 bytes: 2 lanes would leave fewer than 4
+        (10, DataType.Float, 4),  # 5 of 8 bytes: 2 lanes would leave fewer than 4
+        (84, DataType.BFloat16, 8),  # 21 of 8 bytes (pairs would take 16 lanes, PAIR_LANES)
     ],
 )
 def test_lanes_the_eight_byte_rule_leaves(cols, dtype, lanes):
@@ -115,6 +116,8 @@ def test_a_filled_row_is_held_unpeeled_in_fewer_slots(cols, name, dtype):
         return
     assert p.threads_r * p.elements_per_thread >= cols, p
     own = normalization._defaults(seg, H100, fitted=False).vector
+    if normalization.pairs_take_lanes(seg, cols):
+        return  # lanes and vector chosen together (PAIR_LANES, `test_pair_lanes`)
     if p.vector < own:
         assert cols % p.vector == 0 and p.vector >= 2 and p.vector * dtype.itemsize >= 4, p
         assert 6 * _slots(cols, p.threads_r, p.vector) <= 5 * _slots(cols, p.threads_r, own), p

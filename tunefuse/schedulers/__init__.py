@@ -236,7 +236,10 @@ class Scheduler(Protocol):
 #    slots where that leaves at most five sixths of them (`normalization.filling_vector`);
 #    lanes of 8-byte vectors hold up to 24 bytes while 4 lanes remain, and held rows of them
 #    start from a half-warp where it holds them so (`normalization.EIGHT_BYTE_LANES`).
-HEURISTICS_VERSION = 56
+# 57: a short row of 2-byte elements whose own vector is under 16 bytes is read as pairs over
+#    the fewest lanes that hold at most 5 each, where those are 8 or fewer
+#    (`normalization.PAIR_LANES`).
+HEURISTICS_VERSION = 57
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
