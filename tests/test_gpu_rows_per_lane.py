@@ -243,7 +243,7 @@ def test_the_defaults_take_one_row_a_lane_of_a_short_odd_normalization_row(
     "define,dtype,rows,cols,lanes",
     [
         (rmsnorm, DataType.BFloat16, 5003, 90, 16),  # bf16 pairs of 45 vectors: 16 lanes
-        (layernorm, DataType.BFloat16, 9999, 70, 16),
+        (layernorm, DataType.BFloat16, 9999, 70, 8),  # 35 pairs: 8 lanes of 5 (PAIR_LANES)
         (softmax, DataType.BFloat16, 2049, 118, 16),
         (layernorm, DataType.BFloat16, 40001, 151, 32),  # odd: 32 lanes of 5, one row a lane
         (rmsnorm, DataType.BFloat16, 30007, 215, 32),
@@ -253,9 +253,9 @@ def test_the_defaults_hold_rows_past_a_warp_in_one_row_a_lane(
     define, dtype, rows, cols, lanes, rng
 ):
     """Normalization rows of more than a warp's vectors: bf16 pairs of 33-64 vectors in 16
-    lanes (`normalization._narrow_lanes_hold`), odd rows in 32 lanes of 5-7 elements
-    (`lane_rows_within`, ODD_ROWS_A_LANE), one row a lane each; the last block partly
-    empty; agrees with the reference."""
+    lanes (`normalization._narrow_lanes_hold`; 8 where 8 hold 5 each, PAIR_LANES), odd rows
+    in 32 lanes of 5-7 elements (`lane_rows_within`, ODD_ROWS_A_LANE), one row a lane each;
+    the last block partly empty; agrees with the reference."""
     fd = _build(define, dtype)
     inputs = _inputs(define, fd, (rows, cols), rng)
     got, launched = run_with_reduction_params(fd, inputs)
