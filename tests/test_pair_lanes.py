@@ -21,7 +21,7 @@ from tunefuse.schedulers import normalization, reduction
 BF16 = DataType.BFloat16
 
 # (name, rows, cols, lanes, elements a lane): judged on the H200 against heuristics 56
-# (`benchmarks/surface/pair_lanes_2026-11-29/judged_pairs_summary.txt`), the old layout and
+# (`benchmarks/surface/short_pairs_2026-11-29/judged_pairs_summary.txt`), the old layout and
 # the time ratio new / old in the comment
 JUDGED = [
     ("layernorm", 466033, 18, 2, 10),  # 4 lanes of 3 pairs; 0.855

@@ -1313,7 +1313,7 @@ def _norm_default(pattern: str, rows: int, cols: int, dtype: DataType):  # noqa:
         # (H200, judge.py, odd_lanes_2026-11-27/judged_b)
         ("rmsnorm", 89912, 90, DataType.BFloat16, 16, 2, 1),  # 19.1 -> 15.8
         # (70: 8 lanes of 5 pairs since PAIR_LANES: layernorm bf16 [119837, 70] 18.5 -> 16.0 us
-        # in pair_lanes_2026-11-29/sweep_pairs.log; rmsnorm [119837, 70] judged 0.936)
+        # in short_pairs_2026-11-29/sweep_pairs.log; rmsnorm [119837, 70] judged 0.936)
         ("layernorm", 1000000, 70, DataType.BFloat16, 8, 2, 1),  # 205.4 -> 129.4 at 16 lanes
         ("rmsnorm", 1000000, 118, DataType.BFloat16, 16, 2, 1),  # 155.0 -> 132.7
         ("softmax", 500000, 94, DataType.BFloat16, 16, 2, 1),  # 99.2 -> 73.2
@@ -1327,7 +1327,7 @@ def _norm_default(pattern: str, rows: int, cols: int, dtype: DataType):  # noqa:
         ("layernorm", 207210, 34, DataType.BFloat16, 4, 2, 1),  # 25.6 -> 20.0 at 8 lanes
         ("layernorm", 4611800, 22, DataType.BFloat16, 4, 2, 1),  # 293.2 -> 181.0
         # (2 lanes of 5 pairs since PAIR_LANES: 27.0 -> 25.1 us, torch.compile 24.6,
-        # pair_lanes_2026-11-29/sweep_pairs.log)
+        # short_pairs_2026-11-29/sweep_pairs.log)
         ("rmsnorm", 1000000, 20, DataType.BFloat16, 2, 2, 1),  # 36.6 -> 32.1 at 4 lanes
         ("softmax", 1000000, 6, DataType.Float, 2, 2, 1),  # 19.9 -> 18.5
         ("rmsnorm", 2000000, 10, DataType.BFloat16, 2, 2, 1),  # 2 rows a lane -> 1: 39.3 -> 29.0

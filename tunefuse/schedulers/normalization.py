@@ -485,7 +485,7 @@ def _narrow_lanes_hold(segment: Segment, row_vectors: int, vector: int, peel: bo
 # vectors keep theirs (octets over fewer lanes ran as fast or faster: layernorm bf16
 # [2796202, 48] 131 us on 2 lanes of 3 octets, 170 on 8 of 3 pairs), and so do rows that
 # would take more lanes (softmax bf16 [99864, 84]: 16 lanes of 3 pairs 17.8 us, 8 of 3
-# quads 16.8). H200, benchmarks/layout_sweep.py (`benchmarks/surface/pair_lanes_2026-11-29/
+# quads 16.8). H200, benchmarks/layout_sweep.py (`benchmarks/surface/short_pairs_2026-11-29/
 # sweep_pairs.log` and the 60th session's sweeps, each point's one timed pass, a ranking):
 # over the 31 bf16 cells swept, the rule's layouts take 0.969 of the old defaults' time
 # (in-sample; rmsnorm [190650, 44] 17.5 -> 13.9 us, layernorm [419430, 20] 16.4 -> 14.1, none
