@@ -1896,12 +1896,11 @@ class _Emitter:
 
     def hoisted_loads(self) -> set[int]:
         """Cached loads whose elements are the same in every row (a norm's weight, read by
-        several passes): loaded into registers once, before a block walks its rows, where
-        each row would load them again (a grid-stride loop: column sums in parts, a capped
-        grid)."""
+        several passes, or by the rows a lane holds): loaded into registers once, before a
+        block walks its rows, where each row would load them again (a grid-stride loop:
+        column sums in parts, a capped grid; rows a lane, which held a copy a row)."""
         if (
             not self.cache
-            or self.lane_rows > 1
             or self.along_outputs
             or self.cluster > 1
             or self.peel  # its elements go to threads row by row (`held_peeled`)
@@ -2099,6 +2098,8 @@ class _Emitter:
             # Every row of the lane loaded first (their loads in flight together), then each
             # computed and stored in turn, its registers a slice of cl<k>_q.
             for k in self.cached_loads:
+                if k in self.hoisted:
+                    continue  # one copy for the lane's rows, loaded before the row loop
                 t = self.s.loads[k].dtype.cuda
                 self.w(f"    {t} cl{k}_q[{self.lane_rows}][{self.slots}];")
             for fill in (True, False):
