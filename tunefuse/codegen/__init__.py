@@ -23,7 +23,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
-    "30"  # bump when generated code changes: tuned records of another version are not used
+    "31"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -67,6 +67,9 @@ CODEGEN_VERSION = (
 #     (`reduction._Emitter.row_invariants`).
 # (30, unchanged: a held row's passes with whole_chunks, params no earlier version took, are
 #     generated since the fifty-eighth session; every kernel of earlier params is the same code.)
+# 31: rows a lane hold one copy of a cached load the rows share (a norm's weight and bias),
+#     loaded before the row loop (`reduction._Emitter.hoisted_loads`), where each row of the
+#     lane held and loaded its own.
 
 
 @dataclass(frozen=True)
