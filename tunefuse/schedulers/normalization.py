@@ -588,14 +588,9 @@ def _short_rows(segment: Segment, device: DeviceInfo, fitted: bool) -> Params:
     # layernorm bf16 [2**22, 8] 57.2 -> 52.8 us, [2**20, 8] 18.6 -> 17.1, [2**21, 16]
     # (two lanes a row) 57.6 -> 52.9, fp32 [2**22, 4] 51.3 -> 49.4; softmax and rmsnorm
     # bf16 [2**22, 8] within 1% (H100, benchmarks/ab.py rows_per_block=...). A block of
-    # one warp (32 blocks an SM at most) leaves SMs half empty: 83.7 us.
-    rows = max(1, 128 // threads)
-    while (
-        rows > 1
-        and (threads >= 32 or threads * rows > 32)
-        and -(-n_out // rows) < 8 * device.sm_count
-    ):
-        rows //= 2
+    # one warp (32 blocks an SM at most) leaves SMs half empty: 83.7 us. Fewer rows a block
+    # where the grid would hold under 8 blocks an SM (`reduction.rows_filling`).
+    rows = reduction.rows_filling(n_out, device, max(1, 128 // threads), threads)
     if fitted:
         vector = filling_vector(segment, threads, vector)
     ept = vectors_of_share(n_red, threads, vector)
