@@ -475,10 +475,11 @@ def _narrow_lanes_hold(segment: Segment, row_vectors: int, vector: int, peel: bo
     )
 
 
-# PAIR_LANES: short rows of 2-byte elements (bf16, fp16) whose own vector is under 16 bytes
-# (lengths not a multiple of 8) and of more than PAIR_LANE_VECTORS pairs are read as pairs
-# over the fewest lanes (a power of two) that hold at most PAIR_LANE_VECTORS pairs each,
-# where those are at most PAIR_MOST_LANES: the lanes and the vector are chosen together,
+# PAIR_LANES: short rows of 2-byte elements (bf16, fp16; measured on bf16) whose own vector
+# is under 16 bytes (lengths not a multiple of 8) and of more than PAIR_LANE_VECTORS pairs are
+# read as pairs over the fewest lanes (a power of two) that hold at most PAIR_LANE_VECTORS
+# pairs each, where those are at most PAIR_MOST_LANES: the lanes and the vector are chosen
+# together,
 # where `fewer_narrow_lanes` and `filling_vector` took the row's own vector's lanes first
 # (bf16 [*, 44]: 4 lanes of 3 quads, now 8 of 3 pairs; [*, 20]: 4 lanes of 3 pairs, one idle
 # slot a lane, now 2 of 5; [*, 70]: 16 lanes of 3 pairs, now 8 of 5). Rows of 16-byte
@@ -561,7 +562,8 @@ def _short_rows(segment: Segment, device: DeviceInfo, fitted: bool) -> Params:
     (`reduction.short_row_lanes`), fewer for odd lengths
     (`scalar_row_lanes`) and narrow vectors (`fewer_narrow_lanes`) where the kernel stores
     full-size outputs, and read at the vector that fills the lanes' slots where `fitted`
-    (`filling_vector`); blocks of 128 threads."""
+    (`filling_vector`), or, for rows of 2-byte elements, as pairs over lanes of 5
+    (`pairs_take_lanes`, PAIR_LANES); blocks of 128 threads."""
     n_out, n_red = reduction.sizes(segment)
     vector = reduction.reduced_vector(segment)
     row_vectors = -(-n_red // vector)
