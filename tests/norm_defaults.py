@@ -13,14 +13,20 @@ from tunefuse.planning.segment import Segment
 from tunefuse.schedulers import normalization
 
 
-def zoo_norm_default(
-    name: str, rows: int, cols: int, dtype: DataType, device: DeviceInfo = H100
-) -> tuple[Segment, normalization.Params]:
-    """The one normalization kernel of the zoo's `name` on [rows, cols], and its defaults."""
+def zoo_norm_plan(name: str, rows: int, cols: int, dtype: DataType, device: DeviceInfo = H100):  # noqa: ANN201
+    """The plan of the zoo's `name` on [rows, cols]: one normalization kernel."""
     fd = build(ZOO[name], dtype)
     plan = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0)), device=device)
     (seg,) = plan.segments
     assert seg.scheduler is SchedulerKind.NORMALIZATION
+    return plan
+
+
+def zoo_norm_default(
+    name: str, rows: int, cols: int, dtype: DataType, device: DeviceInfo = H100
+) -> tuple[Segment, normalization.Params]:
+    """The one normalization kernel of the zoo's `name` on [rows, cols], and its defaults."""
+    (seg,) = zoo_norm_plan(name, rows, cols, dtype, device).segments
     return seg, normalization.default_params(seg, device)
 
 

@@ -10,10 +10,8 @@ import re
 import shutil
 import sys
 
-import numpy as np
 import pytest
-from fusion_zoo import ZOO, build, inputs_for
-from norm_defaults import zoo_norm_default
+from norm_defaults import zoo_norm_plan
 from zoo_agreement import zoo_norm_agrees_on_host
 
 from tunefuse import DataType
@@ -37,13 +35,13 @@ CASES = [
 
 
 def _case(name: str, cols: int, dtype: DataType, lane_rows: int | None):  # noqa: ANN202
-    seg, p = zoo_norm_default(name, 1 << 18, cols, dtype)
+    plan = zoo_norm_plan(name, 1 << 18, cols, dtype)
+    (seg,) = plan.segments
+    p = normalization.default_params(seg, H100)
     if lane_rows is not None:
         p = with_values(p, {"rows_per_lane": lane_rows})
     assert p.rows_per_lane > 1 and p.cache_row, p
     assert normalization.is_valid(seg, H100, p) is None, p
-    fd = build(ZOO[name], dtype)
-    plan = fd.plan(inputs_for(fd, 1 << 18, cols, np.random.default_rng(0)), device=H100)
     return seg, p, generate(seg, p, H100, {b.id: b.dtype for b in plan.buffers})
 
 
