@@ -3,6 +3,8 @@ without a GPU: what the tests of the normalization scheduler's defaults look at.
 
 from __future__ import annotations
 
+from unittest import mock
+
 import numpy as np
 from fusion_zoo import ZOO, build, inputs_for
 
@@ -23,11 +25,21 @@ def zoo_norm_plan(name: str, rows: int, cols: int, dtype: DataType, device: Devi
 
 
 def zoo_norm_default(
-    name: str, rows: int, cols: int, dtype: DataType, device: DeviceInfo = H100
+    name: str,
+    rows: int,
+    cols: int,
+    dtype: DataType,
+    device: DeviceInfo = H100,
+    shared_weight_rows: bool = True,
 ) -> tuple[Segment, normalization.Params]:
-    """The one normalization kernel of the zoo's `name` on [rows, cols], and its defaults."""
+    """The one normalization kernel of the zoo's `name` on [rows, cols], and its defaults;
+    without `shared_weight_rows`, the defaults SHARED_WEIGHT_ROWS starts from (its waves
+    bound 0: it never applies)."""
     (seg,) = zoo_norm_plan(name, rows, cols, dtype, device).segments
-    return seg, normalization.default_params(seg, device)
+    if shared_weight_rows:
+        return seg, normalization.default_params(seg, device)
+    with mock.patch.object(normalization, "SHARED_WEIGHT_WAVES", 0):
+        return seg, normalization.default_params(seg, device)
 
 
 def column_partials_default(

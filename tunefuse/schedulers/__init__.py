@@ -239,7 +239,10 @@ class Scheduler(Protocol):
 # 57: a short row of 2-byte elements whose own vector is under 16 bytes is read as pairs over
 #    the fewest lanes that hold at most 5 each, where those are 8 or fewer
 #    (`normalization.PAIR_LANES`).
-HEURISTICS_VERSION = 57
+# 58: a normalization of 4-byte elements with a weight or bias, whose lanes (at most half a
+#    warp) hold 2 vectors or more of a row, spreads each row over twice the lanes with 2 rows
+#    a lane where the grid runs at most 2 waves (`normalization.SHARED_WEIGHT_ROWS`).
+HEURISTICS_VERSION = 58
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -235,6 +235,20 @@ def moves_along_row(segment: Segment, ld) -> bool:  # noqa: ANN001 - a segment's
     )
 
 
+def same_in_every_row(segment: Segment, ld) -> bool:  # noqa: ANN001 - a segment's load
+    """A load that moves along the row and with no outer dim (a weight or bias broadcast
+    across the rows): what codegen holds once for a lane's rows (`hoisted_loads`)."""
+    return (
+        moves_along_row(segment, ld)
+        and ld.offset.is_affine
+        and not any(
+            ld.offset.coeff(Var(j, segment.extents[j]))
+            for j in range(len(segment.extents))
+            if j not in segment.reduce_dims
+        )
+    )
+
+
 def vectors_of_share(n: int, parts: int, vector: int) -> int:
     """The most elements one of `parts` shares of `n` holds, in whole vectors."""
     return -(-(-(-n // parts)) // vector) * vector
@@ -543,6 +557,68 @@ def lane_rows_within(rows_per_lane: int, ept: int, segment: Segment) -> int:
     return rows_per_lane
 
 
+# SHARED_WEIGHT_ROWS: a normalization of 4-byte elements with a load no row moves (a weight,
+# a bias) whose lanes, at most half a warp, each hold 2 or more vectors of a row spreads each
+# row over twice the lanes and gives each lane 2 rows, where the grid's threads come to at
+# most SHARED_WEIGHT_WAVES times what the GPU holds at once: each lane's loads of a row
+# halve, and its weight registers, which its rows share (codegen 31, `hoisted_loads`), are
+# loaded once for both; the block keeps its threads and its rows. H200, `benchmarks/
+# layout_sweep.py` (`surface/shared_weight_rows_2026-11-29/sweep_rpl.log`): layernorm fp32
+# [80659, 52] 14.3 -> 13.3 us (torch.compile 13.1), [13981, 300] 14.5 -> 13.3 (13.2), rmsnorm
+# fp32 [20971, 200] 13.2 -> 12.8; twice the lanes at 1 row a lane won about half of that,
+# the same lanes at 2 rows little; rows of bf16 lost or tied. Judged, old against new
+# (`judged_*_summary.txt`): unbounded, 1.007 of the old time over 42 cells (0.92-0.98 up to
+# 2.5 waves, up to 1.37 at 256 MB: layernorm fp32 [68338, 982] 138.6 -> 190.3 us, where the
+# memory's throughput bounds the grid, not a row's latency); within 2 waves, 0.963 over 27
+# fresh cells, but rows over two warps of lanes lost up to 1.17 (layernorm fp32 [5145, 426]
+# 8.7 -> 10.2: the row's sums cross warps through shared memory); within half a warp, the
+# rule, 0.972 over 32 fresh cells (new / torch.compile 0.969, old 0.997): layernorm fp32
+# [33932, 38] 8.3 -> 7.4, [24195, 86] 10.0 -> 9.0; 7 slower, up to [16854, 136] 9.1 -> 9.9
+# and [15841, 88] 7.2 -> 7.6.
+SHARED_WEIGHT_WAVES = 2
+
+
+def weight_shared_rows(segment: Segment, device: DeviceInfo, p: Params) -> Params:
+    """`p` with each row over twice the lanes, 2 rows a lane and half the lanes' groups a
+    block (SHARED_WEIGHT_ROWS), where `weight_shares_rows` and the grid comes to at most
+    SHARED_WEIGHT_WAVES of the GPU's resident threads; else `p`."""
+    if not weight_shares_rows(segment, device, p):
+        return p
+    _, n_red = reduction.sizes(segment)
+    threads = 2 * p.threads_r
+    shared = replace(
+        p,
+        threads_r=threads,
+        rows_per_block=max(1, p.rows_per_block // 2),
+        elements_per_thread=vectors_of_share(n_red, threads, p.vector),
+        rows_per_lane=2,
+    )
+    if reduction.unsplit_occupancy(segment, device, shared) > SHARED_WEIGHT_WAVES:
+        return p
+    return shared
+
+
+def weight_shares_rows(segment: Segment, device: DeviceInfo, p: Params) -> bool:
+    """Whether SHARED_WEIGHT_ROWS may apply to `p`: every load of 4-byte elements, a held
+    load that no row moves, full-size stores, an unpeeled row of at most half a warp of lanes
+    each holding 1 row and 2 vectors or more (`vector` 2 or 4), and a grid that still fills
+    the GPU at 2 rows a lane (`reduction.grid_holds`)."""
+    n_out, _ = reduction.sizes(segment)
+    return (
+        p.cache_row
+        and p.rows_per_lane == 1
+        and p.cluster == 1
+        and p.vector > 1
+        and not reduction.peels(segment, p.vector)  # peeled rows take 1 row a lane
+        and 2 * p.threads_r <= reduction.WARP  # a row's reduction stays in a warp's shuffles
+        and p.elements_per_thread >= 2 * p.vector
+        and all(ld.dtype.itemsize == 4 for ld in segment.loads)
+        and any(same_in_every_row(segment, ld) for ld in segment.loads)
+        and not stores_only_reduced(segment)
+        and reduction.grid_holds(n_out, device, max(1, p.rows_per_block // 2), 2, 2 * p.threads_r)
+    )
+
+
 # FEW_LANE_MAX_EXP_SUMS: a max-and-sum of exp whose every store is reduced (logsumexp) over a
 # short row of 9-31 vectors (not a power of two) takes the row sums' lanes of up to
 # reduction.SHORT_ROW_LANE_VECTORS vectors (`reduction.few_lanes`), not runs of 64 bytes: a
@@ -563,7 +639,9 @@ def _short_rows(segment: Segment, device: DeviceInfo, fitted: bool) -> Params:
     (`scalar_row_lanes`) and narrow vectors (`fewer_narrow_lanes`) where the kernel stores
     full-size outputs, and read at the vector that fills the lanes' slots where `fitted`
     (`filling_vector`), or, for rows of 2-byte elements, as pairs over lanes of 5
-    (`pairs_take_lanes`, PAIR_LANES); blocks of 128 threads."""
+    (`pairs_take_lanes`, PAIR_LANES); blocks of 128 threads; rows of 4-byte elements with
+    a weight over twice the lanes, 2 rows a lane, where `fitted` and they take it
+    (`weight_shared_rows`, SHARED_WEIGHT_ROWS)."""
     n_out, n_red = reduction.sizes(segment)
     vector = reduction.reduced_vector(segment)
     row_vectors = -(-n_red // vector)
@@ -600,8 +678,8 @@ def _short_rows(segment: Segment, device: DeviceInfo, fitted: bool) -> Params:
     if scalar_rows:
         return replace(p, rows_per_lane=1)
     if full_stores and threads > 1:
-        return replace(p, rows_per_lane=lane_rows_within(p.rows_per_lane, ept, segment))
-    return p
+        p = replace(p, rows_per_lane=lane_rows_within(p.rows_per_lane, ept, segment))
+    return weight_shared_rows(segment, device, p) if fitted else p
 
 
 # ODD_ROWS_A_LANE: rows of one-element vectors held over a warp or more of lanes take rows a
@@ -620,7 +698,8 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool, fitted: bool) -> P
     holds at most 32 elements (from a half-warp where `fitted` and its chunks are 16-byte
     vectors, or 8-byte ones it holds within EIGHT_BYTE_LANE_BYTES a lane,
     `half_warp_rows_start`; else from a warp), read at the vector that fills their slots
-    where `fitted` (`filling_vector`); rows too long for that are staged in
+    where `fitted` (`filling_vector`), 2 rows a lane over twice the lanes where `fitted` and
+    SHARED_WEIGHT_ROWS applies (`weight_shared_rows`); rows too long for that are staged in
     shared memory, held over a cluster of blocks (sm_90, `_row_over_cluster`) or re-read
     through L1/L2.
     32 rather than 16 a thread (128 threads a 4096-row, not 256): the best or within 0.1 us
@@ -666,6 +745,8 @@ def _layout(segment: Segment, device: DeviceInfo, peel: bool, fitted: bool) -> P
             ept = vectors_of_share(n_red, threads, vector)
         rows = max(1, 128 // threads)
         p = _row_in_registers(segment, device, threads, rows, ept, vector)
+        if vector > 1 and fitted:
+            return weight_shared_rows(segment, device, p)
         if vector > 1 or stores_only_reduced(segment):
             return p
         # ODD_ROWS_A_LANE
