@@ -152,15 +152,29 @@ def logsumexp_over(dim: int):  # noqa: ANN201
     return define
 
 
-def inputs_for(
-    fd: FusionDefinition, rows: int, cols: int, rng: np.random.Generator
-) -> list[np.ndarray]:
+def input_shapes(
+    fd: FusionDefinition, rows: int, cols: int
+) -> list[tuple[tuple[int, ...], np.dtype]]:
+    """Each input's shape ([rows, cols], or [cols] for a weight) and numpy dtype."""
     out = []
     for vid in fd.fusion.inputs:
         t = fd.fusion.values[vid]
-        shape = (rows, cols) if t.rank == 2 else (cols,)
-        out.append(rng.standard_normal(shape).astype(t.dtype.numpy))
+        out.append(((rows, cols) if t.rank == 2 else (cols,), t.dtype.numpy))
     return out
+
+
+def inputs_for(
+    fd: FusionDefinition, rows: int, cols: int, rng: np.random.Generator
+) -> list[np.ndarray]:
+    return [
+        rng.standard_normal(shape).astype(dtype) for shape, dtype in input_shapes(fd, rows, cols)
+    ]
+
+
+def unfilled_inputs(fd: FusionDefinition, rows: int, cols: int) -> list[np.ndarray]:
+    """`inputs_for`'s arrays left unfilled: a plan reads their shapes, strides and dtypes,
+    not their values (256 MB of random numbers took seconds a plan)."""
+    return [np.empty(shape, dtype) for shape, dtype in input_shapes(fd, rows, cols)]
 
 
 ZOO = {

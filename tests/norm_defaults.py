@@ -6,7 +6,7 @@ from __future__ import annotations
 from unittest import mock
 
 import numpy as np
-from fusion_zoo import ZOO, build, inputs_for
+from fusion_zoo import ZOO, build, unfilled_inputs
 
 from tunefuse import DataType, FusionDefinition
 from tunefuse.device_info import H100, DeviceInfo
@@ -18,7 +18,7 @@ from tunefuse.schedulers import normalization
 def zoo_norm_plan(name: str, rows: int, cols: int, dtype: DataType, device: DeviceInfo = H100):  # noqa: ANN201
     """The plan of the zoo's `name` on [rows, cols]: one normalization kernel."""
     fd = build(ZOO[name], dtype)
-    plan = fd.plan(inputs_for(fd, rows, cols, np.random.default_rng(0)), device=device)
+    plan = fd.plan(unfilled_inputs(fd, rows, cols), device=device)
     (seg,) = plan.segments
     assert seg.scheduler is SchedulerKind.NORMALIZATION
     return plan
@@ -30,15 +30,15 @@ def zoo_norm_default(
     cols: int,
     dtype: DataType,
     device: DeviceInfo = H100,
-    shared_weight_rows: bool = True,
+    **constants: object,
 ) -> tuple[Segment, normalization.Params]:
     """The one normalization kernel of the zoo's `name` on [rows, cols], and its defaults;
-    without `shared_weight_rows`, the defaults SHARED_WEIGHT_ROWS starts from (its waves
-    bound 0: it never applies)."""
+    with `constants`, those of `normalization` patched (SHARED_WEIGHT_WAVES=0: the layout
+    SHARED_WEIGHT_ROWS starts from)."""
     (seg,) = zoo_norm_plan(name, rows, cols, dtype, device).segments
-    if shared_weight_rows:
+    if not constants:
         return seg, normalization.default_params(seg, device)
-    with mock.patch.object(normalization, "SHARED_WEIGHT_WAVES", 0):
+    with mock.patch.multiple(normalization, **constants):
         return seg, normalization.default_params(seg, device)
 
 

@@ -35,7 +35,7 @@ def test_rows_of_16_byte_vectors_a_half_warp_holds_take_one(name, cols, dtype, d
     seg, p = zoo_norm_default(name, 8192, cols, dtype, device)
     assert p.inner and p.cache_row
     # SHARED_WEIGHT_ROWS may spread the half-warp's rows over a warp: the half-warp is its start
-    _, start = zoo_norm_default(name, 8192, cols, dtype, device, shared_weight_rows=False)
+    _, start = zoo_norm_default(name, 8192, cols, dtype, device, SHARED_WEIGHT_WAVES=0)
     assert (start.threads_r, start.rows_per_block) == (16, 8), start
     assert p in (start, normalization.weight_shared_rows(seg, device, start)), p
     assert p.vector * dtype.itemsize == 16

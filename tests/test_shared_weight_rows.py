@@ -39,7 +39,7 @@ def test_the_measured_rows_share_their_weight_over_two_rows(name, rows, cols, la
     assert (p.threads_r, p.elements_per_thread, p.rows_per_lane) == (lanes, ept, 2), p
     assert p.inner and p.cache_row
     assert normalization.is_valid(seg, H100, p) is None
-    _, start = zoo_norm_default(name, rows, cols, F32, shared_weight_rows=False)
+    _, start = zoo_norm_default(name, rows, cols, F32, SHARED_WEIGHT_WAVES=0)
     assert (start.threads_r, start.rows_per_lane) == (lanes // 2, 1), start
     assert p.threads_r * p.rows_per_block == start.threads_r * start.rows_per_block
 
@@ -68,7 +68,7 @@ def test_the_measured_rows_share_their_weight_over_two_rows(name, rows, cols, la
 )
 def test_rows_the_rule_leaves_keep_one_row_a_lane(name, rows, cols, dtype, why):
     _, p = zoo_norm_default(name, rows, cols, dtype)
-    _, start = zoo_norm_default(name, rows, cols, dtype, shared_weight_rows=False)
+    _, start = zoo_norm_default(name, rows, cols, dtype, SHARED_WEIGHT_WAVES=0)
     assert p == start, (why, p)
 
 
@@ -86,7 +86,7 @@ def test_weight_rows_double_their_lanes_within_the_waves(cols, megabytes, name, 
     hold and the grid comes to at most SHARED_WEIGHT_WAVES waves; never for softmax or bf16."""
     rows = max(1, (megabytes << 20) // (cols * dtype.itemsize))
     seg, p = zoo_norm_default(name, rows, cols, dtype, device)
-    _, start = zoo_norm_default(name, rows, cols, dtype, device, shared_weight_rows=False)
+    _, start = zoo_norm_default(name, rows, cols, dtype, device, SHARED_WEIGHT_WAVES=0)
     assert normalization.is_valid(seg, device, p) is None, p
     if p == start:
         return
