@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from benchmark_scripts import run_benchmark
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -20,12 +21,7 @@ from tunefuse import DataType  # noqa: E402
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "draw_cells.py"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_benchmark("draw_cells.py", *args)
 
 
 @settings(max_examples=60, deadline=None)

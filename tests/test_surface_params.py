@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from benchmark_scripts import run_benchmark
 
 sys.path.append(str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
 
@@ -34,35 +35,17 @@ def test_fields_at_their_defaults_are_left_out_nested_ones_too():
 
 
 def test_against_the_same_checkout_moves_nothing():
-    done = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "benchmarks" / "surface_params.py"),
-            "--patterns",
-            "bias_gelu",
-            "transpose2d",
-            "--step",
-            "8",
-            "--mbytes",
-            "16",
-            "--against",
-            str(ROOT),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
+    done = _surface_params(
+        *("--patterns", "bias_gelu", "transpose2d", "--step", "8", "--mbytes", "16"),
+        *("--against", str(ROOT)),
     )
+    assert done.returncode == 0, done.stderr
     last = done.stdout.strip().splitlines()[-1]  # "0 of N cells plan differently"
     assert last.startswith("0 of ") and int(last.split()[2]) > 0
 
 
 def _surface_params(*argv: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "surface_params.py"), *argv],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return run_benchmark("surface_params.py", *argv)
 
 
 def test_a_cells_file_with_sources_against_the_same_checkout_moves_nothing(tmp_path):
