@@ -18,14 +18,14 @@ import argparse
 import math
 import pathlib
 import random
-import subprocess
 import sys
 import tempfile
 
 HERE = pathlib.Path(__file__).resolve()
 sys.path[:0] = [str(HERE.parent), str(HERE.parents[1])]
 
-from patterns import COLUMN_PATTERNS, MIDDLE_PATTERNS, ROW_PATTERNS  # noqa: E402
+from patterns import COLUMN_PATTERNS, MIDDLE_PATTERNS, ROW_PATTERNS, laid_out  # noqa: E402
+from surface_params import moved_plans  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
 
@@ -54,13 +54,7 @@ def draw(
         red = round(log_uniform(rng, *reduced))
         elements = log_uniform(rng, *mbytes) * (1 << 20) / DataType(name).itemsize
         inner = round(log_uniform(rng, 1, 512)) if pattern in MIDDLE_PATTERNS else 1
-        outputs = max(1, round(elements / (red * inner)))
-        if pattern in COLUMN_PATTERNS:
-            shape: tuple[int, ...] = (red, outputs)
-        elif pattern in MIDDLE_PATTERNS:
-            shape = (outputs, red, inner)
-        else:
-            shape = (outputs, red)
+        shape = laid_out(pattern, max(1, round(elements / (red * inner))), red, inner)
         cell = f"{pattern}:{name}:{'x'.join(map(str, shape))}"
         if cell not in cells:
             cells.append(cell)
@@ -69,28 +63,16 @@ def draw(
 
 def moved(cells: list[str], against: pathlib.Path) -> list[str]:
     """The cells whose plans differ between this checkout and the one at `against`
-    (`surface_params.py --against --cells-file`)."""
+    (`surface_params.moved_plans` of a cells file)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(cells) + "\n")
         listed = pathlib.Path(f.name)
     try:
-        out = subprocess.run(
-            [sys.executable, str(HERE.parent / "surface_params.py"), "--against", str(against)]
-            + ["--cells-file", str(listed)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
+        pairs, _ = moved_plans(["--cells-file", str(listed)], against)
     finally:
         listed.unlink()
-    if out.returncode != 0:
-        raise SystemExit(f"surface_params.py --against {against} failed:\n{out.stderr.strip()}")
-    changed = set()
-    for line in out.stdout.splitlines():
-        if line.startswith("+ "):
-            pattern, name, rest = line[2:].split(" ", 2)
-            changed.add(f"{pattern}:{name}:{rest.split(':', 1)[0]}")
-    return [c for c in cells if c in changed]
+    changed = {index for index, _, _ in pairs}
+    return [c for i, c in enumerate(cells) if i in changed]
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:

@@ -110,6 +110,16 @@ def shapes(pattern: str, elements: int, step: int) -> list[tuple[int, ...]]:
     return out
 
 
+def laid_out(pattern: str, outputs: int, reduced: int, inner: int = 1) -> tuple[int, ...]:
+    """A cell's shape as the pattern lays it out: [outputs, reduced] for rows, [reduced,
+    outputs] for columns, [outputs, reduced, inner] for a middle dim."""
+    if pattern in ROW_PATTERNS:
+        return (outputs, reduced)
+    if pattern in COLUMN_PATTERNS:
+        return (reduced, outputs)
+    return (outputs, reduced, inner)
+
+
 def between_shapes(pattern: str, elements: int, count: int, seed: int) -> list[tuple[int, ...]]:
     """`count` shapes of about `elements` elements (within a factor of 2 under it) off the
     grid of `shapes`: the reduced extent log-uniform from 1 to all of them, then moved off
@@ -126,13 +136,7 @@ def between_shapes(pattern: str, elements: int, count: int, seed: int) -> list[t
         least = max(1, -(-elements // (2 * reduced * inner)))
         if most < least:
             continue
-        outputs = rng.randint(least, most)
-        if pattern in ROW_PATTERNS:
-            shape: tuple[int, ...] = (outputs, reduced)
-        elif pattern in COLUMN_PATTERNS:
-            shape = (reduced, outputs)
-        else:
-            shape = (outputs, reduced, inner)
+        shape = laid_out(pattern, rng.randint(least, most), reduced, inner)
         if shape not in out:
             out.append(shape)
     return out

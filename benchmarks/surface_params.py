@@ -48,12 +48,10 @@ def main() -> None:
         if not (args.against / "tunefuse").is_dir():
             raise SystemExit(f"--against {args.against}: no tunefuse package there")
         rest = [a for a in sys.argv[1:] if a != "--against" and a != str(args.against)]
-        ours = plans([*rest, "--canonical"])
-        theirs = plans([*rest, "--canonical", "--root", str(args.against.resolve())])
-        moved = [(a, b) for a, b in zip(theirs, ours) if a != b]
-        for a, b in moved:
+        moved, planned = moved_plans(rest, args.against)
+        for _, a, b in moved:
             print(f"- {a}\n+ {b}")
-        print(f"{len(moved)} of {len(ours)} cells plan differently")
+        print(f"{len(moved)} of {planned} cells plan differently")
         return
     if args.root is not None:
         sys.path.insert(0, str(args.root.resolve()))
@@ -161,6 +159,15 @@ def non_default(params: object) -> dict:
         elif value != field.default:
             out[field.name] = value
     return out
+
+
+def moved_plans(argv: list[str], against: pathlib.Path) -> tuple[list[tuple[int, str, str]], int]:
+    """(index, their plan, ours) of each cell `argv` lists whose plan differs between the
+    checkout at `against` and this one (each planned in a child of its own), and how many
+    cells were planned."""
+    ours = plans([*argv, "--canonical"])
+    theirs = plans([*argv, "--canonical", "--root", str(against.resolve())])
+    return [(i, a, b) for i, (a, b) in enumerate(zip(theirs, ours)) if a != b], len(ours)
 
 
 def plans(argv: list[str]) -> list[str]:
