@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -37,7 +38,10 @@ def test_rows_of_16_byte_vectors_a_half_warp_holds_take_one(name, cols, dtype, d
     # SHARED_WEIGHT_ROWS may spread the half-warp's rows over a warp: the half-warp is its start
     _, start = zoo_norm_default(name, 8192, cols, dtype, device, SHARED_WEIGHT_WAVES=0)
     assert (start.threads_r, start.rows_per_block) == (16, 8), start
-    assert p in (start, normalization.weight_shared_rows(seg, device, start)), p
+    # (held from before the row loop with one row a lane, HOISTED_INVARIANTS; two rows a lane
+    # hold them so in any case)
+    shared = normalization.weight_shared_rows(seg, device, replace(start, hoist_invariants=False))
+    assert p in (start, shared), p
     assert p.vector * dtype.itemsize == 16
     assert p.threads_r * p.elements_per_thread >= cols
     assert p.elements_per_thread <= normalization.held_elements_most(seg)
@@ -78,7 +82,9 @@ def test_rows_of_a_warp_s_vectors_or_fewer_are_still_lanes(name, cols, dtype):
     """Rows of at most 32 vectors take the short rows' lanes (`_short_rows`), as before:
     the half-warp start applies to longer rows only."""
     seg, p = zoo_norm_default(name, 65536, cols, dtype)
-    assert p == normalization._short_rows(seg, H100, fitted=True)
+    short = normalization._short_rows(seg, H100, fitted=True)
+    hoist = normalization.hoists_invariants(seg, H100, short)
+    assert p == replace(short, hoist_invariants=hoist)
 
 
 @settings(max_examples=60, deadline=None)

@@ -70,6 +70,9 @@ CODEGEN_VERSION = (
 # 31: rows a lane hold one copy of a cached load the rows share (a norm's weight and bias),
 #     loaded before the row loop (`reduction._Emitter.hoisted_loads`), where each row of the
 #     lane held and loaded its own.
+# (31, unchanged: a held row's inputs no row moves loaded before the row loop with one row a
+#     lane, `hoist_invariants`, params no earlier version took, are generated since heuristics
+#     59; every kernel of earlier params is the same code.)
 
 
 @dataclass(frozen=True)

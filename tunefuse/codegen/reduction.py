@@ -468,7 +468,7 @@ class _Emitter:
             k
             for k, ld in enumerate(segment.loads)
             if (self.cache or self.shared)
-            and (passes.get(k, 0) > 1 or self.lane_rows > 1)
+            and (passes.get(k, 0) > 1 or self.lane_rows > 1 or k in self.one_row_invariants())
             and k not in self.guarded
             and (
                 not ld.offset.is_affine
@@ -1900,24 +1900,48 @@ class _Emitter:
         (`hoisted_loads`), or the others."""
         return [k for k in self.cached_loads if (k in self.hoisted) is hoisted]
 
+    def one_row_invariants(self) -> set[int]:
+        """With one row a lane and `hoist_invariants` (`schedulers.normalization.Params`), the
+        held row's inputs that no row moves (a norm's weight and bias): held in registers from
+        before the row loop (`hoisted_loads`), as rows a lane hold them, their loads go out
+        with the row's, not after its reductions."""
+        if (
+            self.lane_rows > 1
+            or not getattr(self.p, "hoist_invariants", False)
+            or not self.hoistable_layout()
+        ):
+            return set()
+        return {
+            k
+            for k, ld in enumerate(self.s.loads)
+            if k not in self.guarded
+            and self.same_in_every_row(k)
+            and any(ld.offset.coeff(Var(j, self.s.extents[j])) for j in self.red)
+        }
+
+    def same_in_every_row(self, k: int) -> bool:
+        """Whether load k reads the same elements in every row: an affine offset that no
+        output dim moves."""
+        off = self.s.loads[k].offset
+        return off.is_affine and not any(off.coeff(Var(j, self.s.extents[j])) for j in self.outer)
+
+    def hoistable_layout(self) -> bool:
+        """Whether the layout can load a row's invariant inputs once, before the row loop."""
+        return (
+            self.cache
+            and not self.along_outputs
+            and self.cluster == 1
+            and not self.peel  # its elements go to threads row by row (`held_peeled`)
+        )
+
     def hoisted_loads(self) -> set[int]:
         """Cached loads whose elements are the same in every row (a norm's weight, read by
         several passes, or by the rows a lane holds): loaded into registers once, before a
         block walks its rows, where each row would load them again (a grid-stride loop:
         column sums in parts, a capped grid; rows a lane, which held a copy a row)."""
-        if (
-            not self.cache
-            or self.along_outputs
-            or self.cluster > 1
-            or self.peel  # its elements go to threads row by row (`held_peeled`)
-        ):
+        if not self.hoistable_layout():
             return set()
-        return {
-            k
-            for k in self.cached_loads
-            if self.s.loads[k].offset.is_affine
-            and not any(self.s.loads[k].offset.coeff(Var(j, self.s.extents[j])) for j in self.outer)
-        }
+        return {k for k in self.cached_loads if self.same_in_every_row(k)}
 
     def fill_registers(self, indent: str, hoisted: bool = False) -> None:
         """Declares (hoisted) and zeroes the cached loads' registers, then loads them:

@@ -242,7 +242,11 @@ class Scheduler(Protocol):
 # 58: a normalization of 4-byte elements with a weight or bias, whose lanes (at most half a
 #    warp) hold 2 vectors or more of a row, spreads each row over twice the lanes with 2 rows
 #    a lane where the grid runs at most 2 waves (`normalization.SHARED_WEIGHT_ROWS`).
-HEURISTICS_VERSION = 58
+# 59: a held row of one row a lane loads its weight and bias before the row loop
+#    (`Params.hoist_invariants`) where they are 4-byte elements or read one at a time, take at
+#    most 24 registers a thread, and the grid runs at most 8 waves
+#    (`normalization.HOISTED_INVARIANTS`).
+HEURISTICS_VERSION = 59
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
