@@ -6,8 +6,8 @@ default heuristic misses there (how heuristics 55's half-warp rows were found:
     python3 benchmarks/layout_sweep.py --host CELL ...   (the points and their compiles, no GPU)
 
 CELL is judge.py's pattern:dtype:shape, of a surface pattern whose plan is one normalization
-kernel. The points: threads a row (1-512) x block threads (64-512) x rows a lane (1, 2) x
-whole_chunks x vector (1-8), each row held in registers (cache_row) by the fewest elements a
+kernel. The points: threads a row (1-512) x block threads (64-512; `--blocks`) x rows a lane
+(1, 2; `--rows-a-lane`) x whole_chunks x vector (1-8), each row held in registers (cache_row) by the fewest elements a
 thread that hold it, every point `is_valid` accepts; the default first. All are compiled
 first (NVRTC in threads), each is timed once (20 repetitions) and checked against the
 default's result, then the default and the best five run in 3 alternating rounds with
@@ -25,7 +25,7 @@ import json
 import pathlib
 import statistics
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
@@ -69,15 +69,16 @@ def one_normalization(pattern: str, dtype: DataType, shape: tuple[int, ...], dev
     return fd, plan.segments[0], {b.id: b.dtype for b in plan.buffers}
 
 
-def layout_points(segment, device) -> list:  # noqa: ANN001
+def layout_points(segment, device, blocks=BLOCKS, rows_a_lane=ROWS_A_LANE) -> list:  # noqa: ANN001
     """The default, then every valid held layout of the grid above (a row's elements a thread
     the fewest that hold it: whole vectors along a contiguous row, elements along a strided
-    one), each once."""
+    one), each once, its weight held from before the row loop where the defaults' rule
+    (`normalization.hoists_invariants`) would for that layout."""
     default = normalization.default_params(segment, device)
     _, n_red = reduction.sizes(segment)
     points = [default]
     for threads, block, lanes, whole, vector in itertools.product(
-        THREADS, BLOCKS, ROWS_A_LANE, (False, True), VECTORS
+        THREADS, blocks, rows_a_lane, (False, True), VECTORS
     ):
         if block % threads:
             continue
@@ -104,6 +105,7 @@ def layout_points(segment, device) -> list:  # noqa: ANN001
                 "stage_rows": False,
             },
         )
+        p = replace(p, hoist_invariants=normalization.hoists_invariants(segment, device, p))
         if p not in points and normalization.is_valid(segment, device, p) is None:
             points.append(p)
     return points
@@ -128,7 +130,7 @@ def compiled(segment, device, dtypes: dict, points: list, threads: int = 16) -> 
     return [p for p, ok in zip(points, kept) if ok]
 
 
-def sweep_cell(spec: str, out: pathlib.Path) -> None:
+def sweep_cell(spec: str, out: pathlib.Path, blocks=BLOCKS, rows_a_lane=ROWS_A_LANE) -> None:  # noqa: ANN001
     """One cell on the GPU: the points timed and checked, the finalists against
     torch.compile; a JSON line appended to `out`, a summary printed."""
     import torch
@@ -143,7 +145,7 @@ def sweep_cell(spec: str, out: pathlib.Path) -> None:
     dtype = DataType(dt)
     device = runtime(0).info
     fd, segment, dtypes = one_normalization(pattern, dtype, shape, device)
-    points = compiled(segment, device, dtypes, layout_points(segment, device))
+    points = compiled(segment, device, dtypes, layout_points(segment, device, blocks, rows_a_lane))
     inputs = cell_inputs(pattern, dt, shape)
 
     def call_of(p):  # noqa: ANN001, ANN202
@@ -195,7 +197,16 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--out", type=pathlib.Path, help="JSON lines appended here (GPU)")
     ap.add_argument("--host", action="store_true", help="points and compiles only, sm_90")
     ap.add_argument("--arch", default="sm_90", help="--host: sm_80 or sm_90")
+    ap.add_argument(
+        "--blocks", type=int, nargs="+", default=list(BLOCKS), help="block threads swept"
+    )
+    ap.add_argument(
+        "--rows-a-lane", type=int, nargs="+", default=list(ROWS_A_LANE), help="rows a lane swept"
+    )
     args = ap.parse_args(argv)
+    for name, values in (("--blocks", args.blocks), ("--rows-a-lane", args.rows_a_lane)):
+        if any(v < 1 or v & (v - 1) for v in values):
+            raise SystemExit(f"{name} {values}: powers of two, 1 or more")
     try:
         for spec in args.cells:
             pattern, dt, shape = parse_cell(spec)
@@ -216,12 +227,12 @@ def main(argv: list[str] | None = None) -> None:
                 _, segment, dtypes = one_normalization(pattern, DataType(dt), shape, device)
             except ValueError as e:
                 raise SystemExit(str(e)) from None
-            points = layout_points(segment, device)
+            points = layout_points(segment, device, args.blocks, args.rows_a_lane)
             kept = compiled(segment, device, dtypes, points)
             print(f"{spec}: {len(points)} points, {len(kept)} compiled for {args.arch}")
         else:
             try:
-                sweep_cell(spec, args.out)
+                sweep_cell(spec, args.out, args.blocks, args.rows_a_lane)
             except ValueError as e:
                 raise SystemExit(str(e)) from None
 

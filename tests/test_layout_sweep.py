@@ -38,6 +38,23 @@ def test_the_points_are_the_default_then_each_valid_held_layout_once(pattern, dt
     assert {p.whole_chunks for p in held} == {False, True}
 
 
+def test_blocks_of_a_warp_and_four_rows_a_lane_are_swept_when_asked():
+    """torch.compile's layout of layernorm bf16 [41943, 200] (one warp a program, a row over
+    its 32 lanes at 8 elements each, 4 rows a lane), outside the grid the sweep takes by
+    default; each point's weight held ahead as the defaults' rule would hold it."""
+    _, seg, _ = one_normalization("layernorm", DataType.BFloat16, (41943, 200), H100)
+    inductor = (32, 1, 4, 8)
+
+    def layouts(points) -> set:  # noqa: ANN001
+        return {(p.threads_r, p.rows_per_block, p.rows_per_lane, p.vector) for p in points}
+
+    assert inductor not in layouts(layout_points(seg, H100))
+    points = layout_points(seg, H100, blocks=(32, 64), rows_a_lane=(1, 2, 4))
+    assert inductor in layouts(points)
+    for p in points[1:]:
+        assert p.hoist_invariants is normalization.hoists_invariants(seg, H100, p), p
+
+
 def test_a_contiguous_row_s_points_hold_it_in_whole_vectors():
     _, seg, _ = one_normalization("rmsnorm", DataType.Float, (13679, 188), H100)
     for p in layout_points(seg, H100)[1:]:
@@ -61,6 +78,8 @@ def test_its_points_compile_for_sm_80():
         (["--host", "rmsnorm:float:10xN"], "not integers"),
         (["rmsnorm:float:100x188"], "--out FILE"),
         (["--host", "--arch", "sm_70", "rmsnorm:float:100x188"], "sm_70"),
+        (["--host", "rmsnorm:float:100x188", "--blocks", "48"], "powers of two"),
+        (["--host", "rmsnorm:float:100x188", "--rows-a-lane", "0"], "powers of two"),
     ],
 )
 def test_it_refuses_a_cell_it_cannot_sweep_by_name(argv, why):
