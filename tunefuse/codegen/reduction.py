@@ -466,11 +466,12 @@ class _Emitter:
         # rows a lane by default: geomean 0.917 of the old time, none slower (0.84-0.998):
         # layernorm bf16 [81442, 103] 22.2 -> 18.8 us, [721600, 186] 190.5 -> 172.4, rmsnorm
         # bf16 [2796203, 3] 18.9 -> 17.2.
+        one_row_invariants = self.one_row_invariants()
         self.cached_loads = [
             k
             for k, ld in enumerate(segment.loads)
             if (self.cache or self.shared)
-            and (passes.get(k, 0) > 1 or self.lane_rows > 1 or k in self.one_row_invariants())
+            and (passes.get(k, 0) > 1 or self.lane_rows > 1 or k in one_row_invariants)
             and k not in self.guarded
             and (
                 not ld.offset.is_affine
