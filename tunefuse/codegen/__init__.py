@@ -23,7 +23,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
-    "31"  # bump when generated code changes: tuned records of another version are not used
+    "32"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -73,6 +73,11 @@ CODEGEN_VERSION = (
 # (31, unchanged: a held row's inputs no row moves loaded before the row loop with one row a
 #     lane, `hoist_invariants`, params no earlier version took, are generated since heuristics
 #     59; every kernel of earlier params is the same code.)
+# 32: a mean or a variance multiplies its total by the reciprocal of the count
+#     (`reduction.per_element`), computed once outside the row loop, where each row divided;
+#     a held row of 2-byte floats is held as floats, converted once as it is loaded
+#     (`reduction._Emitter.widened_loads`), where each pass converted it again; a cast to
+#     the type a value has already is a copy.
 
 
 @dataclass(frozen=True)

@@ -266,8 +266,15 @@ class ExprRenderer:
         # The exps (by id) that are terms of a row's sum of exp(x - max) and nothing else:
         # spelled tf_exp_sum_term, as the one-pass max-and-sum spells its terms.
         self.sum_terms: frozenset[int] = frozenset()
+        # The type a load's text (`load`) has where the caller holds it in another type than
+        # the load's own (a 2-byte float held widened to float); None: the load's type.
+        self.load_dtype: Callable[[int], DataType | None] = lambda k: None
 
     def dtype(self, e: Expr) -> DataType:
+        if isinstance(e, ELoad):
+            held = self.load_dtype(e.load)
+            if held is not None:
+                return held
         return expr_dtype(e, self.segment.loads, self.segment.scalars)
 
     def fresh(self) -> str:
@@ -337,8 +344,11 @@ class ExprRenderer:
     def _op(self, e: EOp) -> str:
         name = self.fresh()
         if e.op is OpKind.CAST:
+            x = self.value(e.operands[0])
+            same = self.dtype(e.operands[0]) is e.dtype  # a held half already widened
             self.emit(
-                f"const {e.dtype.cuda} {name} = tf_cast<{e.dtype.cuda}>({self.value(e.operands[0])});"
+                f"const {e.dtype.cuda} {name} = "
+                + (f"{x};" if same else f"tf_cast<{e.dtype.cuda}>({x});")
             )
             return name
         if e.op in GroupOp.RANDOM:

@@ -206,6 +206,15 @@ def _struct_of(acc: _Accumulator, parts: Sequence[str]) -> str:
     return part
 
 
+def per_element(total: str, ctype: str, count: str = "n_red") -> str:
+    """`total` over `count` elements (a mean, a variance) as a product with the count's
+    reciprocal: the reciprocal does not change from row to row, so the compiler computes it
+    once, outside the row loop, where a division a row cost an IEEE divide's slow-path branch
+    on each row's critical path (and kept a lane's rows from overlapping). Within an ulp of
+    the quotient; exact where the count is a power of two."""
+    return f"({total} * (({ctype})1 / ({ctype}){count}))"
+
+
 def _init(acc: _Accumulator) -> str:
     t = acc.ctype
     if acc.family == "sum":
@@ -487,6 +496,7 @@ class _Emitter:
             self.values_kept_across_passes() if self.cache and self.cluster == 1 else {}
         )
         self.hoisted = self.hoisted_loads()
+        self.widened = self.widened_loads()
         # A kernel taking column sums in parts reads its next row's share ahead (nx<k>), where
         # it is one vector an input (schedulers.normalization.prefetched_row_loads).
         ahead = prefetched_row_loads(segment, self.ept) if self.cache else []
@@ -643,6 +653,8 @@ class _Emitter:
         )
         r.counter = self.counter
         r.reciprocal_of = self.reciprocal_of
+        if element_cached:
+            r.load_dtype = lambda k: self.held_dtype(k) if k in self.cached_loads else None
         r.sum_terms = self.sum_terms
         if element_cached and self.kept_values:
             phase = self.phase
@@ -895,9 +907,10 @@ class _Emitter:
             else:
                 self.vector_load(k, f"x{k}", inner)
             self.w(f"{inner}#pragma unroll")
-            self.w(f"{inner}for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = x{k}.v[v];")
+            held = self.held_value(k, f"x{k}.v[v]")
+            self.w(f"{inner}for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = {held};")
         scalar_fill = [k for k in filled if k not in self.vec_loads]
-        self.lane_copies(scalar_fill, lambda k: f"cl{k}[c * {vec} + v]", inner)
+        self.lane_copies(scalar_fill, lambda k: f"cl{k}[c * {vec} + v]", inner, self.held_value)
 
     def staged_row_at(self, index: str) -> str:
         """This lane's element `index` of its row in a staged region (`codegen.staged_rows`)."""
@@ -935,7 +948,8 @@ class _Emitter:
             self.unravel(self.red, "rv", inner)
             if fill:
                 for k in self.filled_loads(False):
-                    self.w(f"{inner}cl{k}[c * {vec} + v] = {self.load_inline(k, True)};")
+                    value = self.held_value(k, self.load_inline(k, True))
+                    self.w(f"{inner}cl{k}[c * {vec} + v] = {value};")
             else:
                 body(inner, True, True)
             self.w(f"{ind}  }}")
@@ -1012,8 +1026,9 @@ class _Emitter:
         if chunk_close:
             chunk_close(inner)
 
-    def lane_copies(self, loads: Sequence[int], target, indent: str) -> None:  # noqa: ANN001
-        """Each of this chunk's elements of `loads`, read lane by lane into target(k)."""
+    def lane_copies(self, loads: Sequence[int], target, indent: str, convert=None) -> None:  # noqa: ANN001
+        """Each of this chunk's elements of `loads`, read lane by lane into target(k) (through
+        convert(k, value) where given: `held_value`)."""
         if not loads:
             return
         self.w(f"{indent}#pragma unroll")
@@ -1023,6 +1038,8 @@ class _Emitter:
             if k in self.staged_in:
                 index = self.staged_row_at(self.var_name(True)(self.last))
                 value = f"tf_stage ? tf_sl{k}[{index}] : {value}"
+            if convert is not None:
+                value = convert(k, value)
             self.w(f"{indent}  {target(k)} = {value};")
         self.w(f"{indent}}}")
 
@@ -1724,7 +1741,7 @@ class _Emitter:
 
         self.element_loop(add_value, indent, reads=[acc.operand])
         self.row_reduce(total, indent)
-        self.w(f"{indent}const {t} mean{acc.index} = acc{total.index} / ({t})n_red;")
+        self.w(f"{indent}const {t} mean{acc.index} = {per_element(f'acc{total.index}', t)};")
         self.w(f"{indent}{t} acc{squares.index} = {_init(squares)};")
 
         def add_square(ind: str, cached: bool, in_vector: bool) -> None:
@@ -1762,7 +1779,7 @@ class _Emitter:
         self.w(f"{indent}  {t} acc{total.index} = acc{total.index}_v[v];")
         if not batched:
             self.row_reduce(total, indent + "  ")
-        self.w(f"{indent}  mean{i}_v[v] = acc{total.index} / ({t})n_red;")
+        self.w(f"{indent}  mean{i}_v[v] = {per_element(f'acc{total.index}', t)};")
         self.w(f"{indent}}}")
 
         def add_square(ind: str, cached: bool, in_vector: bool) -> None:
@@ -1792,16 +1809,17 @@ class _Emitter:
                 value = {
                     OpKind.MAX: f"{a}.max",
                     OpKind.SUM: total,
-                    OpKind.MEAN: f"({total} / ({t})n_red)",
+                    OpKind.MEAN: per_element(total, t),
                 }[r.op]
             elif r.op in (OpKind.SUM, OpKind.PROD, OpKind.MAX, OpKind.MIN):
                 value = a
             elif r.op is OpKind.MEAN:
-                value = f"({a} / ({t})n_red)"
+                value = per_element(a, t)
             elif r.op is OpKind.VAR_MEAN and r.output == 1:
                 value = f"{a}.mean"
             else:
-                value = f"({a}.m2 / ({t})(n_red > {r.correction} ? n_red - {r.correction} : 0))"
+                count = f"(n_red > {r.correction} ? n_red - {r.correction} : 0)"
+                value = per_element(f"{a}.m2", t, count)
             self.w(
                 f"{indent}const {r.dtype.cuda} red{acc.index}_{k} = tf_cast<{r.dtype.cuda}>(({t})({value}));"
             )
@@ -1844,7 +1862,7 @@ class _Emitter:
         for k in self.cached_loads if self.cache else []:
             if k in self.hoisted:
                 continue  # declared and loaded before the row loop
-            t = self.s.loads[k].dtype.cuda
+            t = self.held_dtype(k).cuda
             if self.lane_rows > 1:
                 self.w(f"{indent}{t} (&cl{k})[{self.slots}] = cl{k}_q[q];")
             else:
@@ -1885,9 +1903,8 @@ class _Emitter:
         self.w(f"{indent}for (int c = 0; c < {self.ept // self.step}; ++c) {{")
         for k in self.prefetch:
             self.w(f"{indent}  #pragma unroll")
-            self.w(
-                f"{indent}  for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = nx{k}[c].v[v];"
-            )
+            held = self.held_value(k, f"nx{k}[c].v[v]")
+            self.w(f"{indent}  for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = {held};")
         self.w(f"{indent}}}")
         self.w(f"{indent}{{")
         self.w(f"{indent}  const {it} tf_next = row_base + ({it})(gridDim.x) * {tile};")
@@ -1897,6 +1914,27 @@ class _Emitter:
         self.prefetch_row(indent + "    ")
         self.w(f"{indent}  }}")
         self.w(f"{indent}}}")
+
+    def widened_loads(self) -> set[int]:
+        """Held loads of a 2-byte float kept as floats, converted once as the row is loaded:
+        every use of such an element computes in float (`ir.dtypes`: half and bfloat16 are
+        storage types), and a use that stores it rounds it back exactly. Kept in its own
+        type, each element took a register anyway (unpacked from its vector) and was
+        converted again in every pass that read it. A weight loaded once for many rows
+        (`hoisted`) stays packed: two elements a register, where widened it would take two."""
+        return {
+            k
+            for k in self.cached_loads
+            if k not in self.hoisted and self.s.loads[k].dtype in (DataType.BFloat16, DataType.Half)
+        }
+
+    def held_dtype(self, k: int) -> DataType:
+        """The type a held element of load k is kept in (`widened_loads`)."""
+        return DataType.Float if k in self.widened else self.s.loads[k].dtype
+
+    def held_value(self, k: int, value: str) -> str:
+        """`value`, an element of load k, as its register holds it."""
+        return f"tf_cast<float>({value})" if k in self.widened else value
 
     def filled_loads(self, hoisted: bool) -> list[int]:
         """The cached loads a fill loads: those the row loop does not change
@@ -1947,7 +1985,7 @@ class _Emitter:
             return
         for k in loads:
             if hoisted:
-                self.w(f"{indent}{self.s.loads[k].dtype.cuda} cl{k}[{self.slots}];")
+                self.w(f"{indent}{self.held_dtype(k).cuda} cl{k}[{self.slots}];")
             self.w(f"{indent}#pragma unroll")
             self.w(
                 f"{indent}for (int e = 0; e < {self.slots}; ++e) cl{k}[e] = {{}};"
@@ -2125,7 +2163,7 @@ class _Emitter:
             for k in self.cached_loads:
                 if k in self.hoisted:
                     continue  # one copy for the lane's rows, loaded before the row loop
-                t = self.s.loads[k].dtype.cuda
+                t = self.held_dtype(k).cuda
                 self.w(f"    {t} cl{k}_q[{self.lane_rows}][{self.slots}];")
             for fill in (True, False):
                 self.w("    #pragma unroll")
