@@ -1,5 +1,6 @@
 """A held row of 2-byte floats is kept as floats, converted once as it is loaded
-(`codegen.reduction._Emitter.widened_loads`), and a mean or a variance multiplies its total by
+(`codegen.reduction._Emitter.widened_loads`; a bf16 vector's lanes from their 32-bit words,
+`tf_b2f_lane`), and a mean or a variance multiplies its total by
 the count's reciprocal (`codegen.reduction.per_element`). The source's shape, its compile for
 sm_80 and sm_90, the rows on the host under AddressSanitizer against the reference, an input
 written back through its float exactly, and the same on the GPU."""
@@ -69,11 +70,13 @@ def test_a_held_row_of_halves_is_floats_converted_once(name, cols, dtype, change
         assert held[1] == "float" and f"tf_cast<float>(x{k}" not in src
         return
     assert held[1] == "float", held[0]
-    converted = re.findall(rf"cl{k}\[c \* {p.vector} \+ v\] = tf_cast<float>\(", src)
-    assert converted, "converted where it is loaded"
+    # bf16 vectors by 32-bit words (`tf_b2f_lane`), else an element's own conversion
+    by_words = dtype is BF16 and p.vector % 2 == 0
+    conversion = f"tf_b2f_lane(x{k}, v)" if by_words else "tf_cast<float>("
+    assert f"cl{k}[c * {p.vector} + v] = {conversion}" in src, "converted where it is loaded"
     assert f"tf_cast<float>(cl{k}[" not in src, "and never again where it is used"
-    if peels(seg, p.vector):
-        assert src.count(f"cl{k}[c * {p.vector} + v] = tf_cast<float>(") >= 2  # body, edges
+    if peels(seg, p.vector):  # the row's head and tail, an element a lane
+        assert f"cl{k}[c * {p.vector} + v] = tf_cast<float>(" in src
 
 
 @pytest.mark.parametrize("hoist", [False, True])
@@ -85,6 +88,18 @@ def test_a_weight_loaded_once_for_many_rows_stays_packed(hoist):
     src = kernel.source
     assert (f"tf_bf16 cl{w}[" in src) is hoist
     assert f"float cl{_row_input(seg)}[" in src
+
+
+def test_bf16_vectors_read_at_use_convert_by_words():
+    """layernorm bf16 octets: the weight and bias, read in the output pass, convert a lane
+    from its 32-bit word; bf16 read an element at a time (rmsnorm's 73) cannot."""
+    seg, _, kernel = _case("layernorm", 200, BF16, {})
+    invariant = [k for k, ld in enumerate(seg.loads) if normalization.same_in_every_row(seg, ld)]
+    for k in invariant:
+        assert f"tf_b2f_lane(vl{k}, v)" in kernel.source, k
+        assert f"tf_cast<float>(vl{k}.v[v])" not in kernel.source, k
+    _, p, kernel = _case("rmsnorm", 73, BF16, {})
+    assert p.vector == 1 and "tf_b2f_lane(" not in kernel.source.split("end of preamble")[1]
 
 
 def test_means_multiply_by_the_count_reciprocal():

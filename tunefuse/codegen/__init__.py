@@ -76,8 +76,9 @@ CODEGEN_VERSION = (
 # 32: a mean or a variance multiplies its total by the reciprocal of the count
 #     (`reduction.per_element`), computed once outside the row loop, where each row divided;
 #     a held row of 2-byte floats is held as floats, converted once as it is loaded
-#     (`reduction._Emitter.widened_loads`), where each pass converted it again; a cast to
-#     the type a value has already is a copy.
+#     (`reduction._Emitter.widened_loads`), where each pass converted it again; a bf16
+#     vector's lanes convert from their 32-bit words (`tf_b2f_lane`); a cast to the type a
+#     value has already is a copy.
 
 
 @dataclass(frozen=True)

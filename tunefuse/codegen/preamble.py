@@ -388,6 +388,17 @@ __device__ __forceinline__ int tf_fast_div(int n, long long f) {
 
 template <typename T, int N> struct __align__(sizeof(T) * N) TfVec { T v[N]; };
 
+// Lane v of a vector of bfloat16 as a float, read from the 32-bit word holding it: the high
+// half is the word masked (one instruction), where the half taken alone cost an extract
+// and a shift.
+template <int N> __device__ __forceinline__ float tf_b2f_lane(const TfVec<tf_bf16, N>& x, int v) {
+  static_assert(N % 2 == 0, "a vector of whole 32-bit words");
+  union { TfVec<tf_bf16, N> x; unsigned int w[N / 2]; } bits;
+  bits.x = x;
+  const unsigned int w = bits.w[v >> 1];
+  return __uint_as_float((v & 1) ? (w & 0xffff0000u) : (w << 16));
+}
+
 // Data read once (no broadcast, one pass over it) is loaded evict-first (ld.global.cs), so
 // that it does not push out of L2 the lines other loads will want again.
 template <typename T, typename U> __device__ __forceinline__ T tf_ld_stream_as(const T* p) {

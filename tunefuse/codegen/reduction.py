@@ -635,7 +635,7 @@ class _Emitter:
             if k in self.prefetch_scalars:
                 return f"rs{k}"
             if in_vector and vector_loaded and k in self.vec_loads:
-                return f"vl{k}.v[v]"
+                return f"tf_b2f_lane(vl{k}, v)" if self.widens_by_words(k) else f"vl{k}.v[v]"
             if in_vector and self.shared and k in self.cached_loads:
                 return f"sl{k}[{self.staged_at('r0 + v')}]"
             return self.load_inline(k, in_vector)
@@ -653,8 +653,18 @@ class _Emitter:
         )
         r.counter = self.counter
         r.reciprocal_of = self.reciprocal_of
-        if element_cached:
-            r.load_dtype = lambda k: self.held_dtype(k) if k in self.cached_loads else None
+
+        def load_dtype(k: int) -> DataType | None:
+            """The type of `load(k)`'s text where it is not the load's own."""
+            if element_cached and k in self.cached_loads:
+                return self.held_dtype(k)
+            if k in self.prefetch_scalars:
+                return None
+            if in_vector and vector_loaded and k in self.vec_loads and self.widens_by_words(k):
+                return DataType.Float
+            return None
+
+        r.load_dtype = load_dtype
         r.sum_terms = self.sum_terms
         if element_cached and self.kept_values:
             phase = self.phase
@@ -907,7 +917,7 @@ class _Emitter:
             else:
                 self.vector_load(k, f"x{k}", inner)
             self.w(f"{inner}#pragma unroll")
-            held = self.held_value(k, f"x{k}.v[v]")
+            held = self.held_lane(k, f"x{k}")
             self.w(f"{inner}for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = {held};")
         scalar_fill = [k for k in filled if k not in self.vec_loads]
         self.lane_copies(scalar_fill, lambda k: f"cl{k}[c * {vec} + v]", inner, self.held_value)
@@ -1903,7 +1913,7 @@ class _Emitter:
         self.w(f"{indent}for (int c = 0; c < {self.ept // self.step}; ++c) {{")
         for k in self.prefetch:
             self.w(f"{indent}  #pragma unroll")
-            held = self.held_value(k, f"nx{k}[c].v[v]")
+            held = self.held_lane(k, f"nx{k}[c]")
             self.w(f"{indent}  for (int v = 0; v < {vec}; ++v) cl{k}[c * {vec} + v] = {held};")
         self.w(f"{indent}}}")
         self.w(f"{indent}{{")
@@ -1935,6 +1945,16 @@ class _Emitter:
     def held_value(self, k: int, value: str) -> str:
         """`value`, an element of load k, as its register holds it."""
         return f"tf_cast<float>({value})" if k in self.widened else value
+
+    def held_lane(self, k: int, vector: str) -> str:
+        """Lane v of `vector` (a TfVec of load k's elements) as its register holds it."""
+        if k in self.widened and self.widens_by_words(k):
+            return f"tf_b2f_lane({vector}, v)"
+        return self.held_value(k, f"{vector}.v[v]")
+
+    def widens_by_words(self, k: int) -> bool:
+        """Whether load k's vectors are bfloat16 in whole 32-bit words (`tf_b2f_lane`)."""
+        return self.s.loads[k].dtype is DataType.BFloat16 and self.vec % 2 == 0
 
     def filled_loads(self, hoisted: bool) -> list[int]:
         """The cached loads a fill loads: those the row loop does not change
