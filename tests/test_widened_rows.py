@@ -102,6 +102,23 @@ def test_bf16_vectors_read_at_use_convert_by_words():
     assert p.vector == 1 and "tf_b2f_lane(" not in kernel.source.split("end of preamble")[1]
 
 
+def test_a_vector_of_outputs_a_lane_keeps_its_lanes_as_loaded():
+    """A column sum of bf16 reads a vector of 8 outputs a lane: converted lane by lane as
+    before (by words, ptxas kept the lane's output vector in local memory)."""
+    from fusion_zoo import unfilled_inputs
+
+    from tunefuse.schedulers import scheduler_for
+
+    fd = build(ZOO["col_sum"], BF16)
+    plan = fd.plan(unfilled_inputs(fd, 21, 1 << 20), device=H100)
+    (seg,) = plan.segments
+    p = scheduler_for(seg.scheduler).default_params(seg, H100)
+    assert p.vector == 8 and not p.inner, p
+    src = generate(seg, p, H100, {b.id: b.dtype for b in plan.buffers}).source
+    assert "tf_b2f_lane(" not in src.split("end of preamble")[1]
+    assert "vl0.v[v]" in src
+
+
 def test_means_multiply_by_the_count_reciprocal():
     seg, _, kernel = _case("layernorm", 200, BF16, {})
     src = kernel.source
