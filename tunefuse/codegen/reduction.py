@@ -210,8 +210,10 @@ def per_element(total: str, ctype: str, count: str = "n_red") -> str:
     """`total` over `count` elements (a mean, a variance) as a product with the count's
     reciprocal: the reciprocal does not change from row to row, so the compiler computes it
     once, outside the row loop, where a division a row cost an IEEE divide's slow-path branch
-    on each row's critical path (and kept a lane's rows from overlapping). Within an ulp of
-    the quotient; exact where the count is a power of two."""
+    on each row's critical path. Within an ulp of the quotient; exact where the count is a
+    power of two. Judged alone it was neutral (H200, 0.999 over 35 cells); it holds a register
+    across the row loop, which a kernel at its register cap spills (8 bytes of stack, 6 of 83
+    judged cells, none measured slower: `benchmarks/surface/widened_rows_2026-11-29/`)."""
     return f"({total} * (({ctype})1 / ({ctype}){count}))"
 
 
@@ -629,16 +631,19 @@ class _Emitter:
         """`in_vector`: inside a vector's lane loop (v); `vector_loaded`: its unit-stride
         inputs were read by vector loads (vl<k>), else each lane loads its own element."""
 
-        def load(k: int) -> str:
+        def load_form(k: int) -> tuple[str, DataType | None]:
+            """Load k's element here, and its type where that is not the load's own."""
             if element_cached and k in self.cached_loads:
-                return f"cl{k}[c * {self.vec} + v]"
+                return f"cl{k}[c * {self.vec} + v]", self.held_dtype(k)
             if k in self.prefetch_scalars:
-                return f"rs{k}"
+                return f"rs{k}", None
             if in_vector and vector_loaded and k in self.vec_loads:
-                return f"tf_b2f_lane(vl{k}, v)" if self.widens_by_words(k) else f"vl{k}.v[v]"
+                if self.widens_by_words(k):
+                    return f"tf_b2f_lane(vl{k}, v)", DataType.Float
+                return f"vl{k}.v[v]", None
             if in_vector and self.shared and k in self.cached_loads:
-                return f"sl{k}[{self.staged_at('r0 + v')}]"
-            return self.load_inline(k, in_vector)
+                return f"sl{k}[{self.staged_at('r0 + v')}]", None
+            return self.load_inline(k, in_vector), None
 
         def reduce_value(e: EReduce) -> str:
             lane = "_v[v]" if self.lane_totals else ""
@@ -649,22 +654,16 @@ class _Emitter:
             raise AssertionError("reduce not found")  # pragma: no cover
 
         r = ExprRenderer(
-            self.s, load, self.var_name(in_vector), reduce_value, indent=indent, prefix="t"
+            self.s,
+            lambda k: load_form(k)[0],
+            self.var_name(in_vector),
+            reduce_value,
+            indent=indent,
+            prefix="t",
         )
         r.counter = self.counter
         r.reciprocal_of = self.reciprocal_of
-
-        def load_dtype(k: int) -> DataType | None:
-            """The type of `load(k)`'s text where it is not the load's own."""
-            if element_cached and k in self.cached_loads:
-                return self.held_dtype(k)
-            if k in self.prefetch_scalars:
-                return None
-            if in_vector and vector_loaded and k in self.vec_loads and self.widens_by_words(k):
-                return DataType.Float
-            return None
-
-        r.load_dtype = load_dtype
+        r.load_dtype = lambda k: load_form(k)[1]
         r.sum_terms = self.sum_terms
         if element_cached and self.kept_values:
             phase = self.phase
@@ -1931,7 +1930,7 @@ class _Emitter:
         storage types), and a use that stores it rounds it back exactly. Kept in its own
         type, each element took a register anyway (unpacked from its vector) and was
         converted again in every pass that read it. A weight loaded once for many rows
-        (`hoisted`) stays packed: two elements a register, where widened it would take two."""
+        (`hoisted`) stays packed: two elements a register, where widened each takes one."""
         return {
             k
             for k in self.cached_loads
