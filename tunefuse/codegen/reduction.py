@@ -212,8 +212,8 @@ def per_element(total: str, ctype: str, count: str = "n_red") -> str:
     once, outside the row loop, where a division a row cost an IEEE divide's slow-path branch
     on each row's critical path. Within an ulp of the quotient; exact where the count is a
     power of two. Judged alone it was neutral (H200, 0.999 over 35 cells); it holds a register
-    across the row loop, which a kernel at its register cap spills (8 bytes of stack, 6 of 83
-    judged cells, none measured slower: `benchmarks/surface/widened_rows_2026-11-29/`)."""
+    across the row loop, which a kernel at its register cap spills (8 bytes of stack in 6 of
+    83 judged cells: `benchmarks/surface/widened_rows_2026-11-29/`)."""
     return f"({total} * (({ctype})1 / ({ctype}){count}))"
 
 
