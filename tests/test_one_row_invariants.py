@@ -36,7 +36,7 @@ HOISTED = [
 ]
 # H100's defaults load them in the output pass
 KEPT_AT_USE = [
-    ("layernorm", 200, BF16),  # octets of bf16: the vector's registers would be unpacked
+    ("layernorm", 200, BF16),  # octets of bf16: hoisting such vectors lost
     ("layernorm", 1024, FP32),  # 2 x 32 words, over HOISTED_ROW_WORDS
 ]
 

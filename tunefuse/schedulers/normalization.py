@@ -343,7 +343,8 @@ def _defaults(segment: Segment, device: DeviceInfo, fitted: bool) -> Params:
 # weight and bias) before its row loop (`Params.hoist_invariants`), with the row's own loads,
 # where they were loaded in the output pass, after the row's reductions (torch.compile's
 # persistent reductions load them first too): where their elements are 4 bytes or read one at
-# a time (a vector of 2-byte elements is unpacked into a register an element), they take at
+# a time (hoisted vectors of 2-byte elements lost, below, though the compiler holds them two
+# to a register: SASS, `benchmarks/surface/widened_rows_2026-11-29/`), they take at
 # most HOISTED_ROW_WORDS registers a thread, and the grid comes to at most HOISTED_WAVES of
 # the GPU's resident threads. H200, judge.py, old against new (`benchmarks/surface/
 # row_invariants_2026-11-29/`): every such input hoisted, 30 cells, 1.027 (bf16 vectors lost
