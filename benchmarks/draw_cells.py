@@ -5,7 +5,8 @@ and, with --against DIR, only those whose plans the change moves (`surface_param
 the ones it was designed on, is how a heuristic is checked between the grid's points.
 
     python3 benchmarks/draw_cells.py --patterns layernorm rmsnorm --dtypes float \\
-        --reduced 8 1200 --mbytes 2 64 --count 300 --seed 3002 [--against xmicro/prev --keep 32]
+        --reduced 8 1200 --mbytes 2 64 --count 300 --seed 3002 \\
+        [--against xmicro/prev [--sources] --keep 32]
 
 One cell a line on stdout (sorted), ready for `judge.py run --cells-file`. A middle pattern's
 innermost extent is log-uniform from 1 to 512, as `patterns.between_shapes` draws it. The same
@@ -61,14 +62,16 @@ def draw(
     return sorted(cells)
 
 
-def moved(cells: list[str], against: pathlib.Path) -> list[str]:
+def moved(cells: list[str], against: pathlib.Path, sources: bool = False) -> list[str]:
     """The cells whose plans differ between this checkout and the one at `against`
-    (`surface_params.moved_plans` of a cells file)."""
+    (`surface_params.moved_plans` of a cells file); with `sources`, also those whose plans
+    are the same but whose generated code is not (a codegen change)."""
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
         f.write("\n".join(cells) + "\n")
         listed = pathlib.Path(f.name)
     try:
-        pairs, _ = moved_plans(["--cells-file", str(listed)], against)
+        extra = ["--sources"] if sources else []
+        pairs, _ = moved_plans(["--cells-file", str(listed), *extra], against)
     finally:
         listed.unlink()
     changed = {index for index, _, _ in pairs}
@@ -85,6 +88,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, required=True)
     ap.add_argument("--against", type=pathlib.Path, help="keep the cells a change moves")
     ap.add_argument("--keep", type=int, help="at most this many of them (a seeded sample)")
+    ap.add_argument(
+        "--sources", action="store_true", help="with --against: a change of code moves a cell"
+    )
     args = ap.parse_args(argv)
     unknown = sorted(set(args.patterns) - set(PATTERNS))
     if unknown:
@@ -104,6 +110,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         ap.error(f"--keep {args.keep}: at least 1")
     if args.keep is not None and args.against is None:
         ap.error("--keep samples the moved cells: it needs --against")
+    if args.sources and args.against is None:
+        ap.error("--sources compares generated code: it needs --against")
     if args.against is not None and not (args.against / "tunefuse").is_dir():
         ap.error(f"--against {args.against}: no tunefuse package there")
     return args
@@ -120,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
         args.seed,
     )
     if args.against is not None:
-        cells = moved(cells, args.against)
+        cells = moved(cells, args.against, args.sources)
         if args.keep is not None and len(cells) > args.keep:
             cells = sorted(random.Random(args.seed).sample(cells, args.keep))
         print(f"{len(cells)} cells move", file=sys.stderr)

@@ -3,6 +3,7 @@ kernels take them, the row a lane's q-th load reads, and that they compile (no G
 
 import pytest
 from test_codegen_compile import ARCHS
+from test_reduction_defaults import pattern_plan
 from test_tail_groups import _kernel_source
 
 from tunefuse import DataType
@@ -63,6 +64,7 @@ def test_a_normalization_keeps_its_rows_apart():
     [
         ("middle", DataType.BFloat16, (200000, 2, 171)),
         ("col", DataType.BFloat16, (7, 4131367)),
+        ("var_mean0", DataType.BFloat16, (3, 11613671)),  # a float4 of each output a lane
     ],
 )
 def test_adjacent_rows_compile(pattern, dtype, shape, arch):
@@ -70,3 +72,83 @@ def test_adjacent_rows_compile(pattern, dtype, shape, arch):
     assert "(int)to * " in source
     name = source.split("__global__ void", 1)[1].split("(", 1)[0].split()[-1]
     assert compile_kernel(source, name, arch).cubin
+
+
+LANE_VECTOR = "if (whole) *reinterpret_cast<TfVec<{}, {}>*>(out"
+
+
+@pytest.mark.parametrize(
+    "pattern,shape,changes,stores",
+    [
+        # fp32 mean and variance of 4 bf16 rows a lane: a float4 each, the odd row count
+        # leaving the last lane partly empty
+        ("var_mean0", (3, 11613671), {}, [("float", 4), ("float", 4)]),
+        ("var_mean0", (3, 1003), {"rows_per_lane": 2, "vector": 1}, [("float", 2)] * 2),
+        # bf16 sums of 4 rows: 4 outputs in 8 bytes
+        ("col", (7, 4131367), {"rows_per_lane": 4}, [("tf_bf16", 4)]),
+        # outputs [A, C] row-major: a lane's rows are consecutive even where C is odd
+        ("middle", (200000, 2, 171), {}, [("tf_bf16", 4)]),
+    ],
+)
+def test_a_lane_stores_its_adjacent_rows_outputs_as_vectors(pattern, shape, changes, stores):
+    """Adjacent rows a lane keep each reduced output a lane (vq<k>) and store it a vector
+    after the lane's rows (`codegen.reduction.lane_store_widths`): one store a vector where
+    every row of the lane is in range, each row's own in range (the last lane) else."""
+    source = _kernel_source(pattern, DataType.BFloat16, shape, changes)
+    for ctype, width in stores:
+        assert LANE_VECTOR.format(ctype, width) in source
+    for k in range(len(stores)):
+        assert f"out{k}[q] = vq{k}[q / " in source
+    assert "const bool whole = row0 < n_out - " in source
+
+
+@pytest.mark.parametrize(
+    "pattern,shape,changes",
+    [
+        # rows apart are not consecutive
+        ("middle", (2003, 3, 37), {"rows_per_lane": 8}),
+        # 2 bf16 rows a lane: a warp's store of a row each is within a line already
+        ("col", (7, 4131367), {"rows_per_lane": 2}),
+        ("middle", (117374, 5, 51), {"rows_per_lane": 2}),
+    ],
+)
+def test_other_rows_a_lane_store_each_output_on_its_own(pattern, shape, changes):
+    source = _kernel_source(pattern, DataType.BFloat16, shape, changes)
+    assert "vq" not in source
+
+
+def test_lane_store_widths_need_consecutive_aligned_outputs():
+    """The widths of a middle sum's bf16 output: 4 rows a lane in 8 bytes, none for 2 (a
+    warp's store of a row each within a line); a lane's rows straddling two outer indices
+    (an innermost extent not divisible by the rows a lane) only where the offset is the row
+    index itself; a constant offset off the vector leaves the store alone."""
+    import dataclasses
+
+    from tunefuse.codegen.reduction import lane_store_widths
+    from tunefuse.planning.indexing import Affine
+
+    (seg,) = pattern_plan("middle", (2003, 3, 37), DataType.BFloat16).segments
+    (k,) = [k for k, st in enumerate(seg.stores) if st.reduced]
+    assert lane_store_widths(seg, 4, adjacent=True) == {k: 4}
+    assert lane_store_widths(seg, 4, adjacent=False) == {}
+    assert lane_store_widths(seg, 2, adjacent=True) == {}
+    store = seg.stores[k]
+
+    def with_offset(offset: Affine):  # noqa: ANN202
+        stores = list(seg.stores)
+        stores[k] = dataclasses.replace(store, offset=offset)
+        return dataclasses.replace(seg, stores=tuple(stores))
+
+    # 2 elements in: aligned to pairs, not quads
+    shifted = with_offset(dataclasses.replace(store.offset, const=store.offset.const + 2))
+    assert lane_store_widths(shifted, 4, adjacent=True) == {}
+    # a pitch of 40 for rows of 37: a lane's 4 rows may straddle two rows of the output
+    pitched = with_offset(
+        Affine(tuple((v, 40 if c == 37 else c) for v, c in store.offset.terms), 0)
+    )
+    assert [c for _, c in pitched.stores[k].offset.terms] == [40, 1]
+    assert lane_store_widths(pitched, 4, adjacent=True) == {}
+    # a pitch of 40 for rows of 40: never straddled, every stride a multiple of 4
+    (seg40,) = pattern_plan("middle", (2003, 3, 40), DataType.BFloat16).segments
+    (k40,) = [k for k, st in enumerate(seg40.stores) if st.reduced]
+    assert lane_store_widths(seg40, 4, adjacent=True) == {k40: 4}

@@ -56,10 +56,12 @@ def test_another_seed_draws_other_cells():
     assert a != b
 
 
-def test_a_checkout_against_itself_moves_no_cell():
+@pytest.mark.parametrize("sources", [[], ["--sources"]], ids=["plans", "sources"])
+def test_a_checkout_against_itself_moves_no_cell(sources):
+    """Neither its plans nor (--sources) its generated code differ from its own."""
     out = run(
         *("--patterns", "layernorm", "col", "--reduced", "8", "600", "--count", "12"),
-        *("--seed", "5", "--against", str(ROOT), "--keep", "3"),
+        *("--seed", "5", "--against", str(ROOT), "--keep", "3", *sources),
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == ""
@@ -76,6 +78,7 @@ def test_a_checkout_against_itself_moves_no_cell():
         (["--patterns", "row", "--reduced", "1", "8", "--dtypes", "float77"], "--dtypes float77"),
         (["--patterns", "row", "--reduced", "1", "8", "--count", "0"], "--count 0"),
         (["--patterns", "row", "--reduced", "1", "8", "--keep", "3"], "needs --against"),
+        (["--patterns", "row", "--reduced", "1", "8", "--sources"], "needs --against"),
         (["--patterns", "row", "--reduced", "1", "8", "--against", "/nonexistent"], "no tunefuse"),
     ],
 )

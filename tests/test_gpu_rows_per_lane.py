@@ -171,6 +171,10 @@ def test_the_defaults_take_several_rows_a_lane_where_rows_are_a_few_bytes(
         (functools.partial(middle_reduction, op="max"), DataType.Float, (300001, 2, 3), 2),
         (col_sum, DataType.BFloat16, (2, 2200003), 4),
         (column_var_mean, DataType.Float, (3, 1100001), 2),
+        # adjacent bf16 rows: each fp32 output stored a float4 a lane, the last lane (of 3
+        # rows) a row at a time (`codegen.reduction.lane_store_widths`)
+        (column_var_mean, DataType.BFloat16, (3, 1100003), 4),
+        (functools.partial(middle_reduction, op="sum"), DataType.BFloat16, (50001, 2, 171), 4),
     ],
 )
 def test_the_defaults_take_rows_a_lane_where_a_thread_reads_a_short_column(

@@ -22,12 +22,12 @@ TAIL = "if (rg < n_red) {"
 def _kernel_source(pattern: str, dtype: DataType, shape: tuple[int, ...], changes: dict) -> str:
     """The source of the one kernel of a surface pattern on `shape` (H100, the defaults with
     `changes`)."""
-    (seg,) = pattern_plan(pattern, shape, dtype).segments
+    plan = pattern_plan(pattern, shape, dtype)
+    (seg,) = plan.segments
     sched = scheduler_for(seg.scheduler)
     p = dataclasses.replace(sched.default_params(seg, H100), **changes)
     assert sched.is_valid(seg, H100, p) is None, sched.is_valid(seg, H100, p)
-    buffers = {b: dtype for b in seg.buffer_ids}
-    return generate(seg, p, H100, buffers).source
+    return generate(seg, p, H100, {b.id: b.dtype for b in plan.buffers}).source
 
 
 def takes_tail_group(pattern: str, dtype: DataType, shape: tuple[int, ...], changes: dict) -> bool:
