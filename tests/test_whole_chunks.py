@@ -44,7 +44,7 @@ HELD = [
 
 @pytest.mark.parametrize("define, rows, cols, dtype", HELD)
 def test_a_held_row_as_long_as_the_params_checks_only_its_last_chunk(define, rows, cols, dtype):
-    _, p, plain = _kernel(define, rows, cols, dtype)
+    _, p, plain = _kernel(define, rows, cols, dtype, whole_chunks=False)
     _, q, whole = _kernel(define, rows, cols, dtype, whole_chunks=True)
     assert p.cache_row and not p.whole_chunks and q.whole_chunks
     chunks = p.elements_per_thread // (p.vector if p.inner else 1)
@@ -140,3 +140,35 @@ def test_held_rows_with_whole_chunks_agree_on_the_gpu(name, rows, cols, dtype):
     assert p.cache_row, p
     launched = zoo_norm_agrees_on_gpu(name, rows, cols, dtype, whole_chunks=True)
     assert [k.params["whole_chunks"] for k in launched] == [True]
+
+
+@pytest.mark.parametrize(
+    "pattern, dtype, shape, default",
+    [
+        # outer layouts of 2-byte loads, 8 chunks a thread or more (WHOLE_CHUNKS)
+        ("middle_softmax", DataType.BFloat16, (12518, 27, 71), True),  # 14 elements, 2 rows
+        ("middle_softmax", DataType.BFloat16, (1024, 128, 64), True),  # 8 a column, 4 columns
+        ("column_layernorm", DataType.BFloat16, (23, 350001), True),
+        # under 8 chunks a thread (middle_softmax bf16 [2048, 96, 64]: 23.9 -> 28.5 us with it)
+        ("middle_softmax", DataType.BFloat16, (2048, 96, 64), False),
+        ("column_layernorm", DataType.BFloat16, (26, 1594466), False),
+        # 4-byte loads (column_layernorm fp32 [198, 11574]: 10.8 -> 12.7 us with it)
+        ("column_layernorm", DataType.Float, (198, 11574), False),
+        ("middle_softmax", DataType.Float, (256, 256, 64), False),
+        # an inner layout
+        ("layernorm", DataType.BFloat16, (4096, 2048), False),
+    ],
+)
+def test_the_default_takes_whole_chunks_for_long_outer_columns_of_halves(
+    pattern, dtype, shape, default
+):
+    """`normalization.whole_chunks_pay`: an outer held layout of 2-byte loads whose thread
+    holds 8 chunks or more of a row; the chunks counted as the codegen steps them (a vector
+    along the outputs steps one element a chunk)."""
+    from test_reduction_defaults import pattern_plan
+
+    (seg,) = pattern_plan(pattern, shape, dtype).segments
+    p = normalization.default_params(seg, H100)
+    assert p.cache_row, p
+    assert p.whole_chunks is default, p
+    assert normalization.whole_chunks_pay(seg, p) is default

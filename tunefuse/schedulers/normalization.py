@@ -333,7 +333,11 @@ def _defaults(segment: Segment, device: DeviceInfo, fitted: bool) -> Params:
     if reduction.peels(segment, p.vector) and is_valid(segment, device, p) is not None:
         p = _layout(segment, device, peel=False, fitted=fitted)
     if p.cache_row:
-        return replace(p, hoist_invariants=hoists_invariants(segment, device, p))
+        return replace(
+            p,
+            hoist_invariants=hoists_invariants(segment, device, p),
+            whole_chunks=whole_chunks_pay(segment, p),
+        )
     if p.shared_row:
         return p
     return replace(p, evict_first=protects_rereads(segment, device, p))
@@ -376,6 +380,32 @@ def hoists_invariants(segment: Segment, device: DeviceInfo, p: Params) -> bool:
         and all(ld.dtype.itemsize >= 4 or p.vector == 1 for ld in invariant)
         and len(invariant) * p.elements_per_thread <= HOISTED_ROW_WORDS
         and reduction.unsplit_occupancy(segment, device, p) <= HOISTED_WAVES
+    )
+
+
+# WHOLE_CHUNKS: a held row of an outer layout (its outputs along the lanes: a column or
+# middle-dim norm) whose thread holds at least WHOLE_CHUNKS_LEAST chunks of a row checks only
+# its last chunk against the row's end (`Params.whole_chunks`), where each chunk of each pass
+# was a branch of its own; for 2-byte elements. H200, `benchmarks/layout_sweep.py` at codegen
+# 33 (`benchmarks/surface/lane_stores_2026-11-29/`), each layout with and without: at 8 or more
+# chunks a thread, 0.807 (middle_softmax bf16 [12518, 27, 71], 20 layouts; the default 65.7 ->
+# 45.5 us), 0.909 and 0.909 (column_layernorm bf16 [26, 1594466] and [68, 1945479], 24 each);
+# under 8, 1.012-1.016. As a default at codegen 31 (`row_loads_2026-11-28/`), the outer bf16
+# kernels of 8-12 chunks gained 0.905-0.982; fp32 columns of 13-16 lost (column_layernorm fp32
+# [198, 11574] 1.176, 40 -> 64 registers), and inner layouts of 8 chunks moved 0.990-1.043.
+WHOLE_CHUNKS_LEAST = 8
+
+
+def whole_chunks_pay(segment: Segment, p: Params) -> bool:
+    """Whether held `p` takes `whole_chunks` by default (WHOLE_CHUNKS): an outer layout,
+    2-byte loads, WHOLE_CHUNKS_LEAST chunks a thread or more."""
+    along = reduction.vectors_along_reduction(segment)
+    chunks = p.elements_per_thread // (p.vector if along else 1)
+    return (
+        p.cache_row
+        and not p.inner
+        and reduction.widest_load(segment) == 2
+        and chunks >= WHOLE_CHUNKS_LEAST
     )
 
 
