@@ -80,8 +80,9 @@ CODEGEN_VERSION = (
 #     vector's lanes convert from their 32-bit words (`tf_b2f_lane`); a cast to the type a
 #     value has already is a copy.
 # 33: adjacent rows a lane keep each reduced output a lane and store them as vectors after
-#     the lane's last row, where a lane's rows are consecutive aligned addresses of the
-#     output (`reduction.lane_store_widths`), where each row stored its own.
+#     the lane's last row, where a lane's rows are consecutive aligned addresses of the output
+#     and a warp's store of a row each would span more than a line
+#     (`reduction.lane_store_widths`), where each row stored its own.
 
 
 @dataclass(frozen=True)
