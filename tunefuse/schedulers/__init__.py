@@ -246,8 +246,9 @@ class Scheduler(Protocol):
 #    (`Params.hoist_invariants`) where they are 4-byte elements or read one at a time, take at
 #    most 24 registers a thread, and the grid runs at most 8 waves
 #    (`normalization.HOISTED_INVARIANTS`).
-# 60: a held row of an outer layout of 2-byte loads and 8 chunks a thread or more checks only
-#    its last chunk against the row's end (`Params.whole_chunks`, `normalization.WHOLE_CHUNKS`).
+# 60: a held row of an outer layout of 2-byte loads, 8 chunks a thread or more and 24 elements
+#    a thread or more checks only its last chunk against the row's end (`Params.whole_chunks`,
+#    `normalization.WHOLE_CHUNKS`).
 HEURISTICS_VERSION = 60
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {

