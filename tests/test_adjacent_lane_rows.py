@@ -2,6 +2,8 @@
 kernels take them, the row a lane's q-th load reads, and that they compile (no GPU)."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_codegen_compile import ARCHS
 from test_reduction_defaults import pattern_plan
 from test_tail_groups import _kernel_source
@@ -152,3 +154,46 @@ def test_lane_store_widths_need_consecutive_aligned_outputs():
     (seg40,) = pattern_plan("middle", (2003, 3, 40), DataType.BFloat16).segments
     (k40,) = [k for k, st in enumerate(seg40.stores) if st.reduced]
     assert lane_store_widths(seg40, 4, adjacent=True) == {k40: 4}
+
+
+def _store_offset(seg, st, row: int) -> int:  # noqa: ANN001
+    """The element offset of store `st` at output row `row`: the row unravelled over the
+    segment's outer dims (the innermost fastest, as the kernel unravels it), reduced dims 0."""
+    index = {}
+    for j in reversed([j for j in range(len(seg.extents)) if j not in seg.reduce_dims]):
+        row, index[j] = divmod(row, seg.extents[j])
+    return st.offset.const + sum(c * index.get(atom.k, 0) for atom, c in st.offset.terms)
+
+
+@given(
+    pattern=st.sampled_from(["col", "var_mean0", "middle", "middle_var_mean"]),
+    dtype=st.sampled_from([DataType.BFloat16, DataType.Float]),
+    outer=st.integers(1, 9),
+    reduced=st.integers(1, 5),
+    inner=st.integers(1, 70),
+    lane_rows=st.sampled_from([2, 4, 8]),
+)
+@settings(max_examples=150, deadline=None, derandomize=True)
+def test_a_lane_vector_store_covers_its_rows_consecutive_and_aligned(
+    pattern, dtype, outer, reduced, inner, lane_rows
+):
+    """Wherever `lane_store_widths` gives a store a width, every lane's rows (row0 = a multiple
+    of `lane_rows`, those below n_out) lie at consecutive offsets from the lane's first, which
+    is a multiple of the width: the kernel's vector store and its last lane's row-by-row
+    stores at out + q write exactly the rows' own addresses."""
+    from tunefuse.codegen.reduction import lane_store_widths
+
+    shape = (reduced, inner) if pattern in ("col", "var_mean0") else (outer, reduced, inner)
+    (seg,) = pattern_plan(pattern, shape, dtype).segments
+    n_out = 1
+    for j, e in enumerate(seg.extents):
+        n_out *= 1 if j in seg.reduce_dims else e
+    for k, width in lane_store_widths(seg, lane_rows, adjacent=True).items():
+        stored = seg.stores[k]
+        assert stored.reduced and lane_rows % width == 0
+        assert 32 * lane_rows * stored.dtype.itemsize > 128  # more than a line a warp
+        for row0 in range(0, n_out, lane_rows):
+            first = _store_offset(seg, stored, row0)
+            assert first % width == 0, (row0, first)
+            for q in range(min(lane_rows, n_out - row0)):
+                assert _store_offset(seg, stored, row0 + q) == first + q, (row0, q)
