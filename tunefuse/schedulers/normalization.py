@@ -405,18 +405,24 @@ WHOLE_CHUNKS_LEAST = 8
 WHOLE_CHUNKS_HELD = 24
 
 
+def held_elements(segment: Segment, p: Params) -> int:
+    """The elements of its rows a thread of held `p` keeps in registers: its elements a row,
+    times its rows a lane and the lanes of a vector along the outputs."""
+    along = reduction.vectors_along_reduction(segment)
+    return p.elements_per_thread * p.rows_per_lane * (1 if along else p.vector)
+
+
 def whole_chunks_pay(segment: Segment, p: Params) -> bool:
     """Whether held `p` takes `whole_chunks` by default (WHOLE_CHUNKS): an outer layout,
     2-byte loads, WHOLE_CHUNKS_LEAST chunks a thread or more and WHOLE_CHUNKS_HELD elements."""
     along = reduction.vectors_along_reduction(segment)
     chunks = p.elements_per_thread // (p.vector if along else 1)
-    held = p.elements_per_thread * p.rows_per_lane * (1 if along else p.vector)
     return (
         p.cache_row
         and not p.inner
         and reduction.widest_load(segment) == 2
         and chunks >= WHOLE_CHUNKS_LEAST
-        and held >= WHOLE_CHUNKS_HELD
+        and held_elements(segment, p) >= WHOLE_CHUNKS_HELD
     )
 
 
