@@ -894,8 +894,9 @@ def rotary_embedding(fd: FusionDefinition, seq: int, heads: int, dim: int, dtype
 
 def named_cases() -> list[FuzzCase]:
     """Hand-written members of the corpus: the rotary embedding (the issue's crash) at sizes
-    where each branch's reads run off the row (odd head dims, one row, bf16 and fp32), and
-    cat/pad patterns at the edges of buffers: empty pieces, negative pads, cat on dim 0."""
+    where each branch's reads run off the row (odd head dims, one row, bf16 and fp32),
+    cat/pad patterns at the edges of buffers (empty pieces, negative pads, cat on dim 0),
+    strided reductions that store a lane's outputs as vectors, and norm backwards."""
     cases = []
     rng = np.random.default_rng(7)
     for seq, heads, dim, dtype in [
@@ -938,6 +939,27 @@ def named_cases() -> list[FuzzCase]:
                 ["contiguous"] * len(sizes),
             )
         )
+    # Strided bf16 reductions whose default takes adjacent rows a lane and stores a lane's
+    # outputs as vectors (codegen.reduction.lane_store_widths): fp32 statistics of 2 rows a
+    # lane and bf16 sums of 4, output counts that leave the last lane partly empty; the random
+    # variant draws other layouts of them.
+    for shape, dims, stats in (
+        ((3, 300007), [0], True),
+        ((20001, 2, 19), [1], True),
+        ((20001, 3, 37), [1], False),
+    ):
+        fd = FusionDefinition()
+        with fd:
+            x = fd.define_tensor(shape=[-1] * len(shape), dtype=DataType.BFloat16)
+            if stats:
+                var, mean = fd.ops.var_mean(fd.ops.cast(x, DataType.Float), dims=dims, correction=1)
+                fd.add_output(var)
+                fd.add_output(mean)
+            else:
+                fd.add_output(fd.ops.sum(x, dims=dims))
+        inputs = [rng.uniform(-1, 1, shape).astype(DataType.BFloat16.numpy)]
+        ops = ["var_mean" if stats else "sum"]
+        cases.append(FuzzCase(-1, fd, inputs, ops, ["contiguous"]))
     # Backward passes whose column sums a GPU plan takes in parts (planning.column_partials):
     # enough rows that every row group walks several; the GPU corpus runs them with random
     # valid params too (any layout the tuner may pick for the fused kernel, any whole number
