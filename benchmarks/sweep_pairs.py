@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import pathlib
+import statistics
 import sys
 from collections.abc import Iterable
 
@@ -54,10 +54,6 @@ def bucket(held: int, edges: list[int]) -> str:
     return f"{edges[-1]} or more"
 
 
-def geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
-
-
 def cell_table(row: dict, flag: str, edges: list[int]) -> list[tuple[str, float, int]]:
     """(bucket, geomean of its ratios, pairs) of one sweep line, buckets in `edges`' order."""
     pattern, dt, shape = parse_cell(row["cell"])
@@ -68,7 +64,7 @@ def cell_table(row: dict, flag: str, edges: list[int]) -> list[tuple[str, float,
         held = normalization.held_elements(segment, with_values(base, params))
         groups.setdefault(bucket(held, edges), []).append(ratio)
     order = [bucket(e - 1, edges) for e in edges] + [bucket(edges[-1], edges)]
-    return [(b, geomean(groups[b]), len(groups[b])) for b in order if b in groups]
+    return [(b, statistics.geometric_mean(groups[b]), len(groups[b])) for b in order if b in groups]
 
 
 def main(argv: list[str] | None = None) -> None:

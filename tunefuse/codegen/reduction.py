@@ -45,7 +45,7 @@ from tunefuse.planning.kernel_ir import (
 )
 from tunefuse.planning.reductions import FAMILY, MAX_EXP_SUM, contains_reduce, post_order
 from tunefuse.planning.segment import Segment
-from tunefuse.schedulers.common import MAX_VECTOR_BYTES, coeff
+from tunefuse.schedulers.common import MAX_VECTOR_BYTES, coeff, vector_fits
 from tunefuse.schedulers.normalization import (
     partial_shared_bytes,
     partial_shared_offsets,
@@ -337,16 +337,22 @@ def lane_store_widths(segment: Segment, lane_rows: int, adjacent: bool) -> dict[
     walked = [j for j in range(len(extents)) if j not in segment.reduce_dims and extents[j] != 1]
     if not walked:
         return {}
-    unit, others = walked[-1], walked[:-1]
-    alignments = dict(segment.buffer_alignments)
+    unit = walked[-1]
 
-    def row_major(offset) -> bool:  # noqa: ANN001
+    def consecutive_dims(offset) -> tuple[int, ...] | None:  # noqa: ANN001
+        """The dims a lane's rows run through at consecutive addresses: every walked dim
+        where the offset is row-major over them, the innermost alone where a lane's rows
+        never leave it; None where they are not consecutive."""
         stride = 1
         for j in reversed(walked):
             if coeff(offset, segment, j) != stride:
-                return False
+                break
             stride *= extents[j]
-        return True
+        else:
+            return tuple(walked)
+        if coeff(offset, segment, unit) == 1 and extents[unit] % lane_rows == 0:
+            return (unit,)
+        return None
 
     widths = {}
     for k, st in enumerate(segment.stores):
@@ -359,16 +365,8 @@ def lane_store_widths(segment: Segment, lane_rows: int, adjacent: bool) -> dict[
             or WARP * lane_rows * st.dtype.itemsize <= BLOCK_ROW_BYTES
         ):
             continue
-        consecutive = row_major(st.offset) or (
-            coeff(st.offset, segment, unit) == 1
-            and extents[unit] % lane_rows == 0
-            and all(coeff(st.offset, segment, j) % width == 0 for j in others)
-        )
-        if (
-            consecutive
-            and st.offset.const % width == 0
-            and alignments.get(st.buffer, 1) >= width * st.dtype.itemsize
-        ):
+        dims = consecutive_dims(st.offset)
+        if dims is not None and vector_fits(segment, st.offset, st.dtype, st.buffer, dims, width):
             widths[k] = width
     return widths
 
