@@ -69,20 +69,21 @@ def one_normalization(pattern: str, dtype: DataType, shape: tuple[int, ...], dev
     return fd, plan.segments[0], {b.id: b.dtype for b in plan.buffers}
 
 
-def layout_points(segment, device, blocks=BLOCKS, rows_a_lane=ROWS_A_LANE) -> list:  # noqa: ANN001
+def layout_points(segment, device, blocks=BLOCKS, rows_a_lane=ROWS_A_LANE, sides=None) -> list:  # noqa: ANN001
     """The default, then every valid held layout of the grid above (a row's elements a thread
     the fewest that hold it: whole vectors along a contiguous row, elements along a strided
     one), each once, its weight held from before the row loop where the defaults' rule
-    (`normalization.hoists_invariants`) would for that layout."""
+    (`normalization.hoists_invariants`) would for that layout. `sides`: the values of
+    `inner` swept (a strided row's threads along x or along y); the default's alone if None."""
     default = normalization.default_params(segment, device)
     _, n_red = reduction.sizes(segment)
     points = [default]
-    for threads, block, lanes, whole, vector in itertools.product(
-        THREADS, blocks, rows_a_lane, (False, True), VECTORS
+    for threads, block, lanes, whole, vector, inner in itertools.product(
+        THREADS, blocks, rows_a_lane, (False, True), VECTORS, sides or (default.inner,)
     ):
         if block % threads:
             continue
-        if default.inner:
+        if inner:
             ept = normalization.vectors_of_share(n_red, threads, vector)
         else:
             ept = -(-n_red // threads)
@@ -103,6 +104,7 @@ def layout_points(segment, device, blocks=BLOCKS, rows_a_lane=ROWS_A_LANE) -> li
                 "blocks_per_sm": 0,
                 "unroll": 1,
                 "stage_rows": False,
+                "inner": inner,
             },
         )
         p = replace(p, hoist_invariants=normalization.hoists_invariants(segment, device, p))
@@ -130,7 +132,9 @@ def compiled(segment, device, dtypes: dict, points: list, threads: int = 16) -> 
     return [p for p, ok in zip(points, kept) if ok]
 
 
-def sweep_cell(spec: str, out: pathlib.Path, blocks=BLOCKS, rows_a_lane=ROWS_A_LANE) -> None:  # noqa: ANN001
+def sweep_cell(  # noqa: ANN001
+    spec: str, out: pathlib.Path, blocks=BLOCKS, rows_a_lane=ROWS_A_LANE, sides=None
+) -> None:
     """One cell on the GPU: the points timed and checked, the finalists against
     torch.compile; a JSON line appended to `out`, a summary printed."""
     import torch
@@ -145,7 +149,9 @@ def sweep_cell(spec: str, out: pathlib.Path, blocks=BLOCKS, rows_a_lane=ROWS_A_L
     dtype = DataType(dt)
     device = runtime(0).info
     fd, segment, dtypes = one_normalization(pattern, dtype, shape, device)
-    points = compiled(segment, device, dtypes, layout_points(segment, device, blocks, rows_a_lane))
+    points = compiled(
+        segment, device, dtypes, layout_points(segment, device, blocks, rows_a_lane, sides)
+    )
     inputs = cell_inputs(pattern, dt, shape)
 
     def call_of(p):  # noqa: ANN001, ANN202
@@ -186,7 +192,8 @@ def sweep_cell(spec: str, out: pathlib.Path, blocks=BLOCKS, rows_a_lane=ROWS_A_L
         print(
             f"  {medians[i]:7.1f} us  threads_r {p.threads_r} rows_per_block {p.rows_per_block} "
             f"elements {p.elements_per_thread} vector {p.vector} rows_per_lane "
-            f"{p.rows_per_lane} whole_chunks {p.whole_chunks}{'  (default)' if i == 0 else ''}",
+            f"{p.rows_per_lane} whole_chunks {p.whole_chunks} inner {p.inner}"
+            f"{'  (default)' if i == 0 else ''}",
             flush=True,
         )
 
@@ -203,7 +210,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--rows-a-lane", type=int, nargs="+", default=list(ROWS_A_LANE), help="rows a lane swept"
     )
+    ap.add_argument(
+        "--both-sides",
+        action="store_true",
+        help="strided rows: sweep a row's threads along x (inner) and along y, not the default's",
+    )
     args = ap.parse_args(argv)
+    sides = (False, True) if args.both_sides else None
     for name, values in (("--blocks", args.blocks), ("--rows-a-lane", args.rows_a_lane)):
         if any(v < 1 or v & (v - 1) for v in values):
             raise SystemExit(f"{name} {values}: powers of two, 1 or more")
@@ -227,12 +240,12 @@ def main(argv: list[str] | None = None) -> None:
                 _, segment, dtypes = one_normalization(pattern, DataType(dt), shape, device)
             except ValueError as e:
                 raise SystemExit(str(e)) from None
-            points = layout_points(segment, device, args.blocks, args.rows_a_lane)
+            points = layout_points(segment, device, args.blocks, args.rows_a_lane, sides)
             kept = compiled(segment, device, dtypes, points)
             print(f"{spec}: {len(points)} points, {len(kept)} compiled for {args.arch}")
         else:
             try:
-                sweep_cell(spec, args.out, args.blocks, args.rows_a_lane)
+                sweep_cell(spec, args.out, args.blocks, args.rows_a_lane, sides)
             except ValueError as e:
                 raise SystemExit(str(e)) from None
 

@@ -25,6 +25,7 @@ from tunefuse.schedulers.common import (
     grid_cap,
     holding_default,
     pow2_at_least,
+    pow2_at_most,
     stores_only_reduced,
 )
 from tunefuse.schedulers.phases import phases_reading
@@ -1133,7 +1134,8 @@ STRIDED_INNER_ELEMENTS = 4  # a thread's elements of its row, at least, as threa
 
 def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
     """`_strided_layout`, a held row's threads along x where the outputs' runs are short
-    (STRIDED_INNER_RUN_BYTES)."""
+    (STRIDED_INNER_RUN_BYTES); where they stay along y, blocks of few outputs a row of lanes
+    for runs under a sector (`_short_run_lanes`)."""
     p = _strided_layout(segment, device)
     run_bytes = reduction.outputs_run(segment) * reduction.widest_load(segment)
     if (
@@ -1143,7 +1145,7 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
         or p.threads_r > STRIDED_HELD_THREADS
         or run_bytes > STRIDED_INNER_RUN_BYTES
     ):
-        return p
+        return _short_run_lanes(segment, device, p)
     _, n_red = reduction.sizes(segment)
     threads = p.threads_r
     while (
@@ -1153,7 +1155,7 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
     ):
         threads *= 2
     if threads == 1:
-        return p
+        return _short_run_lanes(segment, device, p)
     block = p.threads_r * p.rows_per_block
     inner = replace(
         p,
@@ -1163,7 +1165,50 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
         elements_per_thread=vectors_of_share(n_red, threads, 1),
         rows_per_lane=1,
     )
-    return inner if is_valid(segment, device, inner) is None else p
+    return (
+        inner if is_valid(segment, device, inner) is None else _short_run_lanes(segment, device, p)
+    )
+
+
+# Held strided rows along y (outputs along x, a row's `threads_r` threads along y, reduced
+# element r of a thread y + threads_r * c) whose outputs' run is shorter than a sector (R = L
+# x element bytes of [N, C, L], L odd so one output a lane): a block row of X >= 32 outputs
+# made a warp's load one reduced element of 32 / L slabs, R bytes of each, and its store the
+# same. A block row of X < 32 outputs puts 32 / X of a row's threads in the warp, which read
+# the adjacent runs of 32 / X consecutive reduced elements: (32 / X) x R contiguous bytes a
+# slab. X is the largest power of two whose pieces come to SHORT_RUN_PIECE bytes a slab or
+# more (X <= 2R), at most half a warp, and no fewer than fill a warp with the block's threads
+# (X >= 32 / threads_r). H200, layout sweeps (`benchmarks/surface/tiny_inner_2026-11-29/`,
+# first times, the default's threads_r, X from the default's to this rule's): middle softmax
+# bf16 [755203, 24, 3] 325.8 -> 145.3 us (X 128 -> 16; torch.compile 174.3), [280100, 74, 3]
+# 374.5 -> 115.6 (32 -> 8; 285.1), [90687, 74, 5] 112.5 -> 67.4 (32 -> 16; 141.8), [23967,
+# 200, 7] 119.0 -> 70.1 at 8 threads a row (32 -> 16; 124.5), [1398101, 8, 3] 122.2 -> 83.5
+# (256 -> 32; 82.7); fp32 [300000, 24, 5] 145.6 -> 82.3 (128 -> 16; 117.8), [64776, 74, 7]
+# 101.8 -> 84.2 (32 -> 16; 156.0). Every best point of those sweeps had a block row under 32
+# outputs or the row's threads along x. Rows narrower than the largest such X lost (bf16
+# [755203, 24, 3] at 8 threads a row: 135.1 us at X 8, 162.5 at X 4, blocks of one warp).
+SHORT_RUN_PIECE = 16
+
+
+def _short_run_lanes(segment: Segment, device: DeviceInfo, p: Params) -> Params:
+    """`p` with a block row of fewer outputs where its held strided rows' runs are shorter
+    than a sector (SHORT_RUN_PIECE); `p` where that does not apply or is not valid."""
+    run_bytes = reduction.outputs_run(segment) * reduction.widest_load(segment)
+    if (
+        p.inner
+        or not p.cache_row
+        or p.cluster > 1
+        or p.vector > 1
+        or p.shared_row
+        or run_bytes >= 2 * SHORT_RUN_PIECE
+    ):
+        return p
+    pieces = min(reduction.WARP // 2, pow2_at_most(reduction.WARP * run_bytes // SHORT_RUN_PIECE))
+    outputs = max(pieces, reduction.WARP // min(p.threads_r, reduction.WARP))
+    if outputs >= p.rows_per_block:
+        return p
+    short = replace(p, rows_per_block=outputs)
+    return short if is_valid(segment, device, short) is None else p
 
 
 def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
