@@ -249,7 +249,11 @@ class Scheduler(Protocol):
 # 60: a held row of an outer layout of 2-byte loads, 8 chunks a thread or more and 24 elements
 #    a thread or more checks only its last chunk against the row's end (`Params.whole_chunks`,
 #    `normalization.WHOLE_CHUNKS`).
-HEURISTICS_VERSION = 60
+# 61: a held strided row along y whose outputs' run is under a sector (one output a lane)
+#    takes a block row of the widest power of two outputs at most half a warp whose slab
+#    pieces a warp reads are 16 bytes or more, and no fewer than fill a warp
+#    (`normalization._short_run_lanes`).
+HEURISTICS_VERSION = 61
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
