@@ -37,11 +37,11 @@ def _segment(shape: tuple[int, ...], dtype: DataType, device=H100):  # noqa: ANN
     [
         # measured (benchmarks/surface/tiny_inner_2026-11-29/): the default's threads a row,
         # a block row of 16, 8, 16 or 32 outputs where it had 32-256
-        ((755203, 24, 3), DataType.BFloat16, 2, 16),
+        ((755203, 24, 3), DataType.BFloat16, 4, 8),  # 2 threads a row before
         ((280100, 74, 3), DataType.BFloat16, 8, 8),
         ((90687, 74, 5), DataType.BFloat16, 16 // 2, 16),
         ((23967, 200, 7), DataType.BFloat16, 16, 16),
-        ((1398101, 8, 3), DataType.BFloat16, 1, 32),
+        ((1398101, 8, 3), DataType.BFloat16, 2, 16),  # 1 thread a row before
         ((300000, 24, 5), DataType.Float, 2, 16),
         ((64776, 74, 7), DataType.Float, 8, 16),
     ],
@@ -79,8 +79,9 @@ def test_a_short_run_s_block_row_reads_whole_pieces_of_each_slab(n, c, run, dtyp
     """Wherever the defaults hold strided rows along y, one output a lane, in runs under a
     sector, the block row is the largest power of two at most half a warp whose piece of each
     slab a warp reads is SHORT_RUN_PIECE bytes or more, or as many outputs as fill a warp with
-    the block's threads if that is more; fewer only where the block row holds every output.
-    Every such layout is valid."""
+    the block's threads if that is more, a row's threads doubled first while each holds 4
+    elements or more; fewer outputs only where the block row holds every output. Every such
+    layout is valid."""
     seg = _segment((n, c, run), dtype)
     p = normalization.default_params(seg, H100)
     assert normalization.is_valid(seg, H100, p) is None, p
@@ -96,6 +97,8 @@ def test_a_short_run_s_block_row_reads_whole_pieces_of_each_slab(n, c, run, dtyp
     n_out, _ = reduction.sizes(seg)
     assert x == want or (x < want and x >= n_out), (p, want)
     assert x * t >= WARP or x >= n_out, p
+    if x > piece and x < n_out:  # the warp's threads set the row: they could not double
+        assert t == WARP or -(-c // (2 * t)) < normalization.STRIDED_INNER_ELEMENTS, p
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -154,12 +157,13 @@ def test_short_run_defaults_agree_on_the_host(large, small, dtype):
 @pytest.mark.parametrize(
     "shape, dtype",
     [
-        ((20001, 24, 3), DataType.BFloat16),
-        ((9001, 74, 5), DataType.BFloat16),
-        ((3001, 200, 7), DataType.BFloat16),
+        ((150001, 24, 3), DataType.BFloat16),  # 4 threads a row (from 2), 4 rows a lane
+        ((30001, 74, 5), DataType.BFloat16),
+        ((10001, 200, 7), DataType.BFloat16),
         ((30001, 24, 5), DataType.Float),
         ((5001, 74, 7), DataType.Float),
-        ((100003, 8, 3), DataType.Half),
+        ((300007, 8, 3), DataType.Half),  # 2 threads a row (from 1)
+        ((200001, 8, 5), DataType.Float),
     ],
 )
 def test_short_run_defaults_agree_on_the_gpu(shape, dtype, rng):
