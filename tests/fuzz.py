@@ -896,7 +896,8 @@ def named_cases() -> list[FuzzCase]:
     """Hand-written members of the corpus: the rotary embedding (the issue's crash) at sizes
     where each branch's reads run off the row (odd head dims, one row, bf16 and fp32),
     cat/pad patterns at the edges of buffers (empty pieces, negative pads, cat on dim 0),
-    strided reductions that store a lane's outputs as vectors, and norm backwards."""
+    strided reductions that store a lane's outputs as vectors, middle softmaxes of short runs,
+    and norm backwards."""
     cases = []
     rng = np.random.default_rng(7)
     for seq, heads, dim, dtype in [
@@ -960,6 +961,23 @@ def named_cases() -> list[FuzzCase]:
         inputs = [rng.uniform(-1, 1, shape).astype(DataType.BFloat16.numpy)]
         ops = ["var_mean" if stats else "sum"]
         cases.append(FuzzCase(-1, fd, inputs, ops, ["contiguous"]))
+    # Softmaxes over the middle dim of runs under a sector whose default takes a block row of
+    # fewer outputs than a warp (normalization._short_run_lanes, heuristics 61): 2 threads a
+    # row, one row a lane or (threads doubled from 1) 2, the last block row partly empty.
+    for shape, dtype in (
+        ((3001, 24, 5), DataType.Float),
+        ((20001, 8, 5), DataType.Float),
+        ((4001, 30, 9), DataType.BFloat16),
+    ):
+        fd = FusionDefinition()
+        with fd:
+            x = fd.define_tensor(shape=[-1, -1, -1], dtype=dtype)
+            xf = fd.ops.cast(x, DataType.Float)
+            e = fd.ops.exp(fd.ops.sub(xf, fd.ops.max(xf, dims=[1], keepdim=True)))
+            y = fd.ops.div(e, fd.ops.sum(e, dims=[1], keepdim=True))
+            fd.add_output(fd.ops.cast(y, dtype))
+        inputs = [rng.uniform(-4, 4, shape).astype(dtype.numpy)]
+        cases.append(FuzzCase(-1, fd, inputs, ["softmax"], ["contiguous"]))
     # Backward passes whose column sums a GPU plan takes in parts (planning.column_partials):
     # enough rows that every row group walks several; the GPU corpus runs them with random
     # valid params too (any layout the tuner may pick for the fused kernel, any whole number

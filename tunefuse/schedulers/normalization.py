@@ -1188,11 +1188,15 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
 # 117.8), [64776, 74, 7] 101.8 -> 84.2 (X 32 -> 16; 156.0). Every best point of those
 # sweeps had a block row under 32 outputs or the row's threads along x. Rows narrower than
 # the largest such X lost (bf16 [755203, 24, 3] at 8 threads a row: 135.1 us at X 8, 162.5
-# at X 4, blocks of one warp). Judged without the doubling (`judged_sr_summary.txt`, 30
-# cells drawn after the rule, seed 3112): geomean 0.742 of heuristics 60's time, 0.778 of
-# torch.compile's (1.049 before); bf16 [1002134, 34, 3] 596.9 -> 201.0 us (300.0); it lost
-# at bf16 [134587, 4, 5] 9.1 -> 10.8 and fp32 [1486175, 4, 7] 95.4 -> 103.2 (a thread a
-# row: X 256 -> 32).
+# at X 4, blocks of one warp). Judged (judge.py, each pass its own process, results checked;
+# cells drawn after the rule): without the doubling, 30 cells (seed 3112,
+# `judged_sr_summary.txt`): geomean 0.742 of heuristics 60's time, 0.778 of torch.compile's
+# (1.049 before), bf16 [1002134, 34, 3] 596.9 -> 201.0 us (300.0); the doubling on the 6 of
+# them it moves, against that first form: 0.731 (bf16 [690290, 29, 3] 196.9 -> 124.6, 159.6);
+# the whole rule on 14 fresh cells (seed 3113) against heuristics 60: 0.829, 0.756 of
+# torch.compile's (0.912 before). It lost where a row's one thread stays (X 256 -> 32, no
+# piece gained): bf16 [134587, 4, 5] 9.1 -> 10.8 us, [4597003, 5, 3] 175.2 -> 193.8, fp32
+# [1486175, 4, 7] 95.4 -> 103.2; 9 other such cells gained 5-16%.
 SHORT_RUN_PIECE = 16
 
 
