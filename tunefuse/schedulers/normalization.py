@@ -1196,7 +1196,7 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
 # the whole rule on 14 fresh cells (seed 3113) against heuristics 60: 0.829, 0.756 of
 # torch.compile's (0.912 before). It lost where a row's one thread stays (X 256 -> 32, no
 # piece gained): bf16 [134587, 4, 5] 9.1 -> 10.8 us, [4597003, 5, 3] 175.2 -> 193.8, fp32
-# [1486175, 4, 7] 95.4 -> 103.2; 9 other such cells gained 5-16%.
+# [1486175, 4, 7] 95.4 -> 103.2; 12 other such cells gained 4-16%.
 SHORT_RUN_PIECE = 16
 
 
