@@ -253,7 +253,10 @@ class Scheduler(Protocol):
 #    takes a block row of the widest power of two outputs at most half a warp whose slab
 #    pieces a warp reads are 16 bytes or more, and no fewer than fill a warp
 #    (`normalization._short_run_lanes`).
-HEURISTICS_VERSION = 61
+# 62: a held column row of 2-byte loads (the outputs one run) holds twice the elements a
+#    thread in half the threads, where that leaves 2 threads a row or more
+#    (`normalization._long_halves`).
+HEURISTICS_VERSION = 62
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
