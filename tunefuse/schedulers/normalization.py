@@ -1250,10 +1250,13 @@ def _short_run_lanes(segment: Segment, device: DeviceInfo, p: Params) -> Params:
 # 11.1 -> 9.1), so the rule was narrowed to column rows after that judge: its columns' code
 # is the judged code, its middle rows keep heuristics 61's.
 def _long_halves(segment: Segment) -> bool:
-    """Whether held strided rows of `segment` take twice the elements a thread: 2-byte loads
-    and the outputs one run (a reduction over the outer dims)."""
+    """Whether held strided rows of `segment` take twice the elements a thread: 2-byte loads,
+    the outputs one run (a reduction over the outer dims) and that run a sector or more
+    (shorter runs: `_short_run_lanes`)."""
     n_out, _ = reduction.sizes(segment)
-    return reduction.widest_load(segment) == 2 and reduction.outputs_run(segment) == n_out
+    run = reduction.outputs_run(segment)
+    width = reduction.widest_load(segment)
+    return width == 2 and run == n_out and run * width >= 2 * SHORT_RUN_PIECE
 
 
 def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
