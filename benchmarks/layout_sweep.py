@@ -7,7 +7,8 @@ default heuristic misses there (how heuristics 55's half-warp rows were found:
 
 CELL is judge.py's pattern:dtype:shape, of a surface pattern whose plan is one normalization
 kernel. The points: threads a row (1-512) x block threads (64-512; `--blocks`) x rows a lane
-(1, 2; `--rows-a-lane`) x whole_chunks x vector (1-8), each row held in registers (cache_row) by the fewest elements a
+(1, 2; `--rows-a-lane`) x whole_chunks x vector (1-8) [x a strided row's threads along x and
+along y, `--both-sides`], each row held in registers (cache_row) by the fewest elements a
 thread that hold it, every point `is_valid` accepts; the default first. All are compiled
 first (NVRTC in threads), each is timed once (20 repetitions) and checked against the
 default's result, then the default and the best five run in 3 alternating rounds with
