@@ -1182,7 +1182,7 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
 # each keeps STRIDED_INNER_ELEMENTS of its row (rows a lane counted again for them).
 # H200, layout sweeps (`benchmarks/surface/tiny_inner_2026-11-29/`, first times; default ->
 # this rule; torch.compile): middle softmax bf16 [755203, 24, 3] 325.8 -> 103.5 us (2
-# threads a row and X 128 -> 4 and 8; 174.3), [280100, 74, 3] 374.5 -> 115.6 (X 32 -> 8;
+# threads a row and X 128 -> 4 and 8; 174.3), [280100, 74, 3] 374.6 -> 115.6 (X 32 -> 8;
 # 285.1), [90687, 74, 5] 112.5 -> 67.4 (X 32 -> 16; 141.8), [1398101, 8, 3] 122.2 -> 70.2
 # (1 thread and X 256 -> 2 and 16; 82.7); fp32 [300000, 24, 5] 145.6 -> 82.3 (X 128 -> 16;
 # 117.8), [64776, 74, 7] 101.8 -> 84.2 (X 32 -> 16; 156.0). Every best point of those
@@ -1202,7 +1202,8 @@ SHORT_RUN_PIECE = 16
 
 def _short_run_lanes(segment: Segment, device: DeviceInfo, p: Params) -> Params:
     """`p` with a block row of fewer outputs where its held strided rows' runs are shorter
-    than a sector (SHORT_RUN_PIECE); `p` where that does not apply or is not valid."""
+    than a sector (reduction.SECTOR_BYTES), each warp's piece of a slab SHORT_RUN_PIECE bytes
+    or more; `p` where that does not apply or is not valid."""
     run_bytes = reduction.outputs_run(segment) * reduction.widest_load(segment)
     if (
         p.inner
@@ -1210,7 +1211,7 @@ def _short_run_lanes(segment: Segment, device: DeviceInfo, p: Params) -> Params:
         or p.cluster > 1
         or p.vector > 1
         or p.shared_row
-        or run_bytes >= 2 * SHORT_RUN_PIECE
+        or run_bytes >= reduction.SECTOR_BYTES
     ):
         return p
     pieces = min(reduction.WARP // 2, pow2_at_most(reduction.WARP * run_bytes // SHORT_RUN_PIECE))
@@ -1227,7 +1228,7 @@ def _short_run_lanes(segment: Segment, device: DeviceInfo, p: Params) -> Params:
         return p
     short = replace(p, rows_per_block=outputs)
     if threads != p.threads_r:
-        ept = -(-n_red // threads)
+        ept = vectors_of_share(n_red, threads, 1)
         lanes = _strided_rows_a_lane(segment, device, outputs, ept)
         short = replace(short, threads_r=threads, elements_per_thread=ept, rows_per_lane=lanes)
     return short if is_valid(segment, device, short) is None else p
@@ -1239,8 +1240,8 @@ def _short_run_lanes(segment: Segment, device: DeviceInfo, p: Params) -> Params:
 # that leaves 2 threads a row or more: a row's elements check their bounds by the chunk
 # (`whole_chunks`), so registers, not the checks, bound them. H200 layout sweep
 # (`benchmarks/surface/lane_stores_2026-11-29/sweep_norm_layouts.log`, first times):
-# column_layernorm bf16 [26, 1594466] 74.4 us at 4 threads of 7 (a vector of 2) -> 57.7 at
-# 2 of 13; [68, 1945479] 281.7 at 8 of 9 -> 219.5 at 4 of 17; one thread a row lost (middle
+# column_layernorm bf16 [26, 1594466] 76.1 us at 4 threads of 7 (a vector of 2) -> 57.7 at
+# 2 of 13; [68, 1945479] 282.1 at 8 of 9 -> 219.5 at 4 of 17; one thread a row lost (middle
 # softmax bf16 [12518, 27, 71] 45.5 at 2 threads -> 49.3 at 1 of 27). Judged first for every
 # strided row whose outputs' run is a sector or more (`benchmarks/surface/
 # tiny_inner_2026-11-29/judged_halves_summary.txt`, 18 cells drawn after it, seed 3114):
@@ -1256,7 +1257,7 @@ def _long_halves(segment: Segment) -> bool:
     n_out, _ = reduction.sizes(segment)
     run = reduction.outputs_run(segment)
     width = reduction.widest_load(segment)
-    return width == 2 and run == n_out and run * width >= 2 * SHORT_RUN_PIECE
+    return width == 2 and run == n_out and run * width >= reduction.SECTOR_BYTES
 
 
 def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
