@@ -70,6 +70,20 @@ def one_normalization(pattern: str, dtype: DataType, shape: tuple[int, ...], dev
     return fd, plan.segments[0], {b.id: b.dtype for b in plan.buffers}
 
 
+def read_sweep(path: pathlib.Path) -> list[dict]:
+    """The JSON lines `sweep_cell` wrote to `path`, each with its cell and first times;
+    ValueError naming the file where it is missing, not JSON lines, or not this tool's."""
+    if not path.is_file():
+        raise ValueError(f"{path}: no such file")
+    try:
+        rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path}: not JSON lines ({e})") from None
+    if any(not isinstance(row, dict) or not {"cell", "first"} <= set(row) for row in rows):
+        raise ValueError(f"{path}: not layout_sweep.py's lines (one without 'cell' and 'first')")
+    return rows
+
+
 def layout_points(segment, device, blocks=BLOCKS, rows_a_lane=ROWS_A_LANE, sides=None) -> list:  # noqa: ANN001
     """The default, then every valid held layout of the grid above (a row's elements a thread
     the fewest that hold it: whole vectors along a contiguous row, elements along a strided

@@ -12,7 +12,6 @@ measure it; judge a rule drawn from them on fresh cells (`judge.py`).
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import statistics
 import sys
@@ -22,7 +21,7 @@ ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
 
 from judge import parse_cell  # noqa: E402
-from layout_sweep import one_normalization  # noqa: E402
+from layout_sweep import one_normalization, read_sweep  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
 from tunefuse.device_info import PROFILES  # noqa: E402
@@ -77,15 +76,11 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"--flag {args.flag}: one of {', '.join(FLAGS)}")
     if any(e < 1 for e in args.edges) or sorted(set(args.edges)) != args.edges:
         raise SystemExit(f"--edges {args.edges}: ascending, distinct, 1 or more")
-    if not args.file.is_file():
-        raise SystemExit(f"{args.file}: no such file")
     try:
-        rows = [json.loads(line) for line in args.file.read_text().splitlines() if line.strip()]
-    except json.JSONDecodeError as e:
-        raise SystemExit(f"{args.file}: not JSON lines ({e})") from None
+        rows = read_sweep(args.file)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
     for row in rows:
-        if not {"cell", "first"} <= set(row):
-            raise SystemExit(f"{args.file}: a line without 'cell' and 'first' (layout_sweep's)")
         try:
             table = cell_table(row, args.flag, args.edges)
         except ValueError as e:

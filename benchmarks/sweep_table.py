@@ -13,9 +13,10 @@ rule drawn from them on fresh cells (`judge.py`).
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 from collections.abc import Iterable
+
+from layout_sweep import read_sweep
 
 
 def parse_where(terms: list[str], known: set[str]) -> dict[str, object]:
@@ -71,14 +72,12 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cols", default="rows_per_block", help="the param along its columns")
     ap.add_argument("--where", nargs="*", default=[], help="key=value: only matching points")
     args = ap.parse_args(argv)
-    if not args.file.is_file():
-        raise SystemExit(f"{args.file}: no such file")
     try:
-        lines = [json.loads(line) for line in args.file.read_text().splitlines() if line.strip()]
-    except json.JSONDecodeError as e:
-        raise SystemExit(f"{args.file}: not JSON lines ({e})") from None
-    if not lines or any("first" not in line or "cell" not in line for line in lines):
-        raise SystemExit(f"{args.file}: not layout_sweep.py's lines (cell, first)")
+        lines = read_sweep(args.file)
+    except ValueError as e:
+        raise SystemExit(str(e)) from None
+    if not lines:
+        raise SystemExit(f"{args.file}: not layout_sweep.py's lines (none in it)")
     known = {k for line in lines for _, params in line["first"] for k in params}
     for name, key in (("--rows", args.rows), ("--cols", args.cols)):
         if key not in known:
