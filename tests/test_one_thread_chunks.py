@@ -1,0 +1,179 @@
+"""`normalization.ONE_THREAD_CHUNKS` (heuristics 63): a held row of an outer layout kept by one
+thread (a middle-dim norm of a few reduced elements, a column of a few rows) checks only its
+last chunk against the row's end (`Params.whole_chunks`) from 5 chunks, of any load width.
+The defaults at the judged points, a property over drawn shapes (the flag on exactly where the
+rule says, and the code it changes), compiles, host AddressSanitizer agreement at large
+shapes' defaults run on small ones (and on a shorter row, whose every chunk is checked), and
+the GPU."""
+
+from __future__ import annotations
+
+import pathlib
+import shutil
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_codegen_compile import ARCHS
+from test_gpu_execute import assert_agrees
+from test_reduction_defaults import pattern_plan
+
+from tunefuse import DataType, FusionDefinition
+from tunefuse.codegen import generate
+from tunefuse.compiler import compile_kernel
+from tunefuse.device_info import H100, PROFILES
+from tunefuse.schedulers import normalization
+
+SM90 = PROFILES["sm_90"]
+
+
+def _defaults(pattern: str, shape: tuple[int, ...], dtype: DataType, device=H100):  # noqa: ANN001, ANN202
+    plan = pattern_plan(pattern, shape, dtype, device)
+    (seg,) = plan.segments
+    return plan, seg, normalization.default_params(seg, device)
+
+
+def _chunks(seg, p) -> int:  # noqa: ANN001
+    from tunefuse.schedulers import reduction
+
+    along = reduction.vectors_along_reduction(seg)
+    return p.elements_per_thread // (p.vector if along else 1)
+
+
+@pytest.mark.parametrize(
+    "pattern, dtype, shape, default",
+    [
+        # judged (benchmarks/surface/one_thread_runs_2026-11-29/): 5 chunks or more gained
+        ("middle_softmax", DataType.BFloat16, (1404468, 6, 3), True),  # swept 90.3 -> 52.9 us
+        ("middle_softmax", DataType.BFloat16, (4597003, 5, 3), True),
+        ("middle_softmax", DataType.Float, (210028, 16, 11), True),  # 142.2 -> 93.9 us
+        ("middle_softmax", DataType.BFloat16, (156372, 5, 4), True),  # a vector of 4 outputs
+        ("column_layernorm", DataType.Float, (13, 159225), True),
+        ("column_layernorm", DataType.BFloat16, (14, 240785), True),
+        # 2-4 chunks lost or split when judged
+        ("middle_softmax", DataType.BFloat16, (2319415, 3, 7), False),  # 1.064 with it
+        ("column_layernorm", DataType.Float, (3, 314599), False),  # 1.097
+        ("middle_softmax", DataType.BFloat16, (134587, 4, 5), False),
+        ("middle_softmax", DataType.Float, (1326208, 2, 5), False),
+    ],
+)
+def test_one_thread_rows_of_5_chunks_or_more_take_whole_chunks(pattern, dtype, shape, default):
+    _, seg, p = _defaults(pattern, shape, dtype)
+    assert p.cache_row and not p.inner and p.threads_r == 1, p
+    assert p.whole_chunks is default, p
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    pattern=st.sampled_from(["middle_softmax", "column_layernorm"]),
+    dtype=st.sampled_from([DataType.BFloat16, DataType.Float, DataType.Half]),
+    reduced=st.integers(2, 24),
+    outer=st.integers(1, 4000),
+    inner=st.integers(1, 600),
+)
+def test_drawn_one_thread_rows_check_their_chunks_as_the_rule_says(
+    pattern, dtype, reduced, outer, inner
+):
+    """Drawn middle softmaxes [outer, reduced, inner] and columns [reduced, outer * inner]:
+    where the default holds a row in one thread of an outer layout, whole_chunks is on exactly
+    from ONE_THREAD_CHUNKS chunks, the params are valid, and the code takes the unchecked
+    chunks under its one uniform branch on the row's length."""
+    shape = (outer, reduced, inner) if pattern == "middle_softmax" else (reduced, outer * inner)
+    plan, seg, p = _defaults(pattern, shape, dtype)
+    if not p.cache_row or p.inner or p.threads_r != 1:
+        return
+    chunks = _chunks(seg, p)
+    assert p.whole_chunks is (chunks >= normalization.ONE_THREAD_CHUNKS), (shape, p)
+    assert normalization.is_valid(seg, H100, p) is None
+    if p.whole_chunks:
+        kernel = generate(seg, p, H100, {b.id: b.dtype for b in plan.buffers})
+        assert f"if (n_red >= {chunks - 1}) {{" in kernel.source
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize(
+    "pattern, shape, dtype",
+    [
+        ("middle_softmax", (1404468, 6, 3), DataType.BFloat16),
+        ("column_layernorm", (13, 159225), DataType.Float),
+    ],
+)
+def test_one_thread_whole_chunks_compile(pattern, shape, dtype, arch):
+    plan, seg, p = _defaults(pattern, shape, dtype, PROFILES[arch])
+    assert p.whole_chunks and p.threads_r == 1, p
+    kernel = generate(seg, p, PROFILES[arch], {b.id: b.dtype for b in plan.buffers})
+    assert compile_kernel(kernel.source, kernel.name, arch).cubin
+
+
+def _fusion(pattern: str, dtype: DataType) -> FusionDefinition:
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
+    from patterns import pattern_fusion
+
+    return pattern_fusion(pattern, dtype)
+
+
+def _inputs(fd: FusionDefinition, shape: tuple[int, ...], dtype: DataType, rng) -> list:  # noqa: ANN001
+    """The pattern's inputs at `shape`: the tensor, and an input of lower rank (a column
+    norm's weight) of the trailing extents."""
+    ranks = [fd.fusion.values[v].rank for v in fd.fusion.inputs]
+    return [
+        (rng.standard_normal(shape[len(shape) - r :]) * 3).astype(dtype.numpy) for r in ranks
+    ]
+
+
+# (pattern, large shape whose defaults are taken, small shape they run on)
+HOST_CASES = [
+    ("middle_softmax", (1404468, 6, 3), (43, 6, 3), DataType.BFloat16),
+    ("middle_softmax", (210028, 16, 11), (29, 16, 11), DataType.Float),
+    ("middle_softmax", (156372, 5, 4), (37, 5, 4), DataType.BFloat16),  # a vector of outputs
+    ("middle_softmax", (1404468, 6, 3), (43, 4, 3), DataType.BFloat16),  # a shorter row
+    ("column_layernorm", (13, 159225), (13, 301), DataType.Float),
+    ("column_layernorm", (14, 240785), (11, 517), DataType.BFloat16),  # a shorter column
+]
+
+
+@pytest.mark.skipif(
+    shutil.which("g++") is None or not sys.platform.startswith("linux"),
+    reason="needs g++ on Linux (ucontext fibers, AddressSanitizer)",
+)
+@pytest.mark.parametrize("pattern, large, small, dtype", HOST_CASES)
+def test_one_thread_defaults_agree_on_the_host(pattern, large, small, dtype):
+    """The defaults of a large shape, run on a small one (the last block partly empty; where
+    the row is shorter than the params', the branch that checks every chunk) on the host under
+    AddressSanitizer, agree with the reference."""
+    from host_kernels import run_on_host
+
+    _, _, p = _defaults(pattern, large, dtype, SM90)
+    assert p.whole_chunks and p.threads_r == 1, p
+    fd = _fusion(pattern, dtype)
+    inputs = _inputs(fd, small, dtype, np.random.default_rng(small[0]))
+    (seg,) = fd.plan(inputs, device=SM90).segments
+    assert normalization.is_valid(seg, SM90, p) is None
+    (run,) = run_on_host(fd, inputs, [lambda s, d: p])
+    assert_agrees(fd, inputs, run.outputs, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "pattern, shape, dtype",
+    [
+        ("middle_softmax", (200003, 6, 3), DataType.BFloat16),
+        ("middle_softmax", (50001, 16, 11), DataType.Float),
+        ("middle_softmax", (100001, 5, 4), DataType.Half),
+        ("middle_softmax", (3001, 7, 301), DataType.BFloat16),
+        ("column_layernorm", (13, 150001), DataType.Float),
+        ("column_layernorm", (9, 300007), DataType.BFloat16),
+    ],
+)
+def test_one_thread_defaults_agree_on_the_gpu(pattern, shape, dtype, rng):
+    """The executor's own defaults on the device: one thread a row with whole_chunks, the last
+    block partly empty."""
+    from test_gpu_split import run_with_reduction_params
+
+    fd = _fusion(pattern, dtype)
+    inputs = _inputs(fd, shape, dtype, rng)
+    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    assert [(k.params["threads_r"], k.params["whole_chunks"]) for k in launched] == [(1, True)]
+    assert_agrees(fd, inputs, got, dtype)
