@@ -118,9 +118,7 @@ def _inputs(fd: FusionDefinition, shape: tuple[int, ...], dtype: DataType, rng) 
     """The pattern's inputs at `shape`: the tensor, and an input of lower rank (a column
     norm's weight) of the trailing extents."""
     ranks = [fd.fusion.values[v].rank for v in fd.fusion.inputs]
-    return [
-        (rng.standard_normal(shape[len(shape) - r :]) * 3).astype(dtype.numpy) for r in ranks
-    ]
+    return [(rng.standard_normal(shape[len(shape) - r :]) * 3).astype(dtype.numpy) for r in ranks]
 
 
 # (pattern, large shape whose defaults are taken, small shape they run on)
