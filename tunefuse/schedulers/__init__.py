@@ -259,7 +259,9 @@ class Scheduler(Protocol):
 # 63: a held row of an outer layout in one thread (5 chunks or more, any load width) checks
 #    only its last chunk against the row's end (`Params.whole_chunks`,
 #    `normalization.WHOLE_CHUNKS`).
-HEURISTICS_VERSION = 63
+# 64: so does a held row of an outer layout in 2 threads, 8 chunks a thread or more, any load
+#    width and however few elements a thread holds (`normalization.TWO_THREAD_ROWS`).
+HEURISTICS_VERSION = 64
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -414,8 +414,21 @@ WHOLE_CHUNKS_HELD = 24
 # chunks a thread, 2-3 lost (bf16 [2319415, 3, 7] 1.064, column_layernorm fp32 [3, 314599]
 # 1.097, bf16 [3, 19891933] 1.087), 4 split (0.949-1.016), 5 or more gained (fp32 [210028, 16,
 # 11] 142.2 -> 93.9 us, bf16 [28333, 11, 413] 0.862; none slower than 1.015). Set to 5 after
-# that judge, on its cells.
+# that judge, on its cells; judged then on 26 cells drawn after (seed 3117): 0.966, worst
+# column_layernorm fp32 [6, 389086] 1.041; bf16 [1404468, 6, 3] 90.1 -> 52.3 us (torch.compile
+# 72.1).
 ONE_THREAD_CHUNKS = 5
+# TWO_THREAD_ROWS: a row held by 2 threads takes whole_chunks from WHOLE_CHUNKS_LEAST chunks
+# a thread, of any load width and however few elements it holds (WHOLE_CHUNKS_HELD is for
+# rows of more threads). H200 layout sweeps of this session (`sweep_cols.jsonl`,
+# `sweep_middle.jsonl`, first times, each layout of 8 chunks or more with and without): the
+# gain falls with the threads a row (each cell's geomean): 1 thread 0.44-0.81, 2 threads
+# 0.41-0.95, 4 threads 0.76-1.02, 8 threads 1.00 (column_layernorm bf16 [45, 83935] at 2 threads of 23, the
+# default: 13.3 -> 11.2 us in the final rounds). Judged as written (judge.py, 22 cells drawn
+# after it, seed 3118, against heuristics 63): 0.934, middle_softmax fp32 [17321, 26, 31]
+# 46.7 -> 36.8 us, bf16 column [34, 1803535] 115.2 -> 100.5; the fp32 columns 0.995-1.021,
+# worst bf16 [17, 2406638] 1.033.
+TWO_THREAD_ROWS = 2
 
 
 def held_elements(segment: Segment, p: Params) -> int:
@@ -427,14 +440,17 @@ def held_elements(segment: Segment, p: Params) -> int:
 
 def whole_chunks_pay(segment: Segment, p: Params) -> bool:
     """Whether held `p` takes `whole_chunks` by default (WHOLE_CHUNKS): an outer layout whose
-    row is one thread's, ONE_THREAD_CHUNKS chunks or more of any load width, or of 2-byte
-    loads with WHOLE_CHUNKS_LEAST chunks a thread or more and WHOLE_CHUNKS_HELD elements."""
+    row is one thread's, ONE_THREAD_CHUNKS chunks or more of any load width; whose row is
+    TWO_THREAD_ROWS threads', WHOLE_CHUNKS_LEAST chunks a thread or more of any load width; or
+    of 2-byte loads with WHOLE_CHUNKS_LEAST chunks a thread and WHOLE_CHUNKS_HELD elements."""
     along = reduction.vectors_along_reduction(segment)
     chunks = p.elements_per_thread // (p.vector if along else 1)
     if not p.cache_row or p.inner:
         return False
     if p.threads_r == 1:
         return chunks >= ONE_THREAD_CHUNKS
+    if p.threads_r <= TWO_THREAD_ROWS and chunks >= WHOLE_CHUNKS_LEAST:
+        return True
     return (
         reduction.widest_load(segment) == 2
         and chunks >= WHOLE_CHUNKS_LEAST

@@ -1,10 +1,10 @@
-"""`normalization.ONE_THREAD_CHUNKS` (heuristics 63): a held row of an outer layout kept by one
-thread (a middle-dim norm of a few reduced elements, a column of a few rows) checks only its
-last chunk against the row's end (`Params.whole_chunks`) from 5 chunks, of any load width.
-The defaults at the judged points, a property over drawn shapes (the flag on exactly where the
-rule says, and the code it changes), compiles, host AddressSanitizer agreement at large
-shapes' defaults run on small ones (and on a shorter row, whose every chunk is checked), and
-the GPU."""
+"""`normalization.ONE_THREAD_CHUNKS` and `TWO_THREAD_ROWS` (heuristics 63, 64): a held row of
+an outer layout kept by one thread (a middle-dim norm of a few reduced elements, a column of a
+few rows) checks only its last chunk against the row's end (`Params.whole_chunks`) from 5
+chunks, one kept by 2 threads from 8 chunks a thread, of any load width. The defaults at the
+judged points, a property over drawn shapes (the flag on exactly where the rules say, and the
+code it changes), compiles, host AddressSanitizer agreement at large shapes' defaults run on
+small ones (and on a shorter row, whose every chunk is checked), and the GPU."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from tunefuse import DataType, FusionDefinition
 from tunefuse.codegen import generate
 from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import H100, PROFILES
-from tunefuse.schedulers import normalization
+from tunefuse.schedulers import normalization, reduction
 
 SM90 = PROFILES["sm_90"]
 
@@ -36,8 +36,6 @@ def _defaults(pattern: str, shape: tuple[int, ...], dtype: DataType, device=H100
 
 
 def _chunks(seg, p) -> int:  # noqa: ANN001
-    from tunefuse.schedulers import reduction
-
     along = reduction.vectors_along_reduction(seg)
     return p.elements_per_thread // (p.vector if along else 1)
 
@@ -65,11 +63,31 @@ def test_one_thread_rows_of_5_chunks_or_more_take_whole_chunks(pattern, dtype, s
     assert p.whole_chunks is default, p
 
 
+@pytest.mark.parametrize(
+    "pattern, dtype, shape, threads, default",
+    [
+        # judged (seed 3118): 2 threads of 8 chunks or more, however few elements held
+        ("column_layernorm", DataType.BFloat16, (45, 83935), 2, True),  # swept 13.3 -> 11.2 us
+        ("column_layernorm", DataType.BFloat16, (34, 1803535), 2, True),  # 115.2 -> 100.5
+        ("middle_softmax", DataType.Float, (17321, 26, 31), 2, True),  # 46.7 -> 36.8, 13 held
+        ("column_layernorm", DataType.Float, (27, 19801), 2, True),
+        # 4 threads of 19 elements: under WHOLE_CHUNKS_HELD, as before
+        ("column_layernorm", DataType.BFloat16, (76, 42399), 4, False),
+    ],
+)
+def test_two_thread_rows_of_8_chunks_or_more_take_whole_chunks(
+    pattern, dtype, shape, threads, default
+):
+    _, seg, p = _defaults(pattern, shape, dtype)
+    assert p.cache_row and not p.inner and p.threads_r == threads, p
+    assert p.whole_chunks is default, p
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     pattern=st.sampled_from(["middle_softmax", "column_layernorm"]),
     dtype=st.sampled_from([DataType.BFloat16, DataType.Float, DataType.Half]),
-    reduced=st.integers(2, 24),
+    reduced=st.integers(2, 48),
     outer=st.integers(1, 4000),
     inner=st.integers(1, 600),
 )
@@ -78,18 +96,23 @@ def test_drawn_one_thread_rows_check_their_chunks_as_the_rule_says(
 ):
     """Drawn middle softmaxes [outer, reduced, inner] and columns [reduced, outer * inner]:
     where the default holds a row in one thread of an outer layout, whole_chunks is on exactly
-    from ONE_THREAD_CHUNKS chunks, the params are valid, and the code takes the unchecked
-    chunks under its one uniform branch on the row's length."""
+    from ONE_THREAD_CHUNKS chunks, in 2 threads exactly from WHOLE_CHUNKS_LEAST chunks a
+    thread; the params are valid, and the code takes the unchecked chunks under its one
+    uniform branch on the row's length."""
     shape = (outer, reduced, inner) if pattern == "middle_softmax" else (reduced, outer * inner)
     plan, seg, p = _defaults(pattern, shape, dtype)
-    if not p.cache_row or p.inner or p.threads_r != 1:
+    if not p.cache_row or p.inner or p.threads_r > normalization.TWO_THREAD_ROWS:
         return
     chunks = _chunks(seg, p)
-    assert p.whole_chunks is (chunks >= normalization.ONE_THREAD_CHUNKS), (shape, p)
+    least = (
+        normalization.ONE_THREAD_CHUNKS if p.threads_r == 1 else normalization.WHOLE_CHUNKS_LEAST
+    )
+    assert p.whole_chunks is (chunks >= least), (shape, p)
     assert normalization.is_valid(seg, H100, p) is None
     if p.whole_chunks:
         kernel = generate(seg, p, H100, {b.id: b.dtype for b in plan.buffers})
-        assert f"if (n_red >= {chunks - 1}) {{" in kernel.source
+        step = 1 if p.threads_r == 1 or not reduction.vectors_along_reduction(seg) else p.vector
+        assert f"if (n_red >= {(chunks - 1) * p.threads_r * step}) {{" in kernel.source
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -129,6 +152,9 @@ HOST_CASES = [
     ("middle_softmax", (1404468, 6, 3), (43, 4, 3), DataType.BFloat16),  # a shorter row
     ("column_layernorm", (13, 159225), (13, 301), DataType.Float),
     ("column_layernorm", (14, 240785), (11, 517), DataType.BFloat16),  # a shorter column
+    ("column_layernorm", (45, 83935), (45, 301), DataType.BFloat16),  # 2 threads a row
+    ("column_layernorm", (45, 83935), (30, 257), DataType.BFloat16),
+    ("middle_softmax", (17321, 26, 31), (13, 26, 31), DataType.Float),
 ]
 
 
@@ -144,7 +170,7 @@ def test_one_thread_defaults_agree_on_the_host(pattern, large, small, dtype):
     from host_kernels import run_on_host
 
     _, _, p = _defaults(pattern, large, dtype, SM90)
-    assert p.whole_chunks and p.threads_r == 1, p
+    assert p.whole_chunks and p.threads_r <= normalization.TWO_THREAD_ROWS, p
     fd = _fusion(pattern, dtype)
     inputs = _inputs(fd, small, dtype, np.random.default_rng(small[0]))
     (seg,) = fd.plan(inputs, device=SM90).segments
@@ -155,23 +181,27 @@ def test_one_thread_defaults_agree_on_the_host(pattern, large, small, dtype):
 
 @pytest.mark.gpu
 @pytest.mark.parametrize(
-    "pattern, shape, dtype",
+    "pattern, shape, dtype, threads",
     [
-        ("middle_softmax", (200003, 6, 3), DataType.BFloat16),
-        ("middle_softmax", (50001, 16, 11), DataType.Float),
-        ("middle_softmax", (100001, 5, 4), DataType.Half),
-        ("middle_softmax", (3001, 7, 301), DataType.BFloat16),
-        ("column_layernorm", (13, 150001), DataType.Float),
-        ("column_layernorm", (9, 300007), DataType.BFloat16),
+        ("middle_softmax", (200003, 6, 3), DataType.BFloat16, 1),
+        ("middle_softmax", (50001, 16, 11), DataType.Float, 1),
+        ("middle_softmax", (100001, 5, 4), DataType.Half, 1),
+        ("middle_softmax", (3001, 7, 301), DataType.BFloat16, 1),
+        ("column_layernorm", (13, 150001), DataType.Float, 1),
+        ("column_layernorm", (9, 300007), DataType.BFloat16, 1),
+        ("column_layernorm", (45, 90001), DataType.BFloat16, 2),
+        ("middle_softmax", (5001, 26, 31), DataType.Float, 2),
     ],
 )
-def test_one_thread_defaults_agree_on_the_gpu(pattern, shape, dtype, rng):
-    """The executor's own defaults on the device: one thread a row with whole_chunks, the last
-    block partly empty."""
+def test_few_thread_defaults_agree_on_the_gpu(pattern, shape, dtype, threads, rng):
+    """The executor's own defaults on the device: one or 2 threads a row with whole_chunks, the
+    last block partly empty."""
     from test_gpu_split import run_with_reduction_params
 
     fd = _fusion(pattern, dtype)
     inputs = _inputs(fd, shape, dtype, rng)
     got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
-    assert [(k.params["threads_r"], k.params["whole_chunks"]) for k in launched] == [(1, True)]
+    assert [(k.params["threads_r"], k.params["whole_chunks"]) for k in launched] == [
+        (threads, True)
+    ]
     assert_agrees(fd, inputs, got, dtype)
