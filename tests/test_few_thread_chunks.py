@@ -24,7 +24,7 @@ from tunefuse import DataType, FusionDefinition
 from tunefuse.codegen import generate
 from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import H100, PROFILES
-from tunefuse.schedulers import normalization, reduction
+from tunefuse.schedulers import normalization
 
 SM90 = PROFILES["sm_90"]
 
@@ -33,11 +33,6 @@ def _defaults(pattern: str, shape: tuple[int, ...], dtype: DataType, device=H100
     plan = pattern_plan(pattern, shape, dtype, device)
     (seg,) = plan.segments
     return plan, seg, normalization.default_params(seg, device)
-
-
-def _chunks(seg, p) -> int:  # noqa: ANN001
-    along = reduction.vectors_along_reduction(seg)
-    return p.elements_per_thread // (p.vector if along else 1)
 
 
 @pytest.mark.parametrize(
@@ -103,7 +98,8 @@ def test_drawn_one_thread_rows_check_their_chunks_as_the_rule_says(
     plan, seg, p = _defaults(pattern, shape, dtype)
     if not p.cache_row or p.inner or p.threads_r > normalization.TWO_THREAD_ROWS:
         return
-    chunks = _chunks(seg, p)
+    step = normalization.chunk_step(seg, p)
+    chunks = p.elements_per_thread // step
     least = (
         normalization.ONE_THREAD_CHUNKS if p.threads_r == 1 else normalization.WHOLE_CHUNKS_LEAST
     )
@@ -111,7 +107,6 @@ def test_drawn_one_thread_rows_check_their_chunks_as_the_rule_says(
     assert normalization.is_valid(seg, H100, p) is None
     if p.whole_chunks:
         kernel = generate(seg, p, H100, {b.id: b.dtype for b in plan.buffers})
-        step = 1 if p.threads_r == 1 or not reduction.vectors_along_reduction(seg) else p.vector
         assert f"if (n_red >= {(chunks - 1) * p.threads_r * step}) {{" in kernel.source
 
 

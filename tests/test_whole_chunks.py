@@ -44,11 +44,12 @@ HELD = [
 
 @pytest.mark.parametrize("define, rows, cols, dtype", HELD)
 def test_a_held_row_as_long_as_the_params_checks_only_its_last_chunk(define, rows, cols, dtype):
-    _, p, plain = _kernel(define, rows, cols, dtype, whole_chunks=False)
+    seg, p, plain = _kernel(define, rows, cols, dtype, whole_chunks=False)
     _, q, whole = _kernel(define, rows, cols, dtype, whole_chunks=True)
     assert p.cache_row and not p.whole_chunks and q.whole_chunks
-    chunks = p.elements_per_thread // (p.vector if p.inner else 1)
-    bound = (chunks - 1) * p.threads_r * (p.vector if p.inner else 1)
+    step = normalization.chunk_step(seg, p)
+    chunks = p.elements_per_thread // step
+    bound = (chunks - 1) * p.threads_r * step
     assert f"if (n_red >= {bound}) {{" not in plain.source
     # each pass over the held elements: its whole chunks unchecked, its last checked, and
     # the shorter row's every chunk checked

@@ -438,13 +438,19 @@ def held_elements(segment: Segment, p: Params) -> int:
     return p.elements_per_thread * p.rows_per_lane * (1 if along else p.vector)
 
 
+def chunk_step(segment: Segment, p: Params) -> int:
+    """The reduced elements a thread of held `p` reads a chunk (the codegen's step): its
+    vector where the vectors run along the reduction, else one (a vector along the outputs
+    reads one element of each of its columns)."""
+    return p.vector if reduction.vectors_along_reduction(segment) else 1
+
+
 def whole_chunks_pay(segment: Segment, p: Params) -> bool:
     """Whether held `p` takes `whole_chunks` by default (WHOLE_CHUNKS): an outer layout whose
     row is one thread's, ONE_THREAD_CHUNKS chunks or more of any load width; whose row is
     TWO_THREAD_ROWS threads', WHOLE_CHUNKS_LEAST chunks a thread or more of any load width; or
     of 2-byte loads with WHOLE_CHUNKS_LEAST chunks a thread and WHOLE_CHUNKS_HELD elements."""
-    along = reduction.vectors_along_reduction(segment)
-    chunks = p.elements_per_thread // (p.vector if along else 1)
+    chunks = p.elements_per_thread // chunk_step(segment, p)
     if not p.cache_row or p.inner:
         return False
     if p.threads_r == 1:
