@@ -46,12 +46,14 @@ def parse_cell(spec: str) -> tuple[str, str, tuple[int, ...]]:
     return pattern, dtype, dims
 
 
-def summary(lines: list[str]) -> list[str]:
-    """The summary of a judge's JSON lines (see the module docstring)."""
+def cell_times(lines: list[str]) -> tuple[dict[str, dict[str, list[float]]], list[str]]:
+    """A judge's JSON lines read: each cell's times by label ("old", "new", and "tc" for
+    torch.compile), in the order the cells first appear, and an "INCORRECT label cell" line
+    for each result that was wrong."""
     times: dict[str, dict[str, list[float]]] = collections.defaultdict(
         lambda: collections.defaultdict(list)
     )
-    out = []
+    wrong = []
     for line in lines:
         if not line.startswith("{"):
             continue
@@ -60,7 +62,13 @@ def summary(lines: list[str]) -> list[str]:
         if "compile_us" in row:
             times[row["cell"]]["tc"].append(row["compile_us"])
         if not row["correct"]:
-            out.append(f"INCORRECT {row['label']} {row['cell']}")
+            wrong.append(f"INCORRECT {row['label']} {row['cell']}")
+    return times, wrong
+
+
+def summary(lines: list[str]) -> list[str]:
+    """The summary of a judge's JSON lines (see the module docstring)."""
+    times, out = cell_times(lines)
     ratios: dict[str, list[float]] = collections.defaultdict(list)
     for cell, t in times.items():
         if not t["old"] or not t["new"]:
