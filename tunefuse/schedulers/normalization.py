@@ -423,11 +423,11 @@ ONE_THREAD_CHUNKS = 5
 # rows of more threads). H200 layout sweeps of this session (`sweep_cols.jsonl`,
 # `sweep_middle.jsonl`, first times, each layout of 8 chunks or more with and without): the
 # gain falls with the threads a row (each cell's geomean): 1 thread 0.44-0.81, 2 threads
-# 0.41-0.95, 4 threads 0.76-1.02, 8 threads 1.00 (column_layernorm bf16 [45, 83935] at 2 threads of 23, the
-# default: 13.3 -> 11.2 us in the final rounds). Judged as written (judge.py, 22 cells drawn
-# after it, seed 3118, against heuristics 63): 0.934, middle_softmax fp32 [17321, 26, 31]
-# 46.7 -> 36.8 us, bf16 column [34, 1803535] 115.2 -> 100.5; the fp32 columns 0.995-1.021,
-# worst bf16 [17, 2406638] 1.033.
+# 0.41-0.95, 4 threads 0.76-1.02, 8 threads 1.00 (column_layernorm bf16 [45, 83935] at 2
+# threads of 23, the default: 13.3 -> 11.2 us in the final rounds). Judged as written
+# (judge.py, 22 cells drawn after it, seed 3118, against heuristics 63): 0.934,
+# middle_softmax fp32 [17321, 26, 31] 46.7 -> 36.8 us, bf16 column [34, 1803535] 115.2 ->
+# 100.5; the fp32 columns 0.995-1.021, worst bf16 [17, 2406638] 1.033.
 TWO_THREAD_ROWS = 2
 
 
