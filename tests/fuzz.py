@@ -896,8 +896,8 @@ def named_cases() -> list[FuzzCase]:
     """Hand-written members of the corpus: the rotary embedding (the issue's crash) at sizes
     where each branch's reads run off the row (odd head dims, one row, bf16 and fp32),
     cat/pad patterns at the edges of buffers (empty pieces, negative pads, cat on dim 0),
-    strided reductions that store a lane's outputs as vectors, middle softmaxes of short runs,
-    and norm backwards."""
+    strided reductions that store a lane's outputs as vectors, middle softmaxes of short runs
+    and of rows held by one or 2 threads, and norm backwards."""
     cases = []
     rng = np.random.default_rng(7)
     for seq, heads, dim, dtype in [
@@ -964,10 +964,15 @@ def named_cases() -> list[FuzzCase]:
     # Softmaxes over the middle dim of runs under a sector whose default takes a block row of
     # fewer outputs than a warp (normalization._short_run_lanes, heuristics 61): 2 threads a
     # row, one row a lane or (threads doubled from 1) 2, the last block row partly empty.
+    # Then rows of one thread (6 and 16 chunks) and of 2 threads (13 chunks each) whose
+    # default checks only their last chunk (whole_chunks: ONE_THREAD_CHUNKS, TWO_THREAD_ROWS).
     for shape, dtype in (
         ((3001, 24, 5), DataType.Float),
         ((20001, 8, 5), DataType.Float),
         ((4001, 30, 9), DataType.BFloat16),
+        ((20001, 6, 3), DataType.BFloat16),
+        ((3001, 16, 11), DataType.Float),
+        ((2001, 26, 31), DataType.Float),
     ):
         fd = FusionDefinition()
         with fd:
