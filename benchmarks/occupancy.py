@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from judge import cell_times, parse_cell  # noqa: E402
-from patterns import pattern_fusion, planning_inputs, shapes  # noqa: E402
+from patterns import pattern_plan, shapes  # noqa: E402
 from sass_count import cuobjdump, resource_usage  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
@@ -54,8 +54,7 @@ def kernel_residency(
     """Each default kernel of a cell: whether its registers hold fewer blocks an SM than its
     threads, and its line (scheduler, registers, stack, block threads, grid blocks, blocks an
     SM by threads / by registers, waves either way, min_blocks)."""
-    fd = pattern_fusion(pattern, dtype)
-    plan = fd.plan(planning_inputs(fd, shape, dtype), device=device)
+    plan = pattern_plan(pattern, shape, dtype, device)
     dtypes = {b.id: b.dtype for b in plan.buffers}
     out = []
     for seg in plan.segments:

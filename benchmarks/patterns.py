@@ -27,6 +27,7 @@ from fusion_zoo import (  # noqa: E402
 )
 
 from tunefuse import DataType, FusionDefinition  # noqa: E402
+from tunefuse.device_info import DeviceInfo  # noqa: E402
 
 # [outputs, reduced]; the pointwise patterns [rows, cols] (a cell's "reduced" is its cols)
 ROW_PATTERNS = ("row", "softmax", "layernorm", "rmsnorm", "logsumexp", "bias_gelu", "transpose2d")
@@ -155,3 +156,10 @@ def planning_inputs(fd: FusionDefinition, shape: tuple[int, ...], dtype: DataTyp
     ranks = [fd.fusion.values[v].rank for v in fd.fusion.inputs]
     rank = len(shape)
     return [np.lib.stride_tricks.as_strided(base, shape[rank - r :], (0,) * r) for r in ranks]
+
+
+def pattern_plan(pattern: str, shape: tuple[int, ...], dtype: DataType, device: DeviceInfo):  # noqa: ANN201
+    """The plan of a surface pattern on `shape` for `device`, made without a GPU
+    (`planning_inputs`)."""
+    fd = pattern_fusion(pattern, dtype)
+    return fd.plan(planning_inputs(fd, shape, dtype), device=device)

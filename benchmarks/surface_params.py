@@ -56,7 +56,7 @@ def main() -> None:
     if args.root is not None:
         sys.path.insert(0, str(args.root.resolve()))
     sys.path.insert(1, str(HERE.parent))
-    from patterns import pattern_fusion, planning_inputs
+    from patterns import pattern_plan
 
     from tunefuse import DataType
     from tunefuse.codegen import generate
@@ -68,8 +68,7 @@ def main() -> None:
     device = PROFILES[args.arch]
     for pattern, name, label, shape in cells(args):
         dtype = DataType(name)
-        fd = pattern_fusion(pattern, dtype)
-        plan = fd.plan(planning_inputs(fd, shape, dtype), device=device)
+        plan = pattern_plan(pattern, shape, dtype, device)
         buffers = {b.id: b.dtype for b in plan.buffers}
         kernels = []
         for s in plan.segments:

@@ -1259,10 +1259,9 @@ def pattern_plan(pattern: str, shape: tuple[int, ...], dtype: DataType, device=H
     import sys
 
     sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
-    from patterns import pattern_fusion, planning_inputs
+    import patterns
 
-    fd = pattern_fusion(pattern, dtype)
-    return fd.plan(planning_inputs(fd, shape, dtype), device=device)
+    return patterns.pattern_plan(pattern, shape, dtype, device)
 
 
 def _pattern_default_of(pattern: str, shape: tuple[int, ...], dtype: DataType):  # noqa: ANN202
