@@ -261,7 +261,9 @@ class Scheduler(Protocol):
 #    `normalization.WHOLE_CHUNKS`).
 # 64: so does a held row of an outer layout in 2 threads, 8 chunks a thread or more, any load
 #    width and however few elements a thread holds (`normalization.TWO_THREAD_ROWS`).
-HEURISTICS_VERSION = 64
+# 65: held rows of a middle dim in 2 threads take 128-thread blocks, a block row of 64
+#    outputs (`normalization.MIDDLE_TWO_THREAD_BLOCK`).
+HEURISTICS_VERSION = 65
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -1,0 +1,147 @@
+"""`normalization.MIDDLE_TWO_THREAD_BLOCK` (heuristics 65): a held row of a middle dim (the
+outputs' run shorter than all outputs, as softmax over C of [N, C, L]) kept by 2 threads takes
+128-thread blocks, a block row of 64 outputs; columns (a layernorm over dim 0: the outputs one
+run) and rows of other thread counts keep 256-thread blocks. The judged points, a property
+over drawn shapes, compiles, host AddressSanitizer agreement at large shapes' defaults run on
+small ones, and the GPU."""
+
+from __future__ import annotations
+
+import shutil
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_codegen_compile import ARCHS
+from test_few_thread_chunks import SM90, _defaults, _fusion, _inputs
+from test_gpu_execute import assert_agrees
+
+from tunefuse import DataType
+from tunefuse.codegen import generate
+from tunefuse.compiler import compile_kernel
+from tunefuse.device_info import H100, PROFILES
+from tunefuse.schedulers import normalization, reduction
+
+
+@pytest.mark.parametrize(
+    "pattern, dtype, shape, threads, outputs",
+    [
+        # judged (benchmarks/surface/block_threads_2026-11-29/judged_C_summary.txt): gained
+        ("middle_softmax", DataType.BFloat16, (53336, 24, 39), 2, 64),  # 100.5 -> 79.9 us
+        ("middle_softmax", DataType.BFloat16, (37619, 24, 61), 2, 64),  # 108.7 -> 87.5
+        ("middle_softmax", DataType.Float, (19168, 17, 9), 2, 64),  # 15.2 -> 11.9
+        ("middle_softmax", DataType.Float, (7905, 18, 241), 2, 64),  # 91.3 -> 79.3
+        ("middle_softmax", DataType.Float, (57943, 17, 27), 2, 64),  # 76.7 -> 63.1
+        # rows of one thread split when judged, columns of 2 threads tied: 256 threads
+        ("middle_softmax", DataType.BFloat16, (13722, 3, 71), 1, 256),
+        ("middle_softmax", DataType.Float, (10771, 6, 251), 1, 256),
+        ("column_layernorm", DataType.BFloat16, (32, 40989), 2, 128),
+        ("column_layernorm", DataType.Float, (27, 19801), 2, 128),
+        ("column_layernorm", DataType.BFloat16, (51, 50633), 2, 128),  # 4 threads halved
+        # 4 threads a row: 64 outputs, 256 threads (judged 1.04-1.05 at 128)
+        ("middle_softmax", DataType.Float, (10886, 63, 15), 4, 64),
+    ],
+)
+def test_the_judged_points(pattern, dtype, shape, threads, outputs):
+    _, _, p = _defaults(pattern, shape, dtype)
+    assert p.cache_row and not p.inner and p.vector == 1, p
+    assert (p.threads_r, p.rows_per_block) == (threads, outputs), p
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    pattern=st.sampled_from(["middle_softmax", "column_layernorm"]),
+    dtype=st.sampled_from([DataType.BFloat16, DataType.Float, DataType.Half]),
+    reduced=st.integers(17, 64),
+    outer=st.integers(1, 5000),
+    inner=st.integers(1, 700),
+)
+def test_drawn_two_thread_rows_take_blocks_as_the_rule_says(pattern, dtype, reduced, outer, inner):
+    """Drawn middle softmaxes [outer, reduced, inner] and columns [reduced, outer * inner]:
+    where the default holds a row of one output a lane in 2 threads along y, its block is
+    MIDDLE_TWO_THREAD_BLOCK threads for a middle dim, STRIDED_HELD_BLOCK for a column (fewer
+    where there are fewer outputs, or where runs under a sector take a shorter block row:
+    `normalization._short_run_lanes`); the params are valid."""
+    shape = (outer, reduced, inner) if pattern == "middle_softmax" else (reduced, outer * inner)
+    _, seg, p = _defaults(pattern, shape, dtype)
+    if not p.cache_row or p.inner or p.vector > 1 or p.threads_r != 2:
+        return
+    assert normalization.is_valid(seg, H100, p) is None
+    n_out, _ = reduction.sizes(seg)
+    run_bytes = reduction.outputs_run(seg) * dtype.itemsize
+    middle = reduction.outputs_run(seg) < n_out
+    assert not middle or pattern == "middle_softmax"
+    block = normalization.MIDDLE_TWO_THREAD_BLOCK if middle else normalization.STRIDED_HELD_BLOCK
+    widest = min(block // 2, normalization.pow2_at_least(n_out))
+    if run_bytes < reduction.SECTOR_BYTES:
+        assert p.rows_per_block <= widest, (shape, p)
+    else:
+        assert p.rows_per_block == widest, (shape, p)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize(
+    "shape, dtype",
+    [((53336, 24, 39), DataType.BFloat16), ((57943, 17, 27), DataType.Float)],
+)
+def test_two_thread_middle_blocks_compile(shape, dtype, arch):
+    plan, seg, p = _defaults("middle_softmax", shape, dtype, PROFILES[arch])
+    assert (p.threads_r, p.rows_per_block) == (2, 64), p
+    kernel = generate(seg, p, PROFILES[arch], {b.id: b.dtype for b in plan.buffers})
+    assert compile_kernel(kernel.source, kernel.name, arch).cubin
+
+
+# (large shape whose defaults are taken, small shape they run on: the last block row partly
+# empty, and a row shorter than the params' in the last case)
+HOST_CASES = [
+    ((53336, 24, 39), (7, 24, 39), DataType.BFloat16),
+    ((57943, 17, 27), (9, 17, 27), DataType.Float),
+    ((57943, 17, 27), (5, 13, 27), DataType.Float),
+]
+
+
+@pytest.mark.skipif(
+    shutil.which("g++") is None or not sys.platform.startswith("linux"),
+    reason="needs g++ on Linux (ucontext fibers, AddressSanitizer)",
+)
+@pytest.mark.parametrize("large, small, dtype", HOST_CASES)
+def test_two_thread_middle_defaults_agree_on_the_host(large, small, dtype):
+    """The defaults of a large shape, run on a small one on the host under AddressSanitizer,
+    agree with the reference."""
+    from host_kernels import run_on_host
+
+    _, _, p = _defaults("middle_softmax", large, dtype, SM90)
+    assert (p.threads_r, p.rows_per_block) == (2, 64), p
+    fd = _fusion("middle_softmax", dtype)
+    inputs = _inputs(fd, small, dtype, np.random.default_rng(small[0]))
+    (seg,) = fd.plan(inputs, device=SM90).segments
+    assert normalization.is_valid(seg, SM90, p) is None
+    (run,) = run_on_host(fd, inputs, [lambda s, d: p])
+    assert_agrees(fd, inputs, run.outputs, dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize(
+    "shape, dtype",
+    [
+        ((5001, 19, 27), DataType.Float),
+        ((3001, 24, 61), DataType.BFloat16),
+        ((2001, 30, 45), DataType.Half),
+        ((7, 32, 9), DataType.Float),  # 63 outputs: one block row, partly empty
+    ],
+)
+def test_two_thread_middle_defaults_agree_on_the_gpu(shape, dtype, rng):
+    """The executor's own defaults on the device: 2 threads a row, 64 outputs a block row
+    (fewer where there are fewer), the last block partly empty."""
+    from test_gpu_split import run_with_reduction_params
+
+    fd = _fusion("middle_softmax", dtype)
+    inputs = _inputs(fd, shape, dtype, rng)
+    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    n_out = shape[0] * shape[2]
+    assert [(k.params["threads_r"], k.params["rows_per_block"]) for k in launched] == [
+        (2, min(64, normalization.pow2_at_least(n_out)))
+    ]
+    assert_agrees(fd, inputs, got, dtype)
