@@ -122,9 +122,14 @@ def test_strided_rows_take_outputs_along_x(n, c_log, c_odd, l_log, dtype, device
         assert p.elements_per_thread <= normalization.STRIDED_ELEMENTS
         # a block row reads 32 outputs or more (fewer only where there are fewer)
         assert p.rows_per_block >= min(32, 2 ** math.ceil(math.log2(n_out)))
-        # rows a lane only while a lane's loads come to less than 32 bytes
+        # rows a lane only while a lane's loads come to less than 32 bytes (64 for a middle
+        # dim's rows of 4 threads or more: heuristics 66)
         lane_bytes = p.elements_per_thread * dtype.itemsize
-        assert (p.rows_per_lane // 2) * lane_bytes < normalization.STRIDED_LANE_BYTES
+        wide = (
+            reduction.outputs_run(seg) < n_out and p.threads_r >= normalization.MIDDLE_LANE_THREADS
+        )
+        most = normalization.MIDDLE_LANE_BYTES if wide else normalization.STRIDED_LANE_BYTES
+        assert (p.rows_per_lane // 2) * lane_bytes < most
         assert p.rows_per_lane * p.elements_per_thread <= reduction.LANE_ELEMENTS
         return
     assert p.rows_per_lane == 1 and p.unroll == 4

@@ -263,7 +263,9 @@ class Scheduler(Protocol):
 #    width and however few elements a thread holds (`normalization.TWO_THREAD_ROWS`).
 # 65: held rows of a middle dim in 2 threads take 128-thread blocks, a block row of 64
 #    outputs (`normalization.MIDDLE_TWO_THREAD_BLOCK`).
-HEURISTICS_VERSION = 65
+# 66: held rows of a middle dim in 4 threads or more take rows a lane until a lane loads 64
+#    bytes, not 32 (`normalization.MIDDLE_LANE_BYTES`).
+HEURISTICS_VERSION = 66
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -1113,6 +1113,22 @@ MIDDLE_TWO_THREAD_BLOCK = 128
 # 244.3); [262144, 8, 64] 361.6 -> 305.7 (320.0); [128, 96, 4096] 199.3 -> 123.9; fp32 [16, 3,
 # 1048576] 146.5 -> 141.4. One loss: bf16 [64, 19, 65536] 174.6 -> 193.4 (torch.compile 526.9).
 STRIDED_LANE_BYTES = 32
+# Rows of a middle dim (the outputs' run shorter than all outputs) held by MIDDLE_LANE_THREADS
+# threads or more take rows a lane until a lane's loads come to MIDDLE_LANE_BYTES: each block
+# reduction through shared memory (a barrier a level) then serves 2 rows, and the grid halves
+# (why it pays is a reading, not measured). H200, judge.py against heuristics 65, 26 cells
+# drawn after the rule (seed 3123, `benchmarks/surface/block_threads_2026-11-29/
+# judged_E_summary.txt`): geomean 0.842 of the old time, 0.841 of torch.compile's (1.000
+# before); fp32 [51585, 36, 31] 193.9 -> 130.8 us (torch.compile 143.9), [7180, 34, 141]
+# 119.1 -> 82.0 (87.2), [16601, 181, 16] 165.5 -> 121.7 (163.4). Lost: fp32 [23672, 230,
+# 10] 179.8 -> 231.1 (228.5), whose 30 elements a lane compile to 122 registers (60 before:
+# one 512-thread block an SM; `occupancy.py --judged`), and bf16 [384599, 13, 3] 43.1 ->
+# 44.8. First judged for every held strided row (STRIDED_LANE_BYTES 64; seed 3122,
+# `judged_D_summary.txt`): 26 cells 0.987, the middle rows of 4-16 threads 0.74-0.86, fp32
+# columns 1.01-1.17 ([129, 84755] 37.1 -> 43.4 us), rows of 1-2 threads 1.00-1.14; narrowed
+# to middle rows of 4 threads or more after that judge.
+MIDDLE_LANE_BYTES = 64
+MIDDLE_LANE_THREADS = 4
 # The re-read layout: 16 threads a row and 64 outputs a block, or 32 and 32 (1024 threads)
 # where blocks of 32 outputs number fewer than REREAD_WIDE_BLOCKS an SM: fp32 [64, 16384, 64]
 # 419.4 -> 315.1 us, bf16 [64, 32768, 64] 697.4 -> 433.8, [64, 2048, 64] 41.7 -> 26.9; with
@@ -1285,7 +1301,7 @@ def _short_run_lanes(segment: Segment, device: DeviceInfo, p: Params) -> Params:
     short = replace(p, rows_per_block=outputs)
     if threads != p.threads_r:
         ept = vectors_of_share(n_red, threads, 1)
-        lanes = _strided_rows_a_lane(segment, device, outputs, ept)
+        lanes = _strided_rows_a_lane(segment, device, outputs, ept, threads)
         short = replace(short, threads_r=threads, elements_per_thread=ept, rows_per_lane=lanes)
     return short if is_valid(segment, device, short) is None else p
 
@@ -1345,7 +1361,7 @@ def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
         block = MIDDLE_TWO_THREAD_BLOCK if threads == 2 and middle else STRIDED_HELD_BLOCK
         outputs = min(max(STRIDED_BLOCK_ROWS, block // threads), pow2_at_least(n_out))
         ept = vectors_of_share(n_red, threads, 1)
-        lanes = _strided_rows_a_lane(segment, device, outputs, ept)
+        lanes = _strided_rows_a_lane(segment, device, outputs, ept, threads)
         return Params(threads, outputs, False, 0, True, ept, 1, 1, evict_first, rows_per_lane=lanes)
     slab = _whole_slabs(segment, device)
     if slab is not None:
@@ -1464,16 +1480,21 @@ def _held_vector_lanes(
     return Params(threads, lanes, False, 0, True, ept, vector, 1, evict_first_pays(segment))
 
 
-def _strided_rows_a_lane(segment: Segment, device: DeviceInfo, outputs: int, ept: int) -> int:
-    """Rows a lane for held strided rows of `ept` elements a lane: doubled while the lane's
-    loads come to less than STRIDED_LANE_BYTES, its registers stay within LANE_ELEMENTS and
-    the grid keeps 8 blocks an SM."""
+def _strided_rows_a_lane(
+    segment: Segment, device: DeviceInfo, outputs: int, ept: int, threads: int
+) -> int:
+    """Rows a lane for held strided rows of `ept` elements a lane in `threads` threads a row:
+    doubled while the lane's loads come to less than STRIDED_LANE_BYTES (MIDDLE_LANE_BYTES for
+    a middle dim's rows of MIDDLE_LANE_THREADS threads or more), its registers stay within
+    LANE_ELEMENTS and the grid keeps 8 blocks an SM."""
     n_out, _ = reduction.sizes(segment)
     lane_bytes = ept * reduction.widest_load(segment)
+    middle = reduction.outputs_run(segment) < n_out
+    most = MIDDLE_LANE_BYTES if middle and threads >= MIDDLE_LANE_THREADS else STRIDED_LANE_BYTES
     r = 1
     while (
         r < 8
-        and r * lane_bytes < STRIDED_LANE_BYTES
+        and r * lane_bytes < most
         and 2 * r * ept <= reduction.LANE_ELEMENTS
         and -(-n_out // (outputs * 2 * r)) >= 8 * device.sm_count
     ):
