@@ -8,31 +8,23 @@ small ones (and on a shorter row, whose every chunk is checked), and the GPU."""
 
 from __future__ import annotations
 
-import pathlib
-import shutil
-import sys
-
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pattern_runs import (
+    SM90,
+    agree_on_gpu,
+    agree_on_host,
+    assert_compiles,
+    needs_host_compiler,
+    pattern_defaults,
+)
 from test_codegen_compile import ARCHS
-from test_gpu_execute import assert_agrees
-from test_reduction_defaults import pattern_plan
 
-from tunefuse import DataType, FusionDefinition
+from tunefuse import DataType
 from tunefuse.codegen import generate
-from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import H100, PROFILES
 from tunefuse.schedulers import normalization
-
-SM90 = PROFILES["sm_90"]
-
-
-def _defaults(pattern: str, shape: tuple[int, ...], dtype: DataType, device=H100):  # noqa: ANN001, ANN202
-    plan = pattern_plan(pattern, shape, dtype, device)
-    (seg,) = plan.segments
-    return plan, seg, normalization.default_params(seg, device)
 
 
 @pytest.mark.parametrize(
@@ -53,7 +45,7 @@ def _defaults(pattern: str, shape: tuple[int, ...], dtype: DataType, device=H100
     ],
 )
 def test_one_thread_rows_of_5_chunks_or_more_take_whole_chunks(pattern, dtype, shape, default):
-    _, seg, p = _defaults(pattern, shape, dtype)
+    _, seg, p = pattern_defaults(pattern, shape, dtype)
     assert p.cache_row and not p.inner and p.threads_r == 1, p
     assert p.whole_chunks is default, p
 
@@ -73,7 +65,7 @@ def test_one_thread_rows_of_5_chunks_or_more_take_whole_chunks(pattern, dtype, s
 def test_two_thread_rows_of_8_chunks_or_more_take_whole_chunks(
     pattern, dtype, shape, threads, default
 ):
-    _, seg, p = _defaults(pattern, shape, dtype)
+    _, seg, p = pattern_defaults(pattern, shape, dtype)
     assert p.cache_row and not p.inner and p.threads_r == threads, p
     assert p.whole_chunks is default, p
 
@@ -95,7 +87,7 @@ def test_drawn_few_thread_rows_check_their_chunks_as_the_rules_say(
     thread; the params are valid, and the code takes the unchecked chunks under its one
     uniform branch on the row's length."""
     shape = (outer, reduced, inner) if pattern == "middle_softmax" else (reduced, outer * inner)
-    plan, seg, p = _defaults(pattern, shape, dtype)
+    plan, seg, p = pattern_defaults(pattern, shape, dtype)
     if not p.cache_row or p.inner or p.threads_r > normalization.TWO_THREAD_ROWS:
         return
     step = normalization.chunk_step(seg, p)
@@ -120,24 +112,9 @@ def test_drawn_few_thread_rows_check_their_chunks_as_the_rules_say(
     ],
 )
 def test_few_thread_whole_chunks_compile(pattern, shape, dtype, arch):
-    plan, seg, p = _defaults(pattern, shape, dtype, PROFILES[arch])
+    plan, seg, p = pattern_defaults(pattern, shape, dtype, PROFILES[arch])
     assert p.whole_chunks and p.threads_r <= normalization.TWO_THREAD_ROWS, p
-    kernel = generate(seg, p, PROFILES[arch], {b.id: b.dtype for b in plan.buffers})
-    assert compile_kernel(kernel.source, kernel.name, arch).cubin
-
-
-def _fusion(pattern: str, dtype: DataType) -> FusionDefinition:
-    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
-    from patterns import pattern_fusion
-
-    return pattern_fusion(pattern, dtype)
-
-
-def _inputs(fd: FusionDefinition, shape: tuple[int, ...], dtype: DataType, rng) -> list:  # noqa: ANN001
-    """The pattern's inputs at `shape`: the tensor, and an input of lower rank (a column
-    norm's weight) of the trailing extents."""
-    ranks = [fd.fusion.values[v].rank for v in fd.fusion.inputs]
-    return [(rng.standard_normal(shape[len(shape) - r :]) * 3).astype(dtype.numpy) for r in ranks]
+    assert_compiles(plan, seg, p, arch)
 
 
 # (pattern, large shape whose defaults are taken, small shape they run on)
@@ -154,25 +131,15 @@ HOST_CASES = [
 ]
 
 
-@pytest.mark.skipif(
-    shutil.which("g++") is None or not sys.platform.startswith("linux"),
-    reason="needs g++ on Linux (ucontext fibers, AddressSanitizer)",
-)
+@needs_host_compiler
 @pytest.mark.parametrize("pattern, large, small, dtype", HOST_CASES)
 def test_few_thread_defaults_agree_on_the_host(pattern, large, small, dtype):
     """The defaults of a large shape, run on a small one (the last block partly empty; where
     the row is shorter than the params', the branch that checks every chunk) on the host under
     AddressSanitizer, agree with the reference."""
-    from host_kernels import run_on_host
-
-    _, _, p = _defaults(pattern, large, dtype, SM90)
+    _, _, p = pattern_defaults(pattern, large, dtype, SM90)
     assert p.whole_chunks and p.threads_r <= normalization.TWO_THREAD_ROWS, p
-    fd = _fusion(pattern, dtype)
-    inputs = _inputs(fd, small, dtype, np.random.default_rng(small[0]))
-    (seg,) = fd.plan(inputs, device=SM90).segments
-    assert normalization.is_valid(seg, SM90, p) is None
-    (run,) = run_on_host(fd, inputs, [lambda s, d: p])
-    assert_agrees(fd, inputs, run.outputs, dtype)
+    agree_on_host(pattern, p, small, dtype)
 
 
 @pytest.mark.gpu
@@ -192,12 +159,7 @@ def test_few_thread_defaults_agree_on_the_host(pattern, large, small, dtype):
 def test_few_thread_defaults_agree_on_the_gpu(pattern, shape, dtype, threads, rng):
     """The executor's own defaults on the device: one or 2 threads a row with whole_chunks, the
     last block partly empty."""
-    from test_gpu_split import run_with_reduction_params
-
-    fd = _fusion(pattern, dtype)
-    inputs = _inputs(fd, shape, dtype, rng)
-    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    launched = agree_on_gpu(pattern, shape, dtype, rng)
     assert [(k.params["threads_r"], k.params["whole_chunks"]) for k in launched] == [
         (threads, True)
     ]
-    assert_agrees(fd, inputs, got, dtype)

@@ -7,20 +7,20 @@ shapes' defaults run on small ones, and the GPU."""
 
 from __future__ import annotations
 
-import shutil
-import sys
-
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pattern_runs import (
+    SM90,
+    agree_on_gpu,
+    agree_on_host,
+    assert_compiles,
+    needs_host_compiler,
+    pattern_defaults,
+)
 from test_codegen_compile import ARCHS
-from test_few_thread_chunks import SM90, _defaults, _fusion, _inputs
-from test_gpu_execute import assert_agrees
 
 from tunefuse import DataType
-from tunefuse.codegen import generate
-from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import H100, PROFILES
 from tunefuse.schedulers import normalization, reduction
 
@@ -41,7 +41,7 @@ from tunefuse.schedulers import normalization, reduction
     ],
 )
 def test_the_judged_points(pattern, dtype, shape, threads, lanes):
-    _, _, p = _defaults(pattern, shape, dtype)
+    _, _, p = pattern_defaults(pattern, shape, dtype)
     assert p.cache_row and not p.inner and p.vector == 1, p
     assert (p.threads_r, p.rows_per_lane) == (threads, lanes), p
 
@@ -61,7 +61,7 @@ def test_drawn_rows_take_rows_a_lane_as_the_rule_says(pattern, dtype, reduced, o
     of MIDDLE_LANE_THREADS threads or more) or STRIDED_LANE_BYTES, its elements within
     LANE_ELEMENTS and 8 blocks an SM; the params are valid."""
     shape = (outer, reduced, inner) if pattern == "middle_softmax" else (reduced, outer * inner)
-    _, seg, p = _defaults(pattern, shape, dtype)
+    _, seg, p = pattern_defaults(pattern, shape, dtype)
     run_bytes = reduction.outputs_run(seg) * dtype.itemsize
     if not p.cache_row or p.inner or p.vector > 1 or run_bytes < reduction.SECTOR_BYTES:
         return
@@ -89,10 +89,9 @@ def test_drawn_rows_take_rows_a_lane_as_the_rule_says(pattern, dtype, reduced, o
     [((51585, 36, 31), DataType.Float), ((8441, 62, 81), DataType.BFloat16)],
 )
 def test_middle_lane_rows_compile(shape, dtype, arch):
-    plan, seg, p = _defaults("middle_softmax", shape, dtype, PROFILES[arch])
+    plan, seg, p = pattern_defaults("middle_softmax", shape, dtype, PROFILES[arch])
     assert p.threads_r >= normalization.MIDDLE_LANE_THREADS and p.rows_per_lane == 2, p
-    kernel = generate(seg, p, PROFILES[arch], {b.id: b.dtype for b in plan.buffers})
-    assert compile_kernel(kernel.source, kernel.name, arch).cubin
+    assert_compiles(plan, seg, p, arch)
 
 
 # (large shape whose defaults are taken, small shape they run on: the last block row partly
@@ -105,24 +104,14 @@ HOST_CASES = [
 ]
 
 
-@pytest.mark.skipif(
-    shutil.which("g++") is None or not sys.platform.startswith("linux"),
-    reason="needs g++ on Linux (ucontext fibers, AddressSanitizer)",
-)
+@needs_host_compiler
 @pytest.mark.parametrize("large, small, dtype", HOST_CASES)
 def test_middle_lane_rows_agree_on_the_host(large, small, dtype):
     """The defaults of a large shape, run on a small one on the host under AddressSanitizer,
     agree with the reference."""
-    from host_kernels import run_on_host
-
-    _, _, p = _defaults("middle_softmax", large, dtype, SM90)
+    _, _, p = pattern_defaults("middle_softmax", large, dtype, SM90)
     assert p.threads_r >= normalization.MIDDLE_LANE_THREADS and p.rows_per_lane == 2, p
-    fd = _fusion("middle_softmax", dtype)
-    inputs = _inputs(fd, small, dtype, np.random.default_rng(small[0]))
-    (seg,) = fd.plan(inputs, device=SM90).segments
-    assert normalization.is_valid(seg, SM90, p) is None
-    (run,) = run_on_host(fd, inputs, [lambda s, d: p])
-    assert_agrees(fd, inputs, run.outputs, dtype)
+    agree_on_host("middle_softmax", p, small, dtype)
 
 
 @pytest.mark.gpu
@@ -137,10 +126,5 @@ def test_middle_lane_rows_agree_on_the_host(large, small, dtype):
 def test_middle_lane_rows_agree_on_the_gpu(shape, dtype, threads, rng):
     """The executor's own defaults on the device: 2 rows a lane, the last block partly
     empty."""
-    from test_gpu_split import run_with_reduction_params
-
-    fd = _fusion("middle_softmax", dtype)
-    inputs = _inputs(fd, shape, dtype, rng)
-    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    launched = agree_on_gpu("middle_softmax", shape, dtype, rng)
     assert [(k.params["threads_r"], k.params["rows_per_lane"]) for k in launched] == [(threads, 2)]
-    assert_agrees(fd, inputs, got, dtype)

@@ -7,20 +7,20 @@ small ones, and the GPU."""
 
 from __future__ import annotations
 
-import shutil
-import sys
-
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pattern_runs import (
+    SM90,
+    agree_on_gpu,
+    agree_on_host,
+    assert_compiles,
+    needs_host_compiler,
+    pattern_defaults,
+)
 from test_codegen_compile import ARCHS
-from test_few_thread_chunks import SM90, _defaults, _fusion, _inputs
-from test_gpu_execute import assert_agrees
 
 from tunefuse import DataType
-from tunefuse.codegen import generate
-from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import H100, PROFILES
 from tunefuse.schedulers import normalization, reduction
 
@@ -45,7 +45,7 @@ from tunefuse.schedulers import normalization, reduction
     ],
 )
 def test_the_judged_points(pattern, dtype, shape, threads, outputs):
-    _, _, p = _defaults(pattern, shape, dtype)
+    _, _, p = pattern_defaults(pattern, shape, dtype)
     assert p.cache_row and not p.inner and p.vector == 1, p
     assert (p.threads_r, p.rows_per_block) == (threads, outputs), p
 
@@ -65,7 +65,7 @@ def test_drawn_two_thread_rows_take_blocks_as_the_rule_says(pattern, dtype, redu
     where there are fewer outputs, or where runs under a sector take a shorter block row:
     `normalization._short_run_lanes`); the params are valid."""
     shape = (outer, reduced, inner) if pattern == "middle_softmax" else (reduced, outer * inner)
-    _, seg, p = _defaults(pattern, shape, dtype)
+    _, seg, p = pattern_defaults(pattern, shape, dtype)
     if not p.cache_row or p.inner or p.vector > 1 or p.threads_r != 2:
         return
     assert normalization.is_valid(seg, H100, p) is None
@@ -87,10 +87,9 @@ def test_drawn_two_thread_rows_take_blocks_as_the_rule_says(pattern, dtype, redu
     [((53336, 24, 39), DataType.BFloat16), ((57943, 17, 27), DataType.Float)],
 )
 def test_two_thread_middle_blocks_compile(shape, dtype, arch):
-    plan, seg, p = _defaults("middle_softmax", shape, dtype, PROFILES[arch])
+    plan, seg, p = pattern_defaults("middle_softmax", shape, dtype, PROFILES[arch])
     assert (p.threads_r, p.rows_per_block) == (2, 64), p
-    kernel = generate(seg, p, PROFILES[arch], {b.id: b.dtype for b in plan.buffers})
-    assert compile_kernel(kernel.source, kernel.name, arch).cubin
+    assert_compiles(plan, seg, p, arch)
 
 
 # (large shape whose defaults are taken, small shape they run on: the last block row partly
@@ -102,24 +101,14 @@ HOST_CASES = [
 ]
 
 
-@pytest.mark.skipif(
-    shutil.which("g++") is None or not sys.platform.startswith("linux"),
-    reason="needs g++ on Linux (ucontext fibers, AddressSanitizer)",
-)
+@needs_host_compiler
 @pytest.mark.parametrize("large, small, dtype", HOST_CASES)
 def test_two_thread_middle_defaults_agree_on_the_host(large, small, dtype):
     """The defaults of a large shape, run on a small one on the host under AddressSanitizer,
     agree with the reference."""
-    from host_kernels import run_on_host
-
-    _, _, p = _defaults("middle_softmax", large, dtype, SM90)
+    _, _, p = pattern_defaults("middle_softmax", large, dtype, SM90)
     assert (p.threads_r, p.rows_per_block) == (2, 64), p
-    fd = _fusion("middle_softmax", dtype)
-    inputs = _inputs(fd, small, dtype, np.random.default_rng(small[0]))
-    (seg,) = fd.plan(inputs, device=SM90).segments
-    assert normalization.is_valid(seg, SM90, p) is None
-    (run,) = run_on_host(fd, inputs, [lambda s, d: p])
-    assert_agrees(fd, inputs, run.outputs, dtype)
+    agree_on_host("middle_softmax", p, small, dtype)
 
 
 @pytest.mark.gpu
@@ -135,13 +124,8 @@ def test_two_thread_middle_defaults_agree_on_the_host(large, small, dtype):
 def test_two_thread_middle_defaults_agree_on_the_gpu(shape, dtype, rng):
     """The executor's own defaults on the device: 2 threads a row, 64 outputs a block row
     (fewer where there are fewer), the last block partly empty."""
-    from test_gpu_split import run_with_reduction_params
-
-    fd = _fusion("middle_softmax", dtype)
-    inputs = _inputs(fd, shape, dtype, rng)
-    got, launched = run_with_reduction_params(fd, inputs, kind="normalization")
+    launched = agree_on_gpu("middle_softmax", shape, dtype, rng)
     n_out = shape[0] * shape[2]
     assert [(k.params["threads_r"], k.params["rows_per_block"]) for k in launched] == [
         (2, min(64, normalization.pow2_at_least(n_out)))
     ]
-    assert_agrees(fd, inputs, got, dtype)
