@@ -1357,7 +1357,7 @@ def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
     threads = pow2_at_least(-(-n_red // STRIDED_ELEMENTS))
     if threads <= STRIDED_HELD_THREADS:
         threads = threads // 2 if halves and threads >= 4 else threads
-        middle = reduction.outputs_run(segment) < n_out
+        middle = _middle_rows(segment)
         block = MIDDLE_TWO_THREAD_BLOCK if threads == 2 and middle else STRIDED_HELD_BLOCK
         outputs = min(max(STRIDED_BLOCK_ROWS, block // threads), pow2_at_least(n_out))
         ept = vectors_of_share(n_red, threads, 1)
@@ -1480,6 +1480,14 @@ def _held_vector_lanes(
     return Params(threads, lanes, False, 0, True, ept, vector, 1, evict_first_pays(segment))
 
 
+def _middle_rows(segment: Segment) -> bool:
+    """Whether strided rows are a middle dim's (softmax over C of [N, C, L]): the outputs'
+    run is shorter than all outputs. A column's (a reduction over the outer dims, a layernorm
+    over dim 0) outputs are one run."""
+    n_out, _ = reduction.sizes(segment)
+    return reduction.outputs_run(segment) < n_out
+
+
 def _strided_rows_a_lane(
     segment: Segment, device: DeviceInfo, outputs: int, ept: int, threads: int
 ) -> int:
@@ -1489,8 +1497,8 @@ def _strided_rows_a_lane(
     LANE_ELEMENTS and the grid keeps 8 blocks an SM."""
     n_out, _ = reduction.sizes(segment)
     lane_bytes = ept * reduction.widest_load(segment)
-    middle = reduction.outputs_run(segment) < n_out
-    most = MIDDLE_LANE_BYTES if middle and threads >= MIDDLE_LANE_THREADS else STRIDED_LANE_BYTES
+    wide = _middle_rows(segment) and threads >= MIDDLE_LANE_THREADS
+    most = MIDDLE_LANE_BYTES if wide else STRIDED_LANE_BYTES
     r = 1
     while (
         r < 8
