@@ -58,7 +58,8 @@ def test_drawn_rows_take_rows_a_lane_as_the_rule_says(pattern, dtype, reduced, o
     """Drawn middle softmaxes [outer, reduced, inner] and columns [reduced, outer * inner]
     whose default holds a row of one output a lane along y, in runs of a sector or more: rows
     a lane are the most that keep a lane's loads under MIDDLE_LANE_BYTES (a middle dim's rows
-    of MIDDLE_LANE_THREADS threads or more) or STRIDED_LANE_BYTES, its elements within
+    of MIDDLE_LANE_THREADS threads or more), COLUMN_HALF_LANE_BYTES (a column's 2-byte lanes
+    of STRIDED_LANE_BYTES or more) or STRIDED_LANE_BYTES, its elements within
     LANE_ELEMENTS and 8 blocks an SM; the params are valid."""
     shape = (outer, reduced, inner) if pattern == "middle_softmax" else (reduced, outer * inner)
     _, seg, p = pattern_defaults(pattern, shape, dtype)
@@ -67,9 +68,14 @@ def test_drawn_rows_take_rows_a_lane_as_the_rule_says(pattern, dtype, reduced, o
         return
     assert normalization.is_valid(seg, H100, p) is None
     n_out, _ = reduction.sizes(seg)
-    wide = reduction.outputs_run(seg) < n_out and p.threads_r >= normalization.MIDDLE_LANE_THREADS
-    most = normalization.MIDDLE_LANE_BYTES if wide else normalization.STRIDED_LANE_BYTES
+    middle = reduction.outputs_run(seg) < n_out
     lane_bytes = p.elements_per_thread * dtype.itemsize
+    if middle and p.threads_r >= normalization.MIDDLE_LANE_THREADS:
+        most = normalization.MIDDLE_LANE_BYTES
+    elif not middle and dtype.itemsize == 2 and lane_bytes >= normalization.STRIDED_LANE_BYTES:
+        most = normalization.COLUMN_HALF_LANE_BYTES  # heuristics 67
+    else:
+        most = normalization.STRIDED_LANE_BYTES
 
     def allowed(r: int) -> bool:
         return (

@@ -265,7 +265,9 @@ class Scheduler(Protocol):
 #    outputs (`normalization.MIDDLE_TWO_THREAD_BLOCK`).
 # 66: held rows of a middle dim in 4 threads or more take rows a lane until a lane loads 64
 #    bytes, not 32 (`normalization.MIDDLE_LANE_BYTES`).
-HEURISTICS_VERSION = 66
+# 67: held column rows of 2-byte loads whose lane loads 32 bytes or more in one row take rows
+#    a lane until a lane loads 64 bytes (`normalization.COLUMN_HALF_LANE_BYTES`).
+HEURISTICS_VERSION = 67
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
