@@ -262,12 +262,14 @@ class Scheduler(Protocol):
 # 64: so does a held row of an outer layout in 2 threads, 8 chunks a thread or more, any load
 #    width and however few elements a thread holds (`normalization.TWO_THREAD_ROWS`).
 # 65: held rows of a middle dim in 2 threads take 128-thread blocks, a block row of 64
-#    outputs (`normalization.MIDDLE_TWO_THREAD_BLOCK`).
+#    outputs (`normalization.MIDDLE_HELD_BLOCK`).
 # 66: held rows of a middle dim in 4 threads or more take rows a lane until a lane loads 64
 #    bytes, not 32 (`normalization.MIDDLE_LANE_BYTES`).
 # 67: held column rows of 2-byte loads whose lane loads 32 bytes or more in one row take rows
 #    a lane until a lane loads 64 bytes (`normalization.COLUMN_HALF_LANE_BYTES`).
-HEURISTICS_VERSION = 67
+# 68: so do held rows of a middle dim in 4 threads: 128-thread blocks, a block row of 32
+#    outputs (`normalization.MIDDLE_HELD_BLOCK_THREADS`).
+HEURISTICS_VERSION = 68
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -1092,21 +1092,33 @@ STRIDED_HELD_THREADS = 16
 # row (STRIDED_BLOCK_ROWS at least).
 STRIDED_HELD_BLOCK = 256
 # Rows of a middle dim (the outputs' run shorter than all outputs: softmax over C of [N, C,
-# L]) held by 2 threads of STRIDED_ELEMENTS or fewer (C of 17-32) take blocks of this many
-# threads, a block row of 64 outputs: the row's 2 threads sit in 2 warps and meet through
-# shared memory at block-wide barriers (the max, then the sum), which 4 warps reach sooner
-# than 8 (a reading, not measured). H200, judge.py against heuristics 64, 24 cells drawn after
-# the rule (seed 3121, `benchmarks/surface/block_threads_2026-11-29/judged_C_summary.txt`):
-# geomean 0.925 of the old time, 0.924 of torch.compile's (0.998 before), worst 1.049 (bf16
-# [74339, 29, 3], runs of 6 bytes); bf16 [53336, 24, 39] 100.5 -> 79.9 us (torch.compile
-# 78.4), [37619, 24, 61] 108.7 -> 87.5 (85.8), fp32 [19168, 17, 9] 15.2 -> 11.9 (13.7),
-# [7905, 18, 241] 91.3 -> 79.3 (79.0). First judged as 128-thread blocks for rows of 1-2
-# threads (`judged_B_summary.txt`, seed 3120): 27 cells 0.992, the seven of 2 threads 0.78-0.95
-# (fp32 [57943, 17, 27] 76.7 -> 63.1, torch.compile 60.5), one thread split 0.87-1.18 (bf16
-# [13722, 3, 71] 9.2 -> 10.8). For every held row of up to 16 threads, middle and column
-# (`judged_cand_summary.txt`, seed 3119, 128 // threads outputs): 24 cells 1.030, columns of
-# 4 threads 1.15-1.23 (fp32 [63, 304873] 57.5 -> 70.4), the 2-thread columns 0.95-1.03.
-MIDDLE_TWO_THREAD_BLOCK = 128
+# L]) held by 2 to MIDDLE_HELD_BLOCK_THREADS threads take blocks of this many threads, a block
+# row of 128 // threads outputs (heuristics 65 for 2 threads, 68 for 4).
+# Heuristics 68, H200, judge.py against heuristics 67, 26 cells drawn after the rule (seed
+# 3129, `benchmarks/surface/column_lanes_2026-11-29/judged_E_summary.txt`): geomean 0.949 of
+# the old time, 0.968 of torch.compile's (1.020 before); bf16 [9070, 47, 191] 164.9 -> 133.5
+# us (torch.compile 144.8), [568, 35, 197] 15.5 -> 12.5 (12.7), [14058, 55, 17] 32.4 -> 28.6
+# (29.5); lost fp32 [2921, 62, 9] 10.7 -> 11.3 (8.8) and [18788, 41, 17] 36.5 -> 37.8
+# (36.0). A layout sweep had found it (bf16 [5051, 61, 67] 46.1 -> 40.7 us at 32 outputs,
+# `sweep_mid.log`). Before heuristics 66 gave these rows 2 rows a lane, 4-thread rows at 128
+# threads had lost (fp32 [10886, 63, 15] 35.4 -> 37.2, [1167, 61, 197] 44.0 -> 45.9,
+# `../block_threads_2026-11-29/judged_cand_summary.txt`).
+# Heuristics 65 (2 threads of STRIDED_ELEMENTS or fewer, C of 17-32): the row's 2 threads sit
+# in 2 warps and meet through shared memory at block-wide barriers (the max, then the sum),
+# which 4 warps reach sooner than 8 (a reading, not measured). H200, judge.py against
+# heuristics 64, 24 cells drawn after the rule (seed 3121, `benchmarks/surface/
+# block_threads_2026-11-29/judged_C_summary.txt`): geomean 0.925 of the old time, 0.924 of
+# torch.compile's (0.998 before), worst 1.049 (bf16 [74339, 29, 3], runs of 6 bytes); bf16
+# [53336, 24, 39] 100.5 -> 79.9 us (torch.compile 78.4), [37619, 24, 61] 108.7 -> 87.5 (85.8),
+# fp32 [19168, 17, 9] 15.2 -> 11.9 (13.7), [7905, 18, 241] 91.3 -> 79.3 (79.0). First judged as
+# 128-thread blocks for rows of 1-2 threads (`judged_B_summary.txt`, seed 3120): 27 cells
+# 0.992, the seven of 2 threads 0.78-0.95 (fp32 [57943, 17, 27] 76.7 -> 63.1, torch.compile
+# 60.5), one thread split 0.87-1.18 (bf16 [13722, 3, 71] 9.2 -> 10.8). For every held row of up
+# to 16 threads, middle and column (`judged_cand_summary.txt`, seed 3119, 128 // threads
+# outputs): 24 cells 1.030, columns of 4 threads 1.15-1.23 (fp32 [63, 304873] 57.5 -> 70.4),
+# the 2-thread columns 0.95-1.03.
+MIDDLE_HELD_BLOCK = 128
+MIDDLE_HELD_BLOCK_THREADS = 4
 # Rows of a few bytes a lane: a lane takes rows a lane (rows_per_block apart, each block row
 # still consecutive outputs) until its loads come to STRIDED_LANE_BYTES, all in flight before
 # any row is reduced. bf16 [1048576, 2, 64] 335.9 -> 270.1 us with 8 rows a lane (torch.compile
@@ -1370,7 +1382,8 @@ def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
     if threads <= STRIDED_HELD_THREADS:
         threads = threads // 2 if halves and threads >= 4 else threads
         middle = _middle_rows(segment)
-        block = MIDDLE_TWO_THREAD_BLOCK if threads == 2 and middle else STRIDED_HELD_BLOCK
+        few = middle and 2 <= threads <= MIDDLE_HELD_BLOCK_THREADS
+        block = MIDDLE_HELD_BLOCK if few else STRIDED_HELD_BLOCK
         outputs = min(max(STRIDED_BLOCK_ROWS, block // threads), pow2_at_least(n_out))
         ept = vectors_of_share(n_red, threads, 1)
         lanes = _strided_rows_a_lane(segment, device, outputs, ept, threads)
