@@ -269,7 +269,9 @@ class Scheduler(Protocol):
 #    a lane until a lane loads 64 bytes (`normalization.COLUMN_HALF_LANE_BYTES`).
 # 68: so do held rows of a middle dim in 4 threads: 128-thread blocks, a block row of 32
 #    outputs (`normalization.MIDDLE_HELD_BLOCK_THREADS`).
-HEURISTICS_VERSION = 68
+# 69: held rows of a middle dim of 2-byte loads in up to 4 threads take whole_chunks from 8
+#    chunks a thread, as 2-thread rows do (`normalization.MIDDLE_HALF_ROWS`).
+HEURISTICS_VERSION = 69
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
