@@ -18,7 +18,7 @@ from tunefuse import DataType, FusionDefinition
 from tunefuse.codegen import generate
 from tunefuse.compiler import compile_kernel
 from tunefuse.device_info import H100, PROFILES
-from tunefuse.schedulers import normalization
+from tunefuse.schedulers import normalization, reduction
 
 SM90 = PROFILES["sm_90"]
 
@@ -39,6 +39,19 @@ def assert_compiles(plan, seg, params, arch: str) -> None:  # noqa: ANN001
     """The kernel `params` generate for `seg` of `plan` compiles for `arch` (NVRTC, no GPU)."""
     kernel = generate(seg, params, PROFILES[arch], {b.id: b.dtype for b in plan.buffers})
     assert compile_kernel(kernel.source, kernel.name, arch).cubin
+
+
+def rows_a_lane_allowed(seg, p, lane_bytes: int, most: int, r: int) -> bool:  # noqa: ANN001
+    """Whether `r` rows a lane keep held `p` of `seg` within the rows-a-lane bounds on H100:
+    at most 8, the lane's loads under `most` bytes before the last doubling, its elements
+    within LANE_ELEMENTS, and 8 blocks an SM (`normalization._strided_rows_a_lane`)."""
+    n_out, _ = reduction.sizes(seg)
+    return (
+        r <= 8
+        and (r // 2) * lane_bytes < most
+        and r * p.elements_per_thread <= reduction.LANE_ELEMENTS
+        and -(-n_out // (p.rows_per_block * r)) >= 8 * H100.sm_count
+    )
 
 
 def pattern_fusion(pattern: str, dtype: DataType) -> FusionDefinition:

@@ -17,12 +17,13 @@ from pattern_runs import (
     assert_compiles,
     needs_host_compiler,
     pattern_defaults,
+    rows_a_lane_allowed,
 )
 from test_codegen_compile import ARCHS
 
 from tunefuse import DataType
 from tunefuse.device_info import H100, PROFILES
-from tunefuse.schedulers import normalization, reduction
+from tunefuse.schedulers import normalization
 
 
 @pytest.mark.parametrize(
@@ -62,7 +63,6 @@ def test_drawn_columns_hold_rows_up_to_the_bound(dtype, reduced, columns):
     if not p.cache_row or p.inner or p.vector > 1:
         return
     assert normalization.is_valid(seg, H100, p) is None
-    n_out, _ = reduction.sizes(seg)
     lane_bytes = p.elements_per_thread * dtype.itemsize
     most = (
         normalization.COLUMN_HALF_LANE_BYTES
@@ -71,12 +71,7 @@ def test_drawn_columns_hold_rows_up_to_the_bound(dtype, reduced, columns):
     )
 
     def allowed(r: int) -> bool:
-        return (
-            r <= 8
-            and (r // 2) * lane_bytes < most
-            and r * p.elements_per_thread <= reduction.LANE_ELEMENTS
-            and -(-n_out // (p.rows_per_block * r)) >= 8 * H100.sm_count
-        )
+        return rows_a_lane_allowed(seg, p, lane_bytes, most, r)
 
     assert p.rows_per_lane == 1 or allowed(p.rows_per_lane), (reduced, columns, p)
     assert not allowed(2 * p.rows_per_lane), (reduced, columns, p)

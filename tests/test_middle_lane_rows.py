@@ -17,6 +17,7 @@ from pattern_runs import (
     assert_compiles,
     needs_host_compiler,
     pattern_defaults,
+    rows_a_lane_allowed,
 )
 from test_codegen_compile import ARCHS
 
@@ -78,12 +79,7 @@ def test_drawn_rows_take_rows_a_lane_as_the_rule_says(pattern, dtype, reduced, o
         most = normalization.STRIDED_LANE_BYTES
 
     def allowed(r: int) -> bool:
-        return (
-            r <= 8
-            and (r // 2) * lane_bytes < most
-            and r * p.elements_per_thread <= reduction.LANE_ELEMENTS
-            and -(-n_out // (p.rows_per_block * r)) >= 8 * H100.sm_count
-        )
+        return rows_a_lane_allowed(seg, p, lane_bytes, most, r)
 
     assert p.rows_per_lane == 1 or allowed(p.rows_per_lane), (shape, p)
     assert not allowed(2 * p.rows_per_lane), (shape, p)
