@@ -271,7 +271,9 @@ class Scheduler(Protocol):
 #    outputs (`normalization.MIDDLE_HELD_BLOCK_THREADS`).
 # 69: held rows of a middle dim of 2-byte loads in up to 4 threads take whole_chunks from 8
 #    chunks a thread, as 2-thread rows do (`normalization.MIDDLE_HALF_ROWS`).
-HEURISTICS_VERSION = 69
+# 70: so do held rows of a middle dim of any load width in up to 4 threads where a thread keeps
+#    one output's row (`normalization._one_output_a_thread`).
+HEURISTICS_VERSION = 70
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

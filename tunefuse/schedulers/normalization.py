@@ -439,7 +439,16 @@ TWO_THREAD_ROWS = 2
 # it was narrowed to 2-byte loads after that judge. As written, 12 bf16 cells drawn after it
 # (seed 3131, `judged_G_summary.txt`): 0.938, every cell faster (worst 0.996); [1153, 60, 47]
 # 13.8 -> 12.3 us (torch.compile 10.5), [621, 54, 51] 10.0 -> 8.5 (7.9), [33763, 43, 39] 107.7
-# -> 97.7 (113.9).
+# -> 97.7 (113.9). Heuristics 70: so does a middle row of any load width whose threads keep one
+# output's row each (one row a lane, no vector of outputs). F's fp32 cells of one row a lane had
+# all gained or tied (0.915-1.010), its losses held 2 rows a lane. A first form for any one row
+# a lane (candidate H, 14 fp32 cells drawn after it, seed 3132, `benchmarks/surface/
+# inner_short_runs_2026-11-30/judged_H_summary.txt`): 0.933, the 10 cells of one output a
+# thread 0.784-0.976, the 4 vectors of 2-4 outputs split ([16917, 31, 46] 60.2 -> 62.8 us,
+# torch.compile 56.5; [2614, 29, 130] 1.042; [690, 29, 122] 0.953), so it was narrowed to one
+# output a thread after that judge. As written, 24 fp32 cells drawn after it (seed 3133,
+# `judged_I_summary.txt`): 0.888, every cell faster (worst 0.949), new/torch.compile 1.033
+# (1.163 before); [172, 60, 345] 17.3 -> 13.6 us (12.9), [1071, 64, 59] 19.1 -> 16.4 (16.4).
 MIDDLE_HALF_ROWS = 4
 
 
@@ -457,19 +466,27 @@ def chunk_step(segment: Segment, p: Params) -> int:
     return p.vector if reduction.vectors_along_reduction(segment) else 1
 
 
+def _one_output_a_thread(segment: Segment, p: Params) -> bool:
+    """Whether a thread of held `p` keeps one output's row: one row a lane, and no vector
+    along the outputs."""
+    return held_elements(segment, p) == p.elements_per_thread
+
+
 def whole_chunks_pay(segment: Segment, p: Params) -> bool:
     """Whether held `p` takes `whole_chunks` by default (WHOLE_CHUNKS): an outer layout whose
     row is one thread's, ONE_THREAD_CHUNKS chunks or more of any load width; whose row is
-    TWO_THREAD_ROWS threads' (MIDDLE_HALF_ROWS threads' for a middle dim's 2-byte rows),
-    WHOLE_CHUNKS_LEAST chunks a thread or more; or of 2-byte loads with WHOLE_CHUNKS_LEAST
-    chunks a thread and WHOLE_CHUNKS_HELD elements."""
+    TWO_THREAD_ROWS threads' (MIDDLE_HALF_ROWS threads' for a middle dim's rows of 2-byte
+    loads or of one output a thread), WHOLE_CHUNKS_LEAST chunks a thread or more; or of 2-byte
+    loads with WHOLE_CHUNKS_LEAST chunks a thread and WHOLE_CHUNKS_HELD elements."""
     chunks = p.elements_per_thread // chunk_step(segment, p)
     if not p.cache_row or p.inner:
         return False
     if p.threads_r == 1:
         return chunks >= ONE_THREAD_CHUNKS
     few = TWO_THREAD_ROWS
-    if _middle_rows(segment) and reduction.widest_load(segment) == 2:
+    if _middle_rows(segment) and (
+        reduction.widest_load(segment) == 2 or _one_output_a_thread(segment, p)
+    ):
         few = MIDDLE_HALF_ROWS
     if p.threads_r <= few and chunks >= WHOLE_CHUNKS_LEAST:
         return True
