@@ -90,7 +90,7 @@ def test_it_refuses_a_cell_it_cannot_sweep_by_name(argv, why):
 def test_both_sides_of_a_strided_row_are_swept_when_asked():
     """A middle softmax of a 3-element innermost run defaults to a row's threads along y
     (rows a lane); `sides` adds the layouts with them along x (`inner`), each valid."""
-    _, seg, _ = one_normalization("middle_softmax", DataType.BFloat16, (755203, 24, 3), H100)
+    _, seg, _ = one_normalization("middle_softmax", DataType.BFloat16, (755203, 40, 3), H100)
     default_side = layout_points(seg, H100)
     assert {p.inner for p in default_side} == {False}
     both = layout_points(seg, H100, blocks=(32, 64), rows_a_lane=(1, 2), sides=(False, True))

@@ -273,7 +273,10 @@ class Scheduler(Protocol):
 #    chunks a thread, as 2-thread rows do (`normalization.MIDDLE_HALF_ROWS`).
 # 70: so do held rows of a middle dim of any load width in up to 4 threads where a thread keeps
 #    one output's row (`normalization._one_output_a_thread`).
-HEURISTICS_VERSION = 70
+# 71: held rows of a middle dim of outputs' runs of 16 bytes or fewer, left along y with rows a
+#    lane in 2 to 4 threads of 7 elements or fewer, put their threads along x
+#    (`normalization.FEW_THREAD_INNER_ELEMENTS`).
+HEURISTICS_VERSION = 71
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

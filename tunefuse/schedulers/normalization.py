@@ -1264,7 +1264,8 @@ STRIDED_INNER_ELEMENTS = 4  # a thread's elements of its row, at least, as threa
 def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
     """`_strided_layout`, a held row's threads along x where the outputs' runs are short
     (STRIDED_INNER_RUN_BYTES); where they stay along y, blocks of few outputs a row of lanes
-    for runs under a sector (`_short_run_lanes`)."""
+    for runs under a sector (`_short_run_lanes`), and a middle dim's rows a lane in a few
+    threads along x after all (`_few_thread_inner`)."""
     p = _strided_layout(segment, device)
     run_bytes = reduction.outputs_run(segment) * reduction.widest_load(segment)
     if (
@@ -1274,7 +1275,7 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
         or p.threads_r > STRIDED_HELD_THREADS
         or run_bytes > STRIDED_INNER_RUN_BYTES
     ):
-        return _short_run_lanes(segment, device, p)
+        return _few_thread_inner(segment, device, _short_run_lanes(segment, device, p))
     _, n_red = reduction.sizes(segment)
     threads = p.threads_r
     while (
@@ -1297,6 +1298,54 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
     return (
         inner if is_valid(segment, device, inner) is None else _short_run_lanes(segment, device, p)
     )
+
+
+# FEW_THREAD_INNER_ELEMENTS: held rows of a middle dim whose outputs' runs are at most
+# STRIDED_INNER_RUN_BYTES, which `_short_run_lanes` leaves along y with rows a lane in 2 to
+# MIDDLE_HELD_BLOCK_THREADS threads (the inner layout above takes only rows of one a lane), put
+# those threads along x after all, one row a lane, MIDDLE_HELD_BLOCK threads a block, where a thread
+# holds at most this many elements of its row. H200 `layout_sweep.py --both-sides`
+# (`benchmarks/surface/inner_short_runs_2026-11-30/sweep_sr.log`, 4 cells drawn at random from that
+# population, seed 3135; default -> this layout, torch.compile): middle softmax bf16 [440925, 11, 3]
+# (6 elements a thread) 42.4 -> 31.9 us (38.9), [94977, 26, 3] (7) 24.2 -> 19.2 (25.5), [384599, 13,
+# 3] (4) 44.5 -> 37.9 (37.1; `../column_lanes_2026-11-29/sweep_mid.log`); [9731, 55, 7] (14) 13.6
+# -> 13.3, but 11.7 with whole_chunks. Judged for any elements a thread (judge.py against heuristics
+# 70, 24 cells drawn after it, seed 3136, `judged_J_summary.txt`): 1.142, split cleanly by a
+# thread's elements: every cell of 4-7 gained (0.815-0.934: bf16 [277955, 13, 3] 35.0 -> 28.5 us),
+# every cell of 8 or more lost (1.069-1.897: [173510, 57, 3] 61.5 -> 116.8). Those outer rows of 8
+# elements or more check their chunks whole (`whole_chunks_pay`), which the inner layout does not.
+# Narrowed after that judge; as written, 24 cells drawn after it (seed 3137,
+# `judged_J2_summary.txt`): 0.879, every cell faster (worst 0.950), new/torch.compile 0.717 (0.816
+# before); bf16 [1038426, 11, 3] 90.8 -> 68.8 us (85.7), [124670, 14, 7] 32.6 -> 28.0 (29.6), fp32
+# [792416, 7, 3] 49.5 -> 42.6 (71.1).
+FEW_THREAD_INNER_ELEMENTS = 7
+
+
+def _few_thread_inner(segment: Segment, device: DeviceInfo, p: Params) -> Params:
+    """`p` with its row's threads along x, one row a lane, where it holds a middle dim's rows
+    of short runs a lane in a few threads along y, FEW_THREAD_INNER_ELEMENTS elements a thread
+    or fewer; `p` where that does not apply or is not valid."""
+    run_bytes = reduction.outputs_run(segment) * reduction.widest_load(segment)
+    if (
+        p.inner
+        or not p.cache_row
+        or p.cluster > 1
+        or p.vector > 1
+        or p.rows_per_lane == 1
+        or not 2 <= p.threads_r <= MIDDLE_HELD_BLOCK_THREADS
+        or p.elements_per_thread > FEW_THREAD_INNER_ELEMENTS
+        or run_bytes > STRIDED_INNER_RUN_BYTES
+        or not _middle_rows(segment)
+    ):
+        return p
+    n_out, _ = reduction.sizes(segment)
+    inner = replace(
+        p,
+        inner=True,
+        rows_per_block=min(MIDDLE_HELD_BLOCK // p.threads_r, pow2_at_least(n_out)),
+        rows_per_lane=1,
+    )
+    return inner if is_valid(segment, device, inner) is None else p
 
 
 # Held strided rows along y (outputs along x, a row's `threads_r` threads along y, reduced
