@@ -276,7 +276,9 @@ class Scheduler(Protocol):
 # 71: held rows of a middle dim of outputs' runs of 16 bytes or fewer, left along y with rows a
 #    lane in 2 to 4 threads of 7 elements or fewer, put their threads along x
 #    (`normalization.FEW_THREAD_INNER_ELEMENTS`).
-HEURISTICS_VERSION = 71
+# 72: held rows of a middle dim of 2-byte loads in a vector of 2 outputs a lane that would take 4
+#    threads of 8 take 2 threads of 16 (`normalization._middle_half_pairs`).
+HEURISTICS_VERSION = 72
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
