@@ -1327,10 +1327,7 @@ def _few_thread_inner(segment: Segment, device: DeviceInfo, p: Params) -> Params
     or fewer; `p` where that does not apply or is not valid."""
     run_bytes = reduction.outputs_run(segment) * reduction.widest_load(segment)
     if (
-        p.inner
-        or not p.cache_row
-        or p.cluster > 1
-        or p.vector > 1
+        not _held_lanes_along_y(p)
         or p.rows_per_lane == 1
         or not 2 <= p.threads_r <= MIDDLE_HELD_BLOCK_THREADS
         or p.elements_per_thread > FEW_THREAD_INNER_ELEMENTS
@@ -1378,19 +1375,19 @@ def _few_thread_inner(segment: Segment, device: DeviceInfo, p: Params) -> Params
 SHORT_RUN_PIECE = 16
 
 
+def _held_lanes_along_y(p: Params) -> bool:
+    """Whether `p` holds its strided rows in registers, one output a lane (no vector of
+    outputs, no cluster), a row's threads along y (not `inner`): the layouts whose block rows
+    `_short_run_lanes` and `_few_thread_inner` reshape."""
+    return p.cache_row and not p.shared_row and not p.inner and p.cluster == 1 and p.vector == 1
+
+
 def _short_run_lanes(segment: Segment, device: DeviceInfo, p: Params) -> Params:
     """`p` with a block row of fewer outputs where its held strided rows' runs are shorter
     than a sector (reduction.SECTOR_BYTES), each warp's piece of a slab SHORT_RUN_PIECE bytes
     or more; `p` where that does not apply or is not valid."""
     run_bytes = reduction.outputs_run(segment) * reduction.widest_load(segment)
-    if (
-        p.inner
-        or not p.cache_row
-        or p.cluster > 1
-        or p.vector > 1
-        or p.shared_row
-        or run_bytes >= reduction.SECTOR_BYTES
-    ):
+    if not _held_lanes_along_y(p) or run_bytes >= reduction.SECTOR_BYTES:
         return p
     pieces = min(reduction.WARP // 2, pow2_at_most(reduction.WARP * run_bytes // SHORT_RUN_PIECE))
     _, n_red = reduction.sizes(segment)
