@@ -8,7 +8,7 @@ small ones (the last block partly empty, and a shorter row), and the GPU."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from pattern_runs import (
     SM90,
@@ -57,6 +57,7 @@ def test_the_judged_points(dtype, shape, threads):
     outer=st.integers(0, 16).flatmap(lambda k: st.integers(1 << k, 2 << k)),
     inner=st.integers(1, 200).map(lambda i: 2 * i),
 )
+@example(dtype=DataType.BFloat16, reduced=17, outer=1, inner=6)  # one slab: a column's outputs
 def test_drawn_middle_pairs_of_2_byte_loads_hold_16_elements(dtype, reduced, outer, inner):
     """Drawn middle softmaxes [outer, reduced, 2 * inner] of 2-byte loads: where the default
     holds a vector of 2 outputs a lane along y, its threads are the fewest (a power of two) of
@@ -67,7 +68,9 @@ def test_drawn_middle_pairs_of_2_byte_loads_hold_16_elements(dtype, reduced, out
     assert normalization.is_valid(seg, H100, p) is None
     if not p.cache_row or p.inner or p.vector != 2 or p.rows_per_lane != 1:
         return
-    _, n_red = reduction.sizes(seg)
+    n_out, n_red = reduction.sizes(seg)
+    if reduction.outputs_run(seg) == n_out:
+        return  # one outer slab: the outputs are one run, a column's (`_long_halves`)
     threads = normalization.pow2_at_least(-(-n_red // normalization.STRIDED_VECTOR_ELEMENTS))
     if threads == normalization.MIDDLE_HELD_BLOCK_THREADS:
         threads //= 2
