@@ -1441,8 +1441,8 @@ def _long_halves(segment: Segment) -> bool:
 # threads of 9-16, whose chunks are checked whole (`whole_chunks_pay`, TWO_THREAD_ROWS). H200
 # `layout_sweep.py --both-sides` (`benchmarks/surface/column_lanes_2026-11-29/sweep_mid.log`):
 # bf16 [20360, 29, 50] 54.2 us at 4 threads of 8, 51.0-52.3 at 2 of 15 (torch.compile 45.9).
-# The sixty-second session's halves for every strided row had split on middle rows (bf16
-# [3704, 47, 83] 35.0 -> 47.8 us, 8 threads), before 2-thread rows took whole chunks. Judged
+# Heuristics 62's first form (halves for every strided row) had split on middle rows (bf16
+# [3704, 47, 83] 35.0 -> 47.8 us), before 2-thread rows took whole chunks. Judged
 # (judge.py against heuristics 71, 14 cells drawn after it, seed 3138, `benchmarks/surface/
 # inner_short_runs_2026-11-30/judged_K_summary.txt`): 0.916, new/torch.compile 1.002 (1.095
 # before); bf16 [17744, 18, 38] 30.7 -> 24.6 us (25.2), [138536, 31, 14] 105.2 -> 92.0 (96.3),
