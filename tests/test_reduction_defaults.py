@@ -577,6 +577,7 @@ def test_short_rows_take_several_rows_a_lane_until_a_lane_loads_enough(
     device=st.sampled_from([H100, A100]),
 )
 @settings(max_examples=300, deadline=None)
+@example(rows_log=0, odd=False, cols=1, dtype=DataType.Float, device=H100)  # no reduced dim
 def test_a_normalization_of_short_rows_takes_blocks_of_128_threads(
     rows_log, odd, cols, dtype, device
 ):

@@ -477,8 +477,12 @@ def whole_chunks_pay(segment: Segment, p: Params) -> bool:
     row is one thread's, ONE_THREAD_CHUNKS chunks or more of any load width; whose row is
     TWO_THREAD_ROWS threads' (MIDDLE_HALF_ROWS threads' for a middle dim's rows of 2-byte
     loads or of one output a thread), WHOLE_CHUNKS_LEAST chunks a thread or more; or of 2-byte
-    loads with WHOLE_CHUNKS_LEAST chunks a thread and WHOLE_CHUNKS_HELD elements."""
+    loads with WHOLE_CHUNKS_LEAST chunks a thread and WHOLE_CHUNKS_HELD elements; and a middle
+    dim's rows along x (`inner`) in up to MIDDLE_HALF_ROWS threads, WHOLE_CHUNKS_LEAST chunks a
+    thread or more (heuristics 73, FEW_THREAD_INNER_MOST_ELEMENTS)."""
     chunks = p.elements_per_thread // chunk_step(segment, p)
+    if p.cache_row and p.inner and _middle_rows(segment) and p.threads_r <= MIDDLE_HALF_ROWS:
+        return chunks >= WHOLE_CHUNKS_LEAST
     if not p.cache_row or p.inner:
         return False
     if p.threads_r == 1:
@@ -1319,20 +1323,44 @@ def _strided_rows(segment: Segment, device: DeviceInfo) -> Params:
 # before); bf16 [1038426, 11, 3] 90.8 -> 68.8 us (85.7), [124670, 14, 7] 32.6 -> 28.0 (29.6), fp32
 # [792416, 7, 3] 49.5 -> 42.6 (71.1).
 FEW_THREAD_INNER_ELEMENTS = 7
+# FEW_THREAD_INNER_MOST_ELEMENTS (heuristics 73): such rows of more than
+# FEW_THREAD_INNER_ELEMENTS elements a thread, up to this many, go along x too where the layout
+# along y falls short (`_along_y_falls_short`): it checks its chunks one by one (fp32 rows a lane,
+# `whole_chunks_pay`), or its threads (blocks x block threads) do not fill the device once, where
+# one row a lane along x runs twice the threads. Along x they check their chunks whole
+# (`whole_chunks_pay`, a middle dim's inner rows in up to MIDDLE_HALF_ROWS threads). First form
+# (candidate L: the bound at 16 for every such row, and the inner rows' whole_chunks; judge.py
+# against heuristics 72, 24 cells drawn after it, seed 3139, `benchmarks/surface/
+# middle_inner_chunks_2026-11-30/judged_L_summary.txt`): 0.948, split by how full the layout along
+# y kept the device: the 7 bf16 cells under one device-full of threads all gained (0.832-0.971:
+# [15285, 42, 5] 13.6 -> 11.4 us, torch.compile 12.0), the 14 over it split (0.852-1.089, geomean
+# 0.993: [699898, 15, 5] 101.6 -> 110.6, [345783, 37, 3] 72.0 -> 77.6), the 2 fp32 cells (rows a
+# lane along y without whole_chunks) gained (0.750, 0.817), the 2 inner rows 0.915 and 0.989.
+# Narrowed to this form after that judge; as written, 24 cells drawn after it (seed 3140,
+# `judged_M_summary.txt`): 0.869, new/torch.compile 0.840 (0.967 before), every cell faster but
+# fp32 [244713, 30, 4] (inner rows, whole_chunks) 1.004; fp32 [57160, 49, 3] 29.8 -> 23.6 us (25.1),
+# [193122, 58, 3] 92.5 -> 74.8 (78.9), bf16 [12172, 49, 7] 14.8 -> 12.8 (13.9), [333338, 30, 8]
+# (inner rows) 114.4 -> 103.8 (208.3).
+FEW_THREAD_INNER_MOST_ELEMENTS = 16
 
 
 def _few_thread_inner(segment: Segment, device: DeviceInfo, p: Params) -> Params:
     """`p` with its row's threads along x, one row a lane, where it holds a middle dim's rows
     of short runs a lane in a few threads along y, FEW_THREAD_INNER_ELEMENTS elements a thread
-    or fewer; `p` where that does not apply or is not valid."""
+    or fewer, or FEW_THREAD_INNER_MOST_ELEMENTS where the layout along y falls short
+    (`_along_y_falls_short`); `p` where that does not apply or is not valid."""
     run_bytes = reduction.outputs_run(segment) * reduction.widest_load(segment)
     if (
         not _held_lanes_along_y(p)
         or p.rows_per_lane == 1
         or not 2 <= p.threads_r <= MIDDLE_HELD_BLOCK_THREADS
-        or p.elements_per_thread > FEW_THREAD_INNER_ELEMENTS
+        or p.elements_per_thread > FEW_THREAD_INNER_MOST_ELEMENTS
         or run_bytes > STRIDED_INNER_RUN_BYTES
         or not _middle_rows(segment)
+    ):
+        return p
+    if p.elements_per_thread > FEW_THREAD_INNER_ELEMENTS and not _along_y_falls_short(
+        segment, device, p
     ):
         return p
     n_out, _ = reduction.sizes(segment)
@@ -1343,6 +1371,18 @@ def _few_thread_inner(segment: Segment, device: DeviceInfo, p: Params) -> Params
         rows_per_lane=1,
     )
     return inner if is_valid(segment, device, inner) is None else p
+
+
+def _along_y_falls_short(segment: Segment, device: DeviceInfo, p: Params) -> bool:
+    """Whether held `p`, rows a lane along y, leaves its chunks checked one by one
+    (`whole_chunks_pay`) or runs fewer threads than the device holds at once: the two ways
+    its rows of more than FEW_THREAD_INNER_ELEMENTS lose to one row a lane along x."""
+    n_out, _ = reduction.sizes(segment)
+    blocks = -(-n_out // outputs_a_block(segment, p))
+    threads = blocks * reduction.block_threads(p.as_reduction())
+    return (
+        not whole_chunks_pay(segment, p) or threads <= device.sm_count * device.max_threads_per_sm
+    )
 
 
 # Held strided rows along y (outputs along x, a row's `threads_r` threads along y, reduced
@@ -1614,7 +1654,10 @@ def _held_vector_lanes(
 def _middle_rows(segment: Segment) -> bool:
     """Whether strided rows are a middle dim's (softmax over C of [N, C, L]): the outputs'
     run is shorter than all outputs. A column's (a reduction over the outer dims, a layernorm
-    over dim 0) outputs are one run."""
+    over dim 0) outputs are one run. Rows of no reduced dim (a softmax over a dim of 1) are
+    none."""
+    if not segment.reduce_dims:
+        return False
     n_out, _ = reduction.sizes(segment)
     return reduction.outputs_run(segment) < n_out
 
