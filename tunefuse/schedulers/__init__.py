@@ -278,7 +278,11 @@ class Scheduler(Protocol):
 #    (`normalization.FEW_THREAD_INNER_ELEMENTS`).
 # 72: held rows of a middle dim of 2-byte loads in a vector of 2 outputs a lane that would take 4
 #    threads of 8 take 2 threads of 16 (`normalization._middle_half_pairs`).
-HEURISTICS_VERSION = 72
+# 73: a middle dim's held rows along x (`inner`) in up to 4 threads take whole_chunks from 8
+#    chunks a thread; heuristics 71's rows of 8-16 elements a thread go along x too where the
+#    layout along y checks its chunks one by one or runs fewer threads than the device holds
+#    (`normalization._along_y_falls_short`).
+HEURISTICS_VERSION = 73
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
