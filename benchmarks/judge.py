@@ -29,12 +29,18 @@ ROOT = HERE.parents[1]
 PASSES = (("old", False), ("new", False), ("compile", True), ("old", False), ("new", False))
 
 
+# the dtypes a cell may name: surface.TORCH_DTYPES's keys (surface imports torch; this does not)
+JUDGED_DTYPES = ("float", "bfloat16", "half")
+
+
 def parse_cell(spec: str) -> tuple[str, str, tuple[int, ...]]:
     """`pattern:dtype:AxBxC` as (pattern, dtype, shape); ValueError naming what is wrong."""
     parts = spec.split(":")
     if len(parts) != 3:
         raise ValueError(f"cell {spec!r}: expected pattern:dtype:AxB[xC]")
     pattern, dtype, shape = parts
+    if dtype not in JUDGED_DTYPES:
+        raise ValueError(f"cell {spec!r}: dtype {dtype!r} is not one of {', '.join(JUDGED_DTYPES)}")
     try:
         dims = tuple(int(n) for n in shape.split("x"))
     except ValueError:

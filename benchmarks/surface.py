@@ -53,7 +53,7 @@ from run import copy_bandwidth, timed, torch_of  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
 
-TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16}
+TORCH_DTYPES = {"float": torch.float32, "bfloat16": torch.bfloat16, "half": torch.float16}
 
 
 def _column_layernorm(x, w):  # noqa: ANN001, ANN202 - torch tensors

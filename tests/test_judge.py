@@ -30,6 +30,7 @@ def test_a_cell_is_a_pattern_a_dtype_and_a_shape():
         ("middle:bfloat16", "pattern:dtype"),
         ("col:float:6xN", "not integers"),
         ("col:float:0x5", "at least 1"),
+        ("col:double:6x5", "not one of float, bfloat16, half"),
     ]:
         with pytest.raises(ValueError, match=why):
             parse_cell(bad)
