@@ -282,7 +282,9 @@ class Scheduler(Protocol):
 #    chunks a thread; heuristics 71's rows of 8-16 elements a thread go along x too where the
 #    layout along y checks its chunks one by one or runs fewer threads than the device holds
 #    (`normalization._along_y_falls_short`).
-HEURISTICS_VERSION = 73
+# 74: held rows of a middle dim of bfloat16 loads in a vector of 2 outputs a lane in 2 threads put
+#    those threads along x (`normalization._middle_pairs_along_x`).
+HEURISTICS_VERSION = 74
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,

@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from tunefuse.device_info import DeviceInfo
+from tunefuse.ir.dtypes import DataType
 from tunefuse.planning.indexing import Var
 from tunefuse.planning.kernel_ir import SchedulerKind
 from tunefuse.planning.segment import Segment
@@ -1497,6 +1498,51 @@ def _middle_half_pairs(segment: Segment, held: Params) -> bool:
     )
 
 
+# A middle dim's rows of 2-byte loads held in a vector of 2 outputs a lane by 2 threads put the
+# row's 2 threads along x (`inner`: adjacent lanes, whose row reduction is a shuffle where along y
+# it went through shared memory), each holding a whole number of vectors of its row. H200
+# `layout_sweep.py --both-sides` (`benchmarks/surface/middle_inner_chunks_2026-11-30/
+# sweep_pairs.log`, the three cells heuristics 72 left over 1.10x torch.compile; default -> 2
+# threads along x, torch.compile): bf16 [3863, 26, 74] 17.6 -> 15.8 us (15.4), [3057, 25, 90] 16.8
+# -> 15.7 (14.9), [63904, 19, 106] 238.6 -> 197.6 (201.6). First form (candidate N: every middle
+# vector lane in 2 threads, any load width and vector; judge.py against heuristics 73, 24 cells
+# drawn after it, seed 3141, its 8 half cells not timed, `judged_N_summary.txt`): 0.963, split:
+# the 7 bf16 cells of a vector of 2 gained but one (0.832-0.981: [62027, 22, 54] 127.8 -> 106.4
+# us, torch.compile 112.8; [470, 24, 382] 12.1 -> 11.0 (10.9); lost [24842, 17, 198] 1.030); a
+# bf16 vector of 4 lost ([43245, 10, 20] 1.086); fp32 split 0.858-1.174 ([15144, 14, 234] 103.6
+# -> 121.6). Narrowed to 2-byte pairs after that judge; judged so (seed 3142, 20 cells drawn after
+# it, `judged_N2_summary.txt`): 0.930, the 11 bf16 cells all faster (0.802-0.963: [3845, 20, 254]
+# 41.5 -> 34.0 us, torch.compile 32.9; [175252, 10, 26] 91.0 -> 73.3), the 9 fp16 cells split
+# (0.845-1.223: [2760, 17, 102] 11.5 -> 14.0 us, [953, 18, 110] 7.2 -> 8.8, [16469, 17, 14] 10.8 ->
+# 12.9, all of C 17-21; [11651, 28, 86] 49.7 -> 42.0 gained). Narrowed to bfloat16 after that
+# judge: the split is by C in fp16 and not in bf16 (bf16 C 19-25 gained, C 17 lost 1.030 in N),
+# and is not understood (`next_probe.md`). As written, 16 bf16 cells drawn after it (seed 3143,
+# `judged_N3_summary.txt`): 0.927, new/torch.compile 0.902 (0.974 before); [61183, 12, 122] 164.0
+# -> 132.3 us (186.0), [8765, 20, 106] 40.3 -> 32.7 (32.1), [32785, 22, 130] 159.0 -> 135.2
+# (139.6); it lost at rows of 31-32 (2 threads of 16): [6232, 31, 326] 101.9 -> 108.6 (88.6),
+# [6742, 32, 142] 54.2 -> 55.3 (44.5), both over 1.10x torch.compile before.
+def _middle_pairs_along_x(segment: Segment, device: DeviceInfo, held: Params) -> Params:
+    """`held` with its row's threads along x where it holds a middle dim's rows of bfloat16
+    loads in a vector of 2 outputs a lane in 2 threads; `held` otherwise or where that is not
+    valid."""
+    rows = [ld for ld in segment.loads if moves_along_row(segment, ld)]
+    if (
+        not _middle_rows(segment)
+        or not rows
+        or any(ld.dtype != DataType.BFloat16 for ld in rows)
+        or held.vector != 2
+        or held.threads_r != 2
+    ):
+        return held
+    _, n_red = reduction.sizes(segment)
+    inner = replace(
+        held,
+        inner=True,
+        elements_per_thread=vectors_of_share(n_red, held.threads_r, held.vector),
+    )
+    return inner if is_valid(segment, device, inner) is None else held
+
+
 def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
     """A normalization over strided rows: outputs along x, a row in the registers of
     `threads_r` threads along y, a vector of outputs a lane where the rows are short and
@@ -1517,13 +1563,13 @@ def _strided_layout(segment: Segment, device: DeviceInfo) -> Params:
         ):
             held = _held_vector_lanes(segment, vector, 2 * STRIDED_VECTOR_ELEMENTS, width)
         if held is not None:
-            return held
+            return _middle_pairs_along_x(segment, device, held)
     if reduction.widest_load(segment) * 2 <= 4 and reduction.output_vector(segment) % 2 == 0:
         pair = _held_vector_lanes(
             segment, 2, STRIDED_PAIR_ELEMENTS, STRIDED_VECTOR_THREADS * STRIDED_VECTOR
         )
         if pair is not None:
-            return pair
+            return _middle_pairs_along_x(segment, device, pair)
     threads = pow2_at_least(-(-n_red // STRIDED_ELEMENTS))
     if threads <= STRIDED_HELD_THREADS:
         threads = threads // 2 if halves and threads >= 4 else threads
