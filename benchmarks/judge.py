@@ -29,8 +29,18 @@ ROOT = HERE.parents[1]
 PASSES = (("old", False), ("new", False), ("compile", True), ("old", False), ("new", False))
 
 
-# the dtypes a cell may name: surface.TORCH_DTYPES's keys (surface imports torch; this does not)
+# the dtypes the judge times: surface.TORCH_DTYPES's keys (surface imports torch; this does not)
 JUDGED_DTYPES = ("float", "bfloat16", "half")
+
+
+def judged_cell(spec: str) -> tuple[str, str, tuple[int, ...]]:
+    """`parse_cell`, of a dtype the judge can time (JUDGED_DTYPES); ValueError otherwise."""
+    pattern, dtype, shape = parse_cell(spec)
+    if dtype not in JUDGED_DTYPES:
+        raise ValueError(
+            f"cell {spec!r}: the judge times {', '.join(JUDGED_DTYPES)}, not {dtype!r}"
+        )
+    return pattern, dtype, shape
 
 
 def parse_cell(spec: str) -> tuple[str, str, tuple[int, ...]]:
@@ -39,8 +49,6 @@ def parse_cell(spec: str) -> tuple[str, str, tuple[int, ...]]:
     if len(parts) != 3:
         raise ValueError(f"cell {spec!r}: expected pattern:dtype:AxB[xC]")
     pattern, dtype, shape = parts
-    if dtype not in JUDGED_DTYPES:
-        raise ValueError(f"cell {spec!r}: dtype {dtype!r} is not one of {', '.join(JUDGED_DTYPES)}")
     try:
         dims = tuple(int(n) for n in shape.split("x"))
     except ValueError:
@@ -191,7 +199,7 @@ def main() -> None:
         raise SystemExit("run: no cells (name them, or --cells-file)")
     try:
         for c in cells:
-            parse_cell(c)
+            judged_cell(c)
     except ValueError as e:
         raise SystemExit(str(e)) from None
     roots = {"old": args.against.resolve(), "new": ROOT, "compile": ROOT}

@@ -12,7 +12,7 @@ import pytest
 
 sys.path.append(str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from judge import parse_cell, summary  # noqa: E402
+from judge import judged_cell, parse_cell, summary  # noqa: E402
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -30,10 +30,15 @@ def test_a_cell_is_a_pattern_a_dtype_and_a_shape():
         ("middle:bfloat16", "pattern:dtype"),
         ("col:float:6xN", "not integers"),
         ("col:float:0x5", "at least 1"),
-        ("col:double:6x5", "not one of float, bfloat16, half"),
     ]:
         with pytest.raises(ValueError, match=why):
             parse_cell(bad)
+
+
+def test_the_judge_refuses_a_dtype_it_cannot_time():
+    assert judged_cell("middle:half:6x5x3") == ("middle", "half", (6, 5, 3))
+    with pytest.raises(ValueError, match="the judge times float, bfloat16, half, not 'double'"):
+        judged_cell("col:double:6x5")
 
 
 def test_the_summary_takes_each_side_at_its_best_and_the_geomeans():
