@@ -243,6 +243,11 @@ def moves_along_row(segment: Segment, ld) -> bool:  # noqa: ANN001 - a segment's
     )
 
 
+def loads_along_row(segment: Segment) -> list:
+    """The segment's loads that move along the row (`moves_along_row`): a row's inputs."""
+    return [ld for ld in segment.loads if moves_along_row(segment, ld)]
+
+
 def same_in_every_row(segment: Segment, ld) -> bool:  # noqa: ANN001 - a segment's load
     """A load that moves along the row and with no outer dim (a weight or bias broadcast
     across the rows): what codegen holds once for a lane's rows (`hoisted_loads`)."""
@@ -1525,7 +1530,7 @@ def _middle_pairs_along_x(segment: Segment, device: DeviceInfo, held: Params) ->
     """`held` with its row's threads along x where it holds a middle dim's rows of bfloat16
     loads in a vector of 2 outputs a lane in 2 threads; `held` otherwise or where that is not
     valid."""
-    rows = [ld for ld in segment.loads if moves_along_row(segment, ld)]
+    rows = loads_along_row(segment)
     if (
         not _middle_rows(segment)
         or not rows
@@ -1754,7 +1759,7 @@ def _with_column_partials(segment: Segment, device: DeviceInfo) -> Params:
     a thread, a row a block (SHORT_PARTIAL_ROW_VECTORS)."""
     p = _defaults(replace(segment, column_partials=(), column_groups=0), device, fitted=False)
     p = replace(p, rows_per_lane=1, blocks_per_sm=0)
-    along_row = [ld.dtype.itemsize for ld in segment.loads if moves_along_row(segment, ld)]
+    along_row = [ld.dtype.itemsize for ld in loads_along_row(segment)]
     _, n_red = reduction.sizes(segment)
     vectors = -(-n_red // p.vector)
     if (
@@ -1831,7 +1836,7 @@ def _row_over_cluster(segment: Segment, device: DeviceInfo, vector: int) -> Para
     form is faster."""
     if not supports_clusters(device):
         return None
-    along_row = [ld.dtype.itemsize for ld in segment.loads if moves_along_row(segment, ld)]
+    along_row = [ld.dtype.itemsize for ld in loads_along_row(segment)]
     if not along_row or min(along_row) < CLUSTER_MIN_ITEMSIZE:
         return None
     n_out, n_red = reduction.sizes(segment)
