@@ -50,6 +50,7 @@ THREADS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 BLOCKS = (64, 128, 256, 512)
 ROWS_A_LANE = (1, 2)
 VECTORS = (1, 2, 4, 8)
+MIN_BLOCKS = (0,)
 FINALISTS = 5
 
 
@@ -84,17 +85,33 @@ def read_sweep(path: pathlib.Path) -> list[dict]:
     return rows
 
 
-def layout_points(segment, device, blocks=BLOCKS, rows_a_lane=ROWS_A_LANE, sides=None) -> list:  # noqa: ANN001
+def layout_points(  # noqa: ANN001, PLR0913
+    segment,
+    device,
+    blocks=BLOCKS,
+    rows_a_lane=ROWS_A_LANE,
+    sides=None,
+    min_blocks=MIN_BLOCKS,
+    threads_r=THREADS,
+) -> list:
     """The default, then every valid held layout of the grid above (a row's elements a thread
     the fewest that hold it: whole vectors along a contiguous row, elements along a strided
     one), each once, its weight held from before the row loop where the defaults' rule
     (`normalization.hoists_invariants`) would for that layout. `sides`: the values of
-    `inner` swept (a strided row's threads along x or along y); the default's alone if None."""
+    `inner` swept (a strided row's threads along x or along y); the default's alone if None.
+    `min_blocks`: the launch bounds' blocks an SM swept (registers capped to fit them);
+    `threads_r`: a row's threads swept."""
     default = normalization.default_params(segment, device)
     _, n_red = reduction.sizes(segment)
     points = [default]
-    for threads, block, lanes, whole, vector, inner in itertools.product(
-        THREADS, blocks, rows_a_lane, (False, True), VECTORS, sides or (default.inner,)
+    for threads, block, lanes, whole, vector, inner, least in itertools.product(
+        threads_r,
+        blocks,
+        rows_a_lane,
+        (False, True),
+        VECTORS,
+        sides or (default.inner,),
+        min_blocks,
     ):
         if block % threads:
             continue
@@ -117,6 +134,7 @@ def layout_points(segment, device, blocks=BLOCKS, rows_a_lane=ROWS_A_LANE, sides
                 "shared_row": False,
                 "cluster": 1,
                 "blocks_per_sm": 0,
+                "min_blocks": least,
                 "unroll": 1,
                 "stage_rows": False,
                 "inner": inner,
@@ -147,8 +165,14 @@ def compiled(segment, device, dtypes: dict, points: list, threads: int = 16) -> 
     return [p for p, ok in zip(points, kept) if ok]
 
 
-def sweep_cell(  # noqa: ANN001
-    spec: str, out: pathlib.Path, blocks=BLOCKS, rows_a_lane=ROWS_A_LANE, sides=None
+def sweep_cell(  # noqa: ANN001, PLR0913
+    spec: str,
+    out: pathlib.Path,
+    blocks=BLOCKS,
+    rows_a_lane=ROWS_A_LANE,
+    sides=None,
+    min_blocks=MIN_BLOCKS,
+    threads_r=THREADS,
 ) -> None:
     """One cell on the GPU: the points timed and checked, the finalists against
     torch.compile; a JSON line appended to `out`, a summary printed."""
@@ -165,7 +189,10 @@ def sweep_cell(  # noqa: ANN001
     device = runtime(0).info
     fd, segment, dtypes = one_normalization(pattern, dtype, shape, device)
     points = compiled(
-        segment, device, dtypes, layout_points(segment, device, blocks, rows_a_lane, sides)
+        segment,
+        device,
+        dtypes,
+        layout_points(segment, device, blocks, rows_a_lane, sides, min_blocks, threads_r),
     )
     inputs = cell_inputs(pattern, dt, shape)
 
@@ -207,7 +234,8 @@ def sweep_cell(  # noqa: ANN001
         print(
             f"  {medians[i]:7.1f} us  threads_r {p.threads_r} rows_per_block {p.rows_per_block} "
             f"elements {p.elements_per_thread} vector {p.vector} rows_per_lane "
-            f"{p.rows_per_lane} whole_chunks {p.whole_chunks} inner {p.inner}"
+            f"{p.rows_per_lane} whole_chunks {p.whole_chunks} inner {p.inner} "
+            f"min_blocks {p.min_blocks}"
             f"{'  (default)' if i == 0 else ''}",
             flush=True,
         )
@@ -230,11 +258,27 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="strided rows: sweep a row's threads along x (inner) and along y, not the default's",
     )
+    ap.add_argument(
+        "--min-blocks",
+        type=int,
+        nargs="+",
+        default=list(MIN_BLOCKS),
+        help="launch bounds' blocks an SM swept (0: none; registers capped to fit the rest)",
+    )
+    ap.add_argument(
+        "--threads", type=int, nargs="+", default=list(THREADS), help="a row's threads swept"
+    )
     args = ap.parse_args(argv)
     sides = (False, True) if args.both_sides else None
-    for name, values in (("--blocks", args.blocks), ("--rows-a-lane", args.rows_a_lane)):
+    for name, values in (
+        ("--blocks", args.blocks),
+        ("--rows-a-lane", args.rows_a_lane),
+        ("--threads", args.threads),
+    ):
         if any(v < 1 or v & (v - 1) for v in values):
             raise SystemExit(f"{name} {values}: powers of two, 1 or more")
+    if any(v < 0 for v in args.min_blocks):
+        raise SystemExit(f"--min-blocks {args.min_blocks}: 0 (none) or more blocks an SM")
     try:
         for spec in args.cells:
             pattern, dt, shape = parse_cell(spec)
@@ -255,12 +299,28 @@ def main(argv: list[str] | None = None) -> None:
                 _, segment, dtypes = one_normalization(pattern, DataType(dt), shape, device)
             except ValueError as e:
                 raise SystemExit(str(e)) from None
-            points = layout_points(segment, device, args.blocks, args.rows_a_lane, sides)
+            points = layout_points(
+                segment,
+                device,
+                args.blocks,
+                args.rows_a_lane,
+                sides,
+                args.min_blocks,
+                args.threads,
+            )
             kept = compiled(segment, device, dtypes, points)
             print(f"{spec}: {len(points)} points, {len(kept)} compiled for {args.arch}")
         else:
             try:
-                sweep_cell(spec, args.out, args.blocks, args.rows_a_lane, sides)
+                sweep_cell(
+                    spec,
+                    args.out,
+                    args.blocks,
+                    args.rows_a_lane,
+                    sides,
+                    args.min_blocks,
+                    args.threads,
+                )
             except ValueError as e:
                 raise SystemExit(str(e)) from None
 
