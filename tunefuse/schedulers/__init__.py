@@ -284,7 +284,10 @@ class Scheduler(Protocol):
 #    (`normalization._along_y_falls_short`).
 # 74: held rows of a middle dim of bfloat16 loads in a vector of 2 outputs a lane in 2 threads put
 #    those threads along x (`normalization._middle_pairs_along_x`).
-HEURISTICS_VERSION = 74
+# 75: held rows of a middle dim of 2-byte loads in a vector of 2 outputs a lane in 2 threads take
+#    one thread a row along y where that grid fills the device, bfloat16 rows of more than 24
+#    elements (`normalization._middle_pairs_one_thread`).
+HEURISTICS_VERSION = 75
 
 SCHEDULERS: dict[SchedulerKind, Scheduler] = {
     SchedulerKind.POINTWISE: pointwise,
