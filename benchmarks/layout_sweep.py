@@ -6,9 +6,10 @@ default heuristic misses there (how heuristics 55's half-warp rows were found:
     python3 benchmarks/layout_sweep.py --host CELL ...   (the points and their compiles, no GPU)
 
 CELL is judge.py's pattern:dtype:shape, of a surface pattern whose plan is one normalization
-kernel. The points: threads a row (1-512) x block threads (64-512; `--blocks`) x rows a lane
-(1, 2; `--rows-a-lane`) x whole_chunks x vector (1-8) [x a strided row's threads along x and
-along y, `--both-sides`], each row held in registers (cache_row) by the fewest elements a
+kernel. The points: threads a row (1-512; `--threads`) x block threads (64-512; `--blocks`) x
+rows a lane (1, 2; `--rows-a-lane`) x the launch bounds' blocks an SM (none; `--min-blocks`) x
+whole_chunks x vector (1-8) [x a strided row's threads along x and along y, `--both-sides`]
+(`Grid`), each row held in registers (cache_row) by the fewest elements a
 thread that hold it, every point `is_valid` accepts; the default first. All are compiled
 first (NVRTC in threads), each is timed once (20 repetitions) and checked against the
 default's result, then the default and the best five run in 3 alternating rounds with
@@ -26,7 +27,7 @@ import json
 import pathlib
 import statistics
 import sys
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, replace
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests"), str(ROOT / "benchmarks")]
@@ -85,33 +86,36 @@ def read_sweep(path: pathlib.Path) -> list[dict]:
     return rows
 
 
-def layout_points(  # noqa: ANN001, PLR0913
-    segment,
-    device,
-    blocks=BLOCKS,
-    rows_a_lane=ROWS_A_LANE,
-    sides=None,
-    min_blocks=MIN_BLOCKS,
-    threads_r=THREADS,
-) -> list:
-    """The default, then every valid held layout of the grid above (a row's elements a thread
-    the fewest that hold it: whole vectors along a contiguous row, elements along a strided
-    one), each once, its weight held from before the row loop where the defaults' rule
-    (`normalization.hoists_invariants`) would for that layout. `sides`: the values of
-    `inner` swept (a strided row's threads along x or along y); the default's alone if None.
-    `min_blocks`: the launch bounds' blocks an SM swept (registers capped to fit them);
-    `threads_r`: a row's threads swept."""
+@dataclass(frozen=True)
+class Grid:
+    """What a sweep takes the product of: a row's threads, block threads, rows a lane, the
+    launch bounds' blocks an SM (registers capped to fit them; 0: none), and the values of
+    `inner` (a strided row's threads along x or along y; None: the default's alone). Each
+    point also takes whole_chunks either way and every vector."""
+
+    threads_r: tuple[int, ...] = THREADS
+    blocks: tuple[int, ...] = BLOCKS
+    rows_a_lane: tuple[int, ...] = ROWS_A_LANE
+    min_blocks: tuple[int, ...] = MIN_BLOCKS
+    sides: tuple[bool, ...] | None = None
+
+
+def layout_points(segment, device, grid: Grid = Grid()) -> list:  # noqa: ANN001
+    """The default, then every valid held layout of `grid` (a row's elements a thread the
+    fewest that hold it: whole vectors along a contiguous row, elements along a strided one),
+    each once, its weight held from before the row loop where the defaults' rule
+    (`normalization.hoists_invariants`) would for that layout."""
     default = normalization.default_params(segment, device)
     _, n_red = reduction.sizes(segment)
     points = [default]
     for threads, block, lanes, whole, vector, inner, least in itertools.product(
-        threads_r,
-        blocks,
-        rows_a_lane,
+        grid.threads_r,
+        grid.blocks,
+        grid.rows_a_lane,
         (False, True),
         VECTORS,
-        sides or (default.inner,),
-        min_blocks,
+        grid.sides or (default.inner,),
+        grid.min_blocks,
     ):
         if block % threads:
             continue
@@ -165,15 +169,7 @@ def compiled(segment, device, dtypes: dict, points: list, threads: int = 16) -> 
     return [p for p, ok in zip(points, kept) if ok]
 
 
-def sweep_cell(  # noqa: ANN001, PLR0913
-    spec: str,
-    out: pathlib.Path,
-    blocks=BLOCKS,
-    rows_a_lane=ROWS_A_LANE,
-    sides=None,
-    min_blocks=MIN_BLOCKS,
-    threads_r=THREADS,
-) -> None:
+def sweep_cell(spec: str, out: pathlib.Path, grid: Grid = Grid()) -> None:
     """One cell on the GPU: the points timed and checked, the finalists against
     torch.compile; a JSON line appended to `out`, a summary printed."""
     import torch
@@ -188,12 +184,7 @@ def sweep_cell(  # noqa: ANN001, PLR0913
     dtype = DataType(dt)
     device = runtime(0).info
     fd, segment, dtypes = one_normalization(pattern, dtype, shape, device)
-    points = compiled(
-        segment,
-        device,
-        dtypes,
-        layout_points(segment, device, blocks, rows_a_lane, sides, min_blocks, threads_r),
-    )
+    points = compiled(segment, device, dtypes, layout_points(segment, device, grid))
     inputs = cell_inputs(pattern, dt, shape)
 
     def call_of(p):  # noqa: ANN001, ANN202
@@ -269,7 +260,6 @@ def main(argv: list[str] | None = None) -> None:
         "--threads", type=int, nargs="+", default=list(THREADS), help="a row's threads swept"
     )
     args = ap.parse_args(argv)
-    sides = (False, True) if args.both_sides else None
     for name, values in (
         ("--blocks", args.blocks),
         ("--rows-a-lane", args.rows_a_lane),
@@ -279,6 +269,13 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit(f"{name} {values}: powers of two, 1 or more")
     if any(v < 0 for v in args.min_blocks):
         raise SystemExit(f"--min-blocks {args.min_blocks}: 0 (none) or more blocks an SM")
+    grid = Grid(
+        threads_r=tuple(args.threads),
+        blocks=tuple(args.blocks),
+        rows_a_lane=tuple(args.rows_a_lane),
+        min_blocks=tuple(args.min_blocks),
+        sides=(False, True) if args.both_sides else None,
+    )
     try:
         for spec in args.cells:
             pattern, dt, shape = parse_cell(spec)
@@ -299,28 +296,12 @@ def main(argv: list[str] | None = None) -> None:
                 _, segment, dtypes = one_normalization(pattern, DataType(dt), shape, device)
             except ValueError as e:
                 raise SystemExit(str(e)) from None
-            points = layout_points(
-                segment,
-                device,
-                args.blocks,
-                args.rows_a_lane,
-                sides,
-                args.min_blocks,
-                args.threads,
-            )
+            points = layout_points(segment, device, grid)
             kept = compiled(segment, device, dtypes, points)
             print(f"{spec}: {len(points)} points, {len(kept)} compiled for {args.arch}")
         else:
             try:
-                sweep_cell(
-                    spec,
-                    args.out,
-                    args.blocks,
-                    args.rows_a_lane,
-                    sides,
-                    args.min_blocks,
-                    args.threads,
-                )
+                sweep_cell(spec, args.out, grid)
             except ValueError as e:
                 raise SystemExit(str(e)) from None
 

@@ -4,12 +4,13 @@ by name."""
 
 import pathlib
 import sys
+from dataclasses import replace
 
 import pytest
 
 sys.path.append(str(pathlib.Path(__file__).resolve().parents[1] / "benchmarks"))
 
-from layout_sweep import compiled, layout_points, main, one_normalization  # noqa: E402
+from layout_sweep import Grid, compiled, layout_points, main, one_normalization  # noqa: E402
 
 from tunefuse import DataType  # noqa: E402
 from tunefuse.device_info import A100, H100  # noqa: E402
@@ -49,7 +50,7 @@ def test_blocks_of_a_warp_and_four_rows_a_lane_are_swept_when_asked():
         return {(p.threads_r, p.rows_per_block, p.rows_per_lane, p.vector) for p in points}
 
     assert inductor not in layouts(layout_points(seg, H100))
-    points = layout_points(seg, H100, blocks=(32, 64), rows_a_lane=(1, 2, 4))
+    points = layout_points(seg, H100, Grid(blocks=(32, 64), rows_a_lane=(1, 2, 4)))
     assert inductor in layouts(points)
     for p in points[1:]:
         assert p.hoist_invariants is normalization.hoists_invariants(seg, H100, p), p
@@ -80,6 +81,8 @@ def test_its_points_compile_for_sm_80():
         (["--host", "--arch", "sm_70", "rmsnorm:float:100x188"], "sm_70"),
         (["--host", "rmsnorm:float:100x188", "--blocks", "48"], "powers of two"),
         (["--host", "rmsnorm:float:100x188", "--rows-a-lane", "0"], "powers of two"),
+        (["--host", "rmsnorm:float:100x188", "--threads", "3"], "powers of two"),
+        (["--host", "rmsnorm:float:100x188", "--min-blocks", "-1"], "0 \\(none\\) or more"),
     ],
 )
 def test_it_refuses_a_cell_it_cannot_sweep_by_name(argv, why):
@@ -93,7 +96,21 @@ def test_both_sides_of_a_strided_row_are_swept_when_asked():
     _, seg, _ = one_normalization("middle_softmax", DataType.BFloat16, (755203, 40, 3), H100)
     default_side = layout_points(seg, H100)
     assert {p.inner for p in default_side} == {False}
-    both = layout_points(seg, H100, blocks=(32, 64), rows_a_lane=(1, 2), sides=(False, True))
+    both = layout_points(seg, H100, Grid(blocks=(32, 64), rows_a_lane=(1, 2), sides=(False, True)))
     assert {p.inner for p in both[1:]} == {False, True}
     for p in both:
+        assert normalization.is_valid(seg, H100, p) is None, p
+
+
+def test_a_row_s_threads_and_launch_bounds_are_swept_when_asked():
+    """`--threads` narrows a row's threads to those given; `--min-blocks` adds each launch
+    bound to every layout (a middle softmax's bf16 pairs, heuristics 75's sweep)."""
+    _, seg, _ = one_normalization("middle_softmax", DataType.BFloat16, (8765, 20, 106), H100)
+    grid = Grid(threads_r=(1, 2), blocks=(64, 128), min_blocks=(0, 4), sides=(False, True))
+    points = layout_points(seg, H100, grid)
+    assert {p.threads_r for p in points[1:]} == {1, 2}
+    assert {p.min_blocks for p in points[1:]} == {0, 4}
+    bare = {replace(p, min_blocks=0) for p in points[1:] if p.min_blocks == 4}
+    assert bare <= set(points)  # each bound is a copy of a layout swept without one
+    for p in points:
         assert normalization.is_valid(seg, H100, p) is None, p
