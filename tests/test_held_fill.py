@@ -1,6 +1,7 @@
 """How a held row is loaded into registers (`codegen.reduction.clamped_fill`): an outer
 layout's chunks load without a condition of their own but the last (their index clamped into
-the row), an inner layout's keep a condition a load; both compile for sm_80 and sm_90. Their
+the row), and with one thread a row the last too (codegen 34); an inner layout's keep a
+condition a load; both compile for sm_80 and sm_90. Their
 values: `test_host_kernels.py::test_held_strided_rows_agree_on_the_host` and
 `::test_short_columns_rows_a_lane_agree_on_the_host` (under the host's bounds checks), and on
 the GPU `test_gpu_rows_per_lane.py`, `test_gpu_strided_norms.py`."""
@@ -44,6 +45,7 @@ OUTER = [
     ("middle", DataType.BFloat16, (11869490, 3, 3), {}),  # 4 of 3
     ("middle_softmax", DataType.BFloat16, (13110, 26, 17), {}),  # held, 13 a thread
     ("middle_softmax", DataType.Float, (5000, 10, 7), {"threads_r": 1, "elements_per_thread": 16}),
+    ("middle_softmax", DataType.BFloat16, (16693, 27, 142), {}),  # one thread of 27 (75)
 ]
 INNER = [
     ("softmax", DataType.Float, (15811501, 3), {}),
@@ -52,13 +54,18 @@ INNER = [
 
 
 @pytest.mark.parametrize("case", range(len(OUTER)))
-def test_an_outer_held_row_loads_unconditionally_but_its_last_chunk(case):
+def test_an_outer_held_row_loads_unconditionally_but_a_shared_row_s_last_chunk(case):
     pattern, dtype, shape, changes = OUTER[case]
     p, kernel = _kernel(pattern, dtype, shape, changes)
     assert not p.inner and (p.rows_per_lane > 1 or p.cache_row), p
     src = kernel.source
     fill = src[src.index("if (n_red >= 1) {") :]
     assert CLAMP in fill
+    if p.threads_r == 1:
+        # the thread's share is the row: every chunk clamped, none with a condition alone
+        # (a guarded last load went out after the others had been computed on, codegen 34)
+        assert "const int c = " not in src
+        return
     # the last chunk: its own condition, once a lane's row
     last = fill[: fill.index("#pragma unroll\n", fill.index("const int c = "))]
     assert last.count("if (row_ok && r0 < n_red)") == 1

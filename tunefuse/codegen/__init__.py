@@ -23,7 +23,7 @@ from tunefuse.schedulers import scheduler_for
 from tunefuse.schedulers.reduction import launch_min_blocks
 
 CODEGEN_VERSION = (
-    "32"  # bump when generated code changes: tuned records of another version are not used
+    "34"  # bump when generated code changes: tuned records of another version are not used
 )
 # 19: a normalization takes a vector of consecutive outputs a lane where the innermost dim is
 #     not reduced (each pass's totals kept a lane, full-size outputs stored a vector a time).
@@ -82,7 +82,11 @@ CODEGEN_VERSION = (
 # 33: adjacent rows a lane keep each reduced output a lane and store them as vectors after
 #     the lane's last row, where a lane's rows are consecutive aligned addresses of the output
 #     and a warp's store of a row each would span more than a line
-#     (`reduction.lane_store_widths`), where each row stored its own.
+#     (`reduction.lane_store_widths`), where each row stored its own. (The version string
+#     stayed "32" until 34 found it.)
+# 34: a held row of one thread a row along y (`reduction._Emitter.clamped_fill`) loads its last
+#     chunk at a clamped index with the others, where a condition on it let the compiler issue
+#     it after computing on the rest.
 
 
 @dataclass(frozen=True)

@@ -929,7 +929,8 @@ class _Emitter:
 
     def clamped_fill(self, indent: str) -> None:
         """A held row of an outer layout (a thread's column, or a lane's columns with rows a
-        lane) into its registers with a condition only on its last chunk: every chunk before
+        lane) into its registers with a condition only on its last chunk (none with one thread
+        a row, whose last chunk is clamped like the rest, codegen 34): every chunk before
         it lies within the row (a thread's share is the row's, `ept`), and its index is
         clamped to the row's last vector as well, so that a kernel run on a row shorter than
         it was made for still reads within it; the row past the last row reads row 0 (rowc).
@@ -942,15 +943,24 @@ class _Emitter:
         past its row's end would load the row's last vector again for nothing, where many
         lanes of a warp share a short row (softmax fp32 [15811501, 3] 131.0 -> 145.8 us)."""
         it, step, tr_n, chunks = self.itype, self.step, self.p.threads_r, self.ept // self.step
-        if chunks > 1:
+        # One thread a row clamps its last chunk too: its share is the whole row, so a row as
+        # long as the params' reads nothing more, and a condition on that one load let the
+        # compiler issue it after it had computed on the others, a second trip to memory
+        # (sm_90 SASS of middle_softmax bf16 [16693, 27, 142], one thread of 27: 26 loads,
+        # then the 27th 90 instructions on; ncu 97.5 us against 82.8 at 26, whose guarded
+        # load went first: `benchmarks/surface/pairs_one_thread_2026-11-30/`).
+        clamped = chunks if tr_n == 1 else chunks - 1
+        if clamped > 0:
             self.w(f"{indent}if (n_red >= {step}) {{")
             self.w(f"{indent}  #pragma unroll")
-            self.w(f"{indent}  for (int c = 0; c < {chunks - 1}; ++c) {{")
+            self.w(f"{indent}  for (int c = 0; c < {clamped}; ++c) {{")
             self.w(f"{indent}    const {it} rr = ({it})c * {tr_n * step} + ({it})tr * {step};")
             self.w(f"{indent}    const {it} r0 = rr < n_red - {step} ? rr : n_red - {step};")
             self.fill_chunk(indent + "    ", False)
             self.w(f"{indent}  }}")
             self.w(f"{indent}}}")
+        if clamped == chunks:
+            return
         self.w(f"{indent}{{")
         self.w(f"{indent}  const int c = {chunks - 1};")
         self.w(f"{indent}  const {it} r0 = ({it})c * {tr_n * step} + ({it})tr * {step};")

@@ -1579,7 +1579,9 @@ def _middle_pairs_along_x(segment: Segment, device: DeviceInfo, held: Params) ->
 # 0.915, new/torch.compile 0.886 (0.969 before); the 19 fp16 cells all faster (0.776-0.970: [8675,
 # 23, 230] 84.3 -> 65.4 us, torch.compile 68.0; [6727, 26, 162] 51.6 -> 42.6 (42.4)); bf16 9 of 11
 # faster ([7705, 29, 202] 85.1 -> 73.8 (67.5), [13979, 30, 182] 131.2 -> 118.4 (109.0)); lost at
-# [3969, 28, 226] 39.2 -> 43.9 (36.9) and [63747, 27, 10] 28.3 -> 30.2 (34.2), not understood.
+# [3969, 28, 226] 39.2 -> 43.9 (36.9) and [63747, 27, 10] 28.3 -> 30.2 (34.2): at C 27-28 one
+# thread's guarded last load went out after the others had been computed on, which codegen 34
+# clamps ([3969, 28, 226] 38.2 us since, `judged_P_summary.txt`).
 PAIRS_ALONG_X_MOST_ELEMENTS = 24
 
 
