@@ -8,8 +8,9 @@ CASE is a tests/fusion_zoo.py case (SHAPE rows x cols) or a surface pattern not 
 (row, col, var_mean0, middle: SHAPE as benchmarks/surface.py lays it out, e.g. var_mean0
 bfloat16 32768x4096, middle float 64x1024x64); each name=value changes the default
 params (ints and True/False). Prints the params, the static instruction count of each kernel
-of the plan, its registers and its most frequent opcodes. Static: a loop body counts once, so compare
-variants of one kernel, not kernels of different structure.
+of the plan, its registers, its most frequent opcodes and its global loads' runs (`load_runs`:
+loads issued together; a late run is a second trip to memory). Static: a loop body counts once,
+so compare variants of one kernel, not kernels of different structure.
 
 Needs NVIDIA's disassembler, which PyPI ships (not a dependency of tunefuse):
 `pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm`.
@@ -97,6 +98,29 @@ def parse_value(text: str) -> object:
         raise SystemExit(f"{text!r}: a value is an int, True or False") from None
 
 
+# Global loads no more than this many instructions apart are one run: issued together, in flight
+# together. A run that starts well after the last is a load issued after the compiler had
+# computed on earlier ones, a second trip to memory (codegen 34: one thread a row's guarded last
+# load, `benchmarks/surface/pairs_one_thread_2026-11-30/load_groups_codegen32.txt`).
+LOAD_RUN_GAP = 20
+
+
+def load_runs(ops: list[str], gap: int = LOAD_RUN_GAP) -> list[tuple[int, int]]:
+    """The runs of global loads (LDG) in a kernel's opcodes: (index of a run's first load,
+    loads in the run), a run ending where the next load is more than `gap` instructions on."""
+    runs: list[tuple[int, int]] = []
+    last = None
+    for i, op in enumerate(ops):
+        if op != "LDG":
+            continue
+        if last is not None and i - last <= gap:
+            runs[-1] = (runs[-1][0], runs[-1][1] + 1)
+        else:
+            runs.append((i, 1))
+        last = i
+    return runs
+
+
 def main() -> None:
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     opts = dict(a[2:].split("=", 1) for a in sys.argv[1:] if a.startswith("--") and "=" in a)
@@ -141,6 +165,11 @@ def main() -> None:
         print(
             f"  {resources(cubin, tool)}; {len(ops)} instructions; "
             + ", ".join(f"{op} {n}" for op, n in common)
+        )
+        runs = load_runs(ops)
+        print(
+            f"  global loads {sum(n for _, n in runs)} in {len(runs)} runs "
+            f"(first instruction, loads): {runs}"
         )
         if "--print" in sys.argv[1:]:
             print(src.source.split("end of preamble", 1)[1])
