@@ -1530,12 +1530,6 @@ def _middle_half_pairs(segment: Segment, held: Params) -> bool:
 # -> 132.3 us (186.0), [8765, 20, 106] 40.3 -> 32.7 (32.1), [32785, 22, 130] 159.0 -> 135.2
 # (139.6); it lost at rows of 31-32 (2 threads of 16): [6232, 31, 326] 101.9 -> 108.6 (88.6),
 # [6742, 32, 142] 54.2 -> 55.3 (44.5), both over 1.10x torch.compile before.
-def _pairs_go_along_x(rows: list) -> bool:
-    """Whether a middle dim's pairs of 2 threads whose row loads are `rows` go along x: all
-    bfloat16 (fp16 lost along x at C 17-21, `judged_N2_summary.txt`)."""
-    return bool(rows) and all(ld.dtype == DataType.BFloat16 for ld in rows)
-
-
 def _middle_pairs_along_x(segment: Segment, device: DeviceInfo, held: Params) -> Params:
     """`held` with its row's threads along x where it holds a middle dim's rows of bfloat16
     loads in a vector of 2 outputs a lane in 2 threads; `held` otherwise or where that is not
@@ -1555,6 +1549,12 @@ def _middle_pairs_along_x(segment: Segment, device: DeviceInfo, held: Params) ->
         elements_per_thread=vectors_of_share(n_red, held.threads_r, held.vector),
     )
     return inner if is_valid(segment, device, inner) is None else held
+
+
+def _pairs_go_along_x(rows: list) -> bool:
+    """Whether a middle dim's pairs of 2 threads whose row loads are `rows` go along x: all
+    bfloat16 (fp16 lost along x at C 17-21, `judged_N2_summary.txt`)."""
+    return bool(rows) and all(ld.dtype == DataType.BFloat16 for ld in rows)
 
 
 # A middle dim's rows of 2-byte loads held in a vector of 2 outputs a lane by 2 threads (C of 9-32)
