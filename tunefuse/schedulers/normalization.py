@@ -1531,16 +1531,9 @@ def _middle_half_pairs(segment: Segment, held: Params) -> bool:
 # (139.6); it lost at rows of 31-32 (2 threads of 16): [6232, 31, 326] 101.9 -> 108.6 (88.6),
 # [6742, 32, 142] 54.2 -> 55.3 (44.5), both over 1.10x torch.compile before.
 def _middle_pairs_along_x(segment: Segment, device: DeviceInfo, held: Params) -> Params:
-    """`held` with its row's threads along x where it holds a middle dim's rows of bfloat16
-    loads in a vector of 2 outputs a lane in 2 threads; `held` otherwise or where that is not
-    valid."""
-    rows = loads_along_row(segment)
-    if (
-        not _middle_rows(segment)
-        or not _pairs_go_along_x(rows)
-        or held.vector != 2
-        or held.threads_r != 2
-    ):
+    """`held`, a middle dim's pairs in 2 threads (`_middle_pairs`), with its row's threads
+    along x where its row loads are bfloat16; `held` otherwise or where that is not valid."""
+    if not _pairs_go_along_x(loads_along_row(segment)):
         return held
     _, n_red = reduction.sizes(segment)
     inner = replace(
@@ -1586,20 +1579,17 @@ PAIRS_ALONG_X_MOST_ELEMENTS = 24
 
 
 def _middle_pairs_one_thread(segment: Segment, device: DeviceInfo, held: Params) -> Params | None:
-    """`held`, a middle dim's rows of 2-byte loads in a vector of 2 outputs a lane in 2 threads,
-    in one thread a row along y where that thread still fills the device (`fills_device`),
-    the outputs' runs are longer than STRIDED_INNER_RUN_BYTES and rows that go along x
+    """`held`, a middle dim's pairs in 2 threads (`_middle_pairs`) of 2-byte row loads, in one
+    thread a row along y where that thread still fills the device (`fills_device`), the
+    outputs' runs are longer than STRIDED_INNER_RUN_BYTES and rows that go along x
     (`_middle_pairs_along_x`) are longer than PAIRS_ALONG_X_MOST_ELEMENTS; None otherwise or
     where that is not valid."""
     rows = loads_along_row(segment)
     _, n_red = reduction.sizes(segment)
     run_bytes = reduction.outputs_run(segment) * reduction.widest_load(segment)
     if (
-        not _middle_rows(segment)
-        or not rows
+        not rows
         or any(ld.dtype.itemsize != 2 for ld in rows)
-        or held.vector != 2
-        or held.threads_r != 2
         or held.rows_per_lane != 1
         or run_bytes <= STRIDED_INNER_RUN_BYTES
         or (_pairs_go_along_x(rows) and n_red <= PAIRS_ALONG_X_MOST_ELEMENTS)
@@ -1612,8 +1602,11 @@ def _middle_pairs_one_thread(segment: Segment, device: DeviceInfo, held: Params)
 
 
 def _middle_pairs(segment: Segment, device: DeviceInfo, held: Params) -> Params:
-    """Held vector lanes of strided rows, a middle dim's 2-byte pairs of 2 threads in one
-    thread (`_middle_pairs_one_thread`) or else along x (`_middle_pairs_along_x`)."""
+    """Held vector lanes of strided rows; where they are a middle dim's pairs (a vector of 2
+    outputs a lane) in 2 threads, in one thread (`_middle_pairs_one_thread`) or else along x
+    (`_middle_pairs_along_x`)."""
+    if not _middle_rows(segment) or held.vector != 2 or held.threads_r != 2:
+        return held
     one = _middle_pairs_one_thread(segment, device, held)
     return one if one is not None else _middle_pairs_along_x(segment, device, held)
 
